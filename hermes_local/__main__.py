@@ -1,0 +1,5 @@
+"""`python -m hermes_local` runs the CLI."""
+
+from hermes_local.cli import main
+
+main()

@@ -1,0 +1,124 @@
+"""GBNF grammars for tool calls, built from the registered tools' JSON schemas.
+
+`tool_call_grammar(tools)` returns a grammar for what follows `<tool_call>`: one JSON object whose
+"name" is a registered tool and whose "arguments" match that tool's schema, then `</tool_call>`.
+Covers the JSON-schema subset `@tool` produces (scalars, enums, arrays, objects, anyOf, $ref);
+anything else falls back to a generic JSON value. Results are cached per tool set. Does not decode.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from hermes_local.tools.registry import Tool
+
+_PRIMITIVES = {
+    "ws": r"[ \t\n]{0,16}",
+    "string": r'"\"" char* "\""',
+    "char": r'[^"\\\x7F\x00-\x1F] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4})',
+    "integer": r'"-"? ([0-9] | [1-9] [0-9]{1,15})',
+    "number": r'"-"? ([0-9] | [1-9] [0-9]{1,15}) ("." [0-9]{1,16})? ([eE] [-+]? [0-9]{1,4})?',
+    "boolean": r'"true" | "false"',
+    "null": r'"null"',
+    "value": r"object | array | string | number | boolean | null",
+    "object": r'"{" ws ( string ws ":" ws value ws ( "," ws string ws ":" ws value ws )* )? "}"',
+    "array": r'"[" ws ( value ws ( "," ws value ws )* )? "]"',
+}
+
+_cache: dict[str, str] = {}
+
+
+def _literal(value: Any) -> str:
+    return json.dumps(json.dumps(value, ensure_ascii=False))
+
+
+class _Builder:
+    def __init__(self) -> None:
+        self.rules: dict[str, str] = {}
+
+    def add(self, name: str, body: str) -> str:
+        base = re.sub(r"[^a-zA-Z0-9]+", "-", name).strip("-").lower() or "r"
+        candidate, n = base, 1
+        while candidate in self.rules and self.rules[candidate] != body:
+            n += 1
+            candidate = f"{base}-{n}"
+        self.rules[candidate] = body
+        return candidate
+
+    def value(self, schema: dict[str, Any], name: str, root: dict[str, Any]) -> str:
+        if "$ref" in schema:
+            ref = schema["$ref"].split("/")[-1]
+            return self.value(root.get("$defs", {}).get(ref, {}), ref, root)
+        if "const" in schema:
+            return _literal(schema["const"])
+        if "enum" in schema:
+            return self.add(name, " | ".join(_literal(v) for v in schema["enum"]))
+        for key in ("anyOf", "oneOf"):
+            if key in schema:
+                alts = [self.value(s, f"{name}-{i}", root) for i, s in enumerate(schema[key])]
+                return self.add(name, " | ".join(alts))
+        kind = schema.get("type")
+        if isinstance(kind, list):
+            return self.add(name, " | ".join(self.value({**schema, "type": k}, f"{name}-{k}", root) for k in kind))
+        if kind in ("string", "integer", "number", "boolean", "null"):
+            return kind
+        if kind == "array":
+            item = self.value(schema.get("items", {}), f"{name}-item", root)
+            return self.add(name, f'"[" ws ( {item} ws ( "," ws {item} ws )* )? "]"')
+        if kind == "object" and "properties" in schema:
+            return self.add(name, self.object_body(schema, name, root))
+        if kind == "object":
+            return "object"
+        return "value"
+
+    def object_body(self, schema: dict[str, Any], name: str, root: dict[str, Any]) -> str:
+        props = schema.get("properties", {})
+        required = [p for p in props if p in schema.get("required", [])]
+        optional = [p for p in props if p not in required]
+
+        def pair(prop: str) -> str:
+            return f'{_literal(prop)} ws ":" ws {self.value(props[prop], f"{name}-{prop}", root)} ws'
+
+        def optional_tail(names: Sequence[str]) -> str:
+            return " ".join(f'( "," ws {pair(p)} )?' for p in names)
+
+        if required:
+            body = ' "," ws '.join(pair(p) for p in required)
+            body = f"{body} {optional_tail(optional)}"
+        elif optional:
+            alts = [f"{pair(p)} {optional_tail(optional[i + 1 :])}" for i, p in enumerate(optional)]
+            body = "( " + " | ".join(f"( {a} )" for a in alts) + " )?"
+        else:
+            body = ""
+        return f'"{{" ws {body} "}}"'
+
+    def text(self) -> str:
+        lines = [f"{k} ::= {v}" for k, v in self.rules.items()]
+        lines += [f"{k} ::= {v}" for k, v in _PRIMITIVES.items()]
+        return "\n".join(lines) + "\n"
+
+
+def tool_call_grammar(tools: Sequence[Tool]) -> str:
+    """GBNF for `\\n{"name": ..., "arguments": {...}}\\n</tool_call>` over `tools`."""
+    key = json.dumps([t.schema() for t in tools], sort_keys=True)
+    if key in _cache:
+        return _cache[key]
+    b = _Builder()
+    b.rules["root"] = ""  # reserve the name; filled below
+    alternatives = []
+    for t in tools:
+        params = t.parameters_schema()
+        args = b.add(f"{t.name}-arguments", b.object_body({**params, "type": "object"}, f"{t.name}-arg", params))
+        alternatives.append(
+            b.add(
+                f"call-{t.name}",
+                f'"{{" ws "\\"name\\"" ws ":" ws {_literal(t.name)} ws "," ws '
+                f'"\\"arguments\\"" ws ":" ws {args} ws "}}"',
+            )
+        )
+    b.rules["root"] = f'ws ( {" | ".join(alternatives)} ) ws "</tool_call>"'
+    _cache[key] = b.text()
+    return _cache[key]

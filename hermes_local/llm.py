@@ -1,0 +1,270 @@
+"""The model boundary: the `LLM` protocol and `LlamaCppLLM`, the only importer of `llama_cpp`.
+
+An `LLM` tokenizes text (special tokens on or off), completes from token ids, and reports usage:
+prompt tokens, prompt tokens actually evaluated (the rest came from the KV cache), completion tokens
+and seconds. It knows nothing of tools, prompts or parsing. A lazy grammar (GBNF text plus a trigger
+string) constrains decoding only after the trigger appears in the output.
+"""
+
+from __future__ import annotations
+
+import codecs
+import contextlib
+import os
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+TokenCallback = Callable[[str], None]
+DEFAULT_STOP = ("<|im_end|>", "<|im_start|>", "<|endoftext|>")
+
+
+@dataclass
+class Usage:
+    prompt_tokens: int = 0
+    prompt_tokens_evaluated: int = 0
+    completion_tokens: int = 0
+    seconds: float = 0.0
+
+
+@dataclass
+class Completion:
+    text: str
+    tokens: list[int] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    finish_reason: str = "stop"  # "stop" (eos or stop string) or "length"
+
+
+@runtime_checkable
+class LLM(Protocol):
+    """What the agent needs from a model. `LlamaCppLLM` and `testing.ScriptedLLM` implement it."""
+
+    n_ctx: int
+    description: str
+
+    def tokenize(self, text: str, *, special: bool) -> list[int]: ...
+
+    def special_token_id(self, text: str) -> int | None:
+        """The id when `text` is exactly one special/control token of this vocabulary, else None."""
+        ...
+
+    def bos_tokens(self) -> list[int]: ...
+
+    def complete(
+        self,
+        tokens: Sequence[int],
+        *,
+        max_tokens: int = 512,
+        temperature: float = 0.2,
+        stop: Sequence[str] = DEFAULT_STOP,
+        on_token: TokenCallback | None = None,
+        grammar: str | None = None,
+        grammar_trigger: str | None = None,
+    ) -> Completion: ...
+
+
+class ModelLoadError(Exception):
+    """llama.cpp could not load the file (the CLI turns it into one line, exit 2)."""
+
+
+@dataclass
+class LlamaParams:
+    """Load-time options passed to llama.cpp."""
+
+    n_ctx: int = 4096
+    n_gpu_layers: int = -1
+    n_threads: int | None = None
+    n_batch: int = 512
+    seed: int = 0
+    flash_attn: bool = False
+    main_gpu: int = 0
+    tensor_split: list[float] | None = None
+    rpc_servers: str | None = None
+    vocab_only: bool = False
+
+
+@contextlib.contextmanager
+def _quiet_stderr():
+    """llama.cpp logs to fd 2 from C; hide it unless HERMES_LOCAL_DEBUG is set."""
+    if os.environ.get("HERMES_LOCAL_DEBUG"):
+        yield
+        return
+    saved = os.dup(2)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
+
+
+class LlamaCppLLM:
+    """One in-process llama.cpp model. Reuses its KV prefix across calls; a lock serializes use."""
+
+    def __init__(self, model_path: str | Path, params: LlamaParams | None = None) -> None:
+        import llama_cpp  # the only import of llama_cpp in hermes-local
+
+        self._llama_cpp = llama_cpp
+        self.params = params or LlamaParams()
+        self.model_path = Path(model_path)
+        self._lock = threading.RLock()
+        kwargs: dict[str, Any] = dict(
+            model_path=str(self.model_path),
+            n_ctx=self.params.n_ctx,
+            n_gpu_layers=self.params.n_gpu_layers,
+            n_batch=self.params.n_batch,
+            n_ubatch=self.params.n_batch,
+            seed=self.params.seed,
+            flash_attn=self.params.flash_attn,
+            main_gpu=self.params.main_gpu,
+            tensor_split=self.params.tensor_split,
+            vocab_only=self.params.vocab_only,
+            verbose=bool(os.environ.get("HERMES_LOCAL_DEBUG")),
+        )
+        if self.params.n_threads:
+            kwargs["n_threads"] = self.params.n_threads
+            kwargs["n_threads_batch"] = self.params.n_threads
+        if self.params.rpc_servers:
+            kwargs["rpc_servers"] = self.params.rpc_servers
+        try:
+            with _quiet_stderr():
+                self._llama = llama_cpp.Llama(**kwargs)
+        except (ValueError, RuntimeError, OSError) as exc:
+            raise ModelLoadError(f"llama.cpp could not load {self.model_path}: {exc}") from exc
+        self.n_ctx = self._llama.n_ctx() if not self.params.vocab_only else self.params.n_ctx
+        self.description = self.model_path.name
+        self._evaluated = 0
+        original_eval = self._llama.eval
+
+        def counting_eval(tokens: Sequence[int]) -> None:
+            self._evaluated += len(tokens)
+            original_eval(tokens)
+
+        self._llama.eval = counting_eval  # type: ignore[method-assign]
+        self._grammar_cache: dict[str, Any] = {}
+
+    # -- tokenizer -------------------------------------------------------------------------
+    def tokenize(self, text: str, *, special: bool) -> list[int]:
+        return self._llama.tokenize(text.encode("utf-8"), add_bos=False, special=special)
+
+    def special_token_id(self, text: str) -> int | None:
+        ids = self._llama.tokenize(text.encode("utf-8"), add_bos=False, special=True)
+        if len(ids) != 1:
+            return None
+        plain = self._llama.tokenize(text.encode("utf-8"), add_bos=False, special=False)
+        return ids[0] if plain != ids else None
+
+    def bos_tokens(self) -> list[int]:
+        vocab = self._llama._model.vocab
+        if self._llama_cpp.llama_vocab_get_add_bos(vocab):
+            return [self._llama.token_bos()]
+        return []
+
+    def detokenize(self, tokens: Sequence[int]) -> str:
+        """Text of `tokens` with special tokens rendered (so `<tool_call>` survives)."""
+        return self._llama.detokenize(list(tokens), special=True).decode("utf-8", errors="replace")
+
+    def _is_end_of_generation(self, token: int) -> bool:
+        return bool(self._llama_cpp.llama_vocab_is_eog(self._llama._model.vocab, token))
+
+    def _grammar(self, gbnf: str) -> Any:
+        if gbnf not in self._grammar_cache:
+            with _quiet_stderr():
+                self._grammar_cache[gbnf] = self._llama_cpp.LlamaGrammar.from_string(gbnf, verbose=False)
+        return self._grammar_cache[gbnf]
+
+    def reset_cache(self) -> None:
+        """Forget the KV cache (used by benchmarks to emulate a naive loop)."""
+        with self._lock:
+            self._llama.reset()
+
+    # -- completion ------------------------------------------------------------------------
+    def complete(
+        self,
+        tokens: Sequence[int],
+        *,
+        max_tokens: int = 512,
+        temperature: float = 0.2,
+        stop: Sequence[str] = DEFAULT_STOP,
+        on_token: TokenCallback | None = None,
+        grammar: str | None = None,
+        grammar_trigger: str | None = None,
+    ) -> Completion:
+        prompt = list(tokens)
+        if not prompt:
+            raise ValueError("complete() needs at least one prompt token")
+        if len(prompt) + 1 > self.n_ctx:
+            raise ValueError(f"prompt of {len(prompt)} tokens does not fit n_ctx={self.n_ctx}")
+        with self._lock:
+            start = time.perf_counter()
+            self._evaluated = 0
+            generated: list[int] = []
+            decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+            text = ""
+            finish = "length"
+            constrained = grammar is not None and grammar_trigger is None
+            budget = min(max_tokens, self.n_ctx - len(prompt))
+            prompt_evaluated: int | None = None
+            while len(generated) < budget:
+                phase_done = False
+                gen = self._llama.generate(
+                    prompt + generated,
+                    temp=temperature,
+                    top_k=40,
+                    top_p=0.95,
+                    min_p=0.05,
+                    repeat_penalty=1.0,
+                    grammar=self._grammar(grammar) if (constrained and grammar) else None,
+                )
+                for token in gen:
+                    if prompt_evaluated is None:
+                        prompt_evaluated = self._evaluated
+                    if self._is_end_of_generation(token):
+                        finish = "stop"
+                        phase_done = True
+                        break
+                    generated.append(token)
+                    piece = decoder.decode(self._llama.detokenize([token], special=True))
+                    text += piece
+                    hit = _first_stop(text, stop)
+                    if hit is not None:
+                        text = text[:hit]
+                        finish = "stop"
+                        phase_done = True
+                        break
+                    if piece and on_token:
+                        on_token(piece)
+                    if len(generated) >= budget:
+                        phase_done = True
+                        break
+                    if grammar and grammar_trigger:
+                        if not constrained and text.endswith(grammar_trigger):
+                            constrained = True
+                            break  # restart generate() under the grammar; the KV prefix is reused
+                        if constrained and text.rstrip().endswith("</tool_call>"):
+                            constrained = False
+                            break
+                else:
+                    phase_done = True
+                    finish = "stop"
+                gen.close()
+                if phase_done:
+                    break
+            text += decoder.decode(b"", final=True)
+            usage = Usage(
+                prompt_tokens=len(prompt),
+                prompt_tokens_evaluated=prompt_evaluated if prompt_evaluated is not None else self._evaluated,
+                completion_tokens=len(generated),
+                seconds=time.perf_counter() - start,
+            )
+            return Completion(text=text, tokens=generated, usage=usage, finish_reason=finish)
+
+
+def _first_stop(text: str, stops: Sequence[str]) -> int | None:
+    positions = [text.find(s) for s in stops if s and s in text]
+    return min(positions) if positions else None

@@ -1,0 +1,174 @@
+"""`ScriptedLLM`: a fake model that replays assistant outputs, for tests and `--model replay:FILE`.
+
+It records every prompt it is given, fails on a call beyond its script (`ScriptExhausted`), and
+`assert_all_used()` fails when outputs were left unused. Usage is simulated with a byte-level
+tokenizer (or a real one passed in) and a simulated KV cache, so prefix-reuse accounting is testable.
+The package itself never imports this module except for the CLI's replay mode.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from hermes_local.config import UserError
+from hermes_local.llm import DEFAULT_STOP, Completion, TokenCallback, Usage
+
+_FAKE_SPECIALS = ("<|im_start|>", "<|im_end|>", "<|endoftext|>")
+
+
+class ScriptExhausted(AssertionError):
+    """The agent asked the scripted model for more outputs than it has."""
+
+
+class ByteTokenizer:
+    """One token per UTF-8 byte; ChatML specials are ids 256+ when tokenized with special=True."""
+
+    def tokenize(self, text: str, *, special: bool) -> list[int]:
+        if not special:
+            return list(text.encode("utf-8"))
+        ids: list[int] = []
+        pos = 0
+        while pos < len(text):
+            for i, sp in enumerate(_FAKE_SPECIALS):
+                if text.startswith(sp, pos):
+                    ids.append(256 + i)
+                    pos += len(sp)
+                    break
+            else:
+                ids.extend(text[pos].encode("utf-8"))
+                pos += 1
+        return ids
+
+    def special_token_id(self, text: str) -> int | None:
+        return 256 + _FAKE_SPECIALS.index(text) if text in _FAKE_SPECIALS else None
+
+    def bos_tokens(self) -> list[int]:
+        return []
+
+    def detokenize(self, tokens: Sequence[int]) -> str:
+        raw = bytearray()
+        out = ""
+        for t in tokens:
+            if t >= 256:
+                out += raw.decode("utf-8", errors="replace") + _FAKE_SPECIALS[t - 256]
+                raw.clear()
+            else:
+                raw.append(t)
+        return out + raw.decode("utf-8", errors="replace")
+
+
+def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+class ScriptedLLM:
+    """Replays `outputs` (full assistant replies) one per `complete()` call."""
+
+    def __init__(
+        self,
+        outputs: Iterable[str],
+        *,
+        n_ctx: int = 32768,
+        tokenizer: Any | None = None,
+        description: str = "scripted",
+    ) -> None:
+        self.outputs = list(outputs)
+        self.n_ctx = n_ctx
+        self.description = description
+        self.tokenizer = tokenizer or ByteTokenizer()
+        self.prompts: list[list[int]] = []
+        self.prompt_texts: list[str] = []
+        self.calls: list[dict[str, Any]] = []
+        self._cursor = 0
+        self._cache: list[int] = []
+
+    @classmethod
+    def from_jsonl(cls, path: str | Path, **kwargs: Any) -> ScriptedLLM:
+        """Load `{"text": ...}` lines (one per assistant turn) from a replay file."""
+        path = Path(path)
+        if not path.is_file():
+            raise UserError(f"replay file {path} does not exist; pass --model replay:PATH_TO.jsonl")
+        outputs = []
+        for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+                outputs.append(str(obj["text"]))
+            except (json.JSONDecodeError, KeyError, TypeError) as exc:
+                raise UserError(
+                    f'{path}:{lineno}: each line must be a JSON object like {{"text": "..."}} ({exc})'
+                ) from exc
+        return cls(outputs, description=f"replay:{path.name}", **kwargs)
+
+    @property
+    def remaining(self) -> int:
+        return len(self.outputs) - self._cursor
+
+    def assert_all_used(self) -> None:
+        if self.remaining:
+            raise AssertionError(f"ScriptedLLM: {self.remaining} scripted output(s) were never requested")
+
+    # LLM protocol -------------------------------------------------------------------------
+    def tokenize(self, text: str, *, special: bool) -> list[int]:
+        return self.tokenizer.tokenize(text, special=special)
+
+    def special_token_id(self, text: str) -> int | None:
+        return self.tokenizer.special_token_id(text)
+
+    def bos_tokens(self) -> list[int]:
+        return self.tokenizer.bos_tokens()
+
+    def detokenize(self, tokens: Sequence[int]) -> str:
+        return self.tokenizer.detokenize(tokens)
+
+    def complete(
+        self,
+        tokens: Sequence[int],
+        *,
+        max_tokens: int = 512,
+        temperature: float = 0.2,
+        stop: Sequence[str] = DEFAULT_STOP,
+        on_token: TokenCallback | None = None,
+        grammar: str | None = None,
+        grammar_trigger: str | None = None,
+    ) -> Completion:
+        prompt = list(tokens)
+        if len(prompt) + 1 > self.n_ctx:
+            raise ValueError(f"prompt of {len(prompt)} tokens does not fit n_ctx={self.n_ctx}")
+        if self._cursor >= len(self.outputs):
+            raise ScriptExhausted(
+                f"ScriptedLLM: call {self._cursor + 1} but only {len(self.outputs)} output(s) were scripted"
+            )
+        text = self.outputs[self._cursor]
+        self._cursor += 1
+        prompt_text = self.detokenize(prompt)
+        self.prompts.append(prompt)
+        self.prompt_texts.append(prompt_text)
+        self.calls.append({"grammar": grammar, "grammar_trigger": grammar_trigger, "max_tokens": max_tokens})
+        prefill = prompt_text.rsplit("<|im_start|>assistant\n", 1)[-1]
+        if prefill and text.startswith(prefill):
+            text = text[len(prefill) :]
+        for s in stop:
+            if s and s in text:
+                text = text[: text.index(s)]
+        completion = self.tokenize(text, special=False)[:max_tokens]
+        evaluated = max(1, len(prompt) - _common_prefix(prompt, self._cache)) if prompt else 0
+        self._cache = prompt + completion
+        if on_token:
+            for word in text.split(" "):
+                on_token(word + " ")
+        return Completion(
+            text=text,
+            tokens=completion,
+            usage=Usage(len(prompt), evaluated, len(completion), 0.0),
+            finish_reason="stop",
+        )

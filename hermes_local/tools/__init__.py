@@ -1,0 +1,20 @@
+"""Tools the agent can call: the registry and `@tool`, approval, execution and the built-ins."""
+
+from hermes_local.tools.approval import Approver
+from hermes_local.tools.execution import Executor
+from hermes_local.tools.registry import (
+    Tool,
+    ToolContext,
+    ToolFailure,
+    ToolRegistry,
+    ToolResult,
+    tool,
+)
+
+__all__ = ["Approver", "Executor", "Tool", "ToolContext", "ToolFailure", "ToolRegistry", "ToolResult", "tool"]
+
+
+def default_registry() -> ToolRegistry:
+    from hermes_local.tools.builtins import BUILTIN_TOOLS
+
+    return ToolRegistry(BUILTIN_TOOLS)

@@ -1,0 +1,37 @@
+"""Built-in tools. Names and argument names here are public interface (see the README).
+
+Each function only does its own job inside the workspace from `ToolContext`; validation, approval,
+timeouts and output caps happen in `tools/execution.py`.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from hermes_local.tools.registry import Tool, ToolContext, tool
+
+MEMO_FILE = "memo.md"
+
+
+@tool
+def get_current_time() -> str:
+    """Get the current local date and time (ISO 8601, with timezone)."""
+    return datetime.now().astimezone().isoformat(timespec="seconds")
+
+
+@tool(permission="write")
+def append_to_memo(content: str, ctx: ToolContext) -> dict:
+    """Append one line to the memo file in the workspace.
+
+    Args:
+        content: The text to note down.
+    """
+    line = " ".join(content.split())
+    path = ctx.workspace / MEMO_FILE
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(f"- {line}\n")
+        fh.flush()
+    return {"file": MEMO_FILE, "appended": line}
+
+
+BUILTIN_TOOLS: list[Tool] = [get_current_time, append_to_memo]
