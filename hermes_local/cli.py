@@ -13,6 +13,7 @@ from typing import Annotated, Any
 import typer
 
 from hermes_local.config import UserError, load_settings
+from hermes_local.model_commands import doctor, models_app
 
 app = typer.Typer(
     help="A local, offline task agent on llama.cpp (Hermes 2 Pro tool calling).\n\n"
@@ -22,11 +23,11 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 tools_app = typer.Typer(help="Inspect the tools the agent can call.", no_args_is_help=True)
-models_app = typer.Typer(help="Model registry: list, info, download.", no_args_is_help=True)
 sessions_app = typer.Typer(help="Recorded runs under $HERMES_LOCAL_HOME/sessions.", no_args_is_help=True)
 app.add_typer(tools_app, name="tools")
 app.add_typer(models_app, name="models")
 app.add_typer(sessions_app, name="sessions")
+app.command()(doctor)
 
 
 def fail(message: str, code: int = 2) -> None:
@@ -84,6 +85,10 @@ def run(
     tools_module: Annotated[
         list[str] | None, typer.Option(help="Load @tool functions from a .py file or module (repeatable).")
     ] = None,
+    db: Annotated[Path | None, typer.Option(help="SQLite database for query_database (opened read-only).")] = None,
+    allow_host: Annotated[
+        list[str] | None, typer.Option(help="Host http_get may reach (repeatable; default: none, offline).")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object with the result.")] = False,
 ) -> None:
     """Run the agent on TASK until it answers or reaches --max-steps."""
@@ -114,7 +119,9 @@ def run(
             if not as_json:
                 printer(kind, payload)
 
-        agent = build_agent(llm, settings, workspace=workspace, registry=registry, approver=approver, on_event=on_event)
+        agent = build_agent(
+            llm, settings, workspace=workspace, registry=registry, approver=approver, on_event=on_event, db_path=db
+        )
     except UserError as exc:
         fail(str(exc), exc.exit_code)
     try:
@@ -156,18 +163,6 @@ def tools_list(
         required = set(t.parameters_schema().get("required", []))
         args = ", ".join(f"{p}: {s.get('type', 'any')}{'' if p in required else '?'}" for p, s in props.items())
         typer.echo(f"{t.name}({args})  [{t.permission}]  {t.description}")
-
-
-@models_app.command("list")
-def models_list() -> None:
-    """Show the models hermes-local knows and whether each is installed."""
-    from hermes_local.models import EMBEDDED_INSTALL_HINT, embedded_model_path
-
-    try:
-        path = embedded_model_path()
-        typer.echo(f"smollm2 (embedded default)  installed  {path}")
-    except UserError:
-        typer.echo(f"smollm2 (embedded default)  not installed  ({EMBEDDED_INSTALL_HINT})")
 
 
 @sessions_app.command("list")
