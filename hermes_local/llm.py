@@ -126,9 +126,9 @@ class LlamaCppLLM:
             vocab_only=self.params.vocab_only,
             verbose=bool(os.environ.get("HERMES_LOCAL_DEBUG")),
         )
-        if self.params.n_threads:
-            kwargs["n_threads"] = self.params.n_threads
-            kwargs["n_threads_batch"] = self.params.n_threads
+        threads = self.params.n_threads or max(1, os.cpu_count() or 1)
+        kwargs["n_threads"] = threads
+        kwargs["n_threads_batch"] = threads
         if self.params.rpc_servers:
             kwargs["rpc_servers"] = self.params.rpc_servers
         try:
@@ -147,17 +147,18 @@ class LlamaCppLLM:
 
         self._llama.eval = counting_eval  # type: ignore[method-assign]
         self._grammar_cache: dict[str, Any] = {}
+        self._special_ids: dict[str, int | None] = {}
 
     # -- tokenizer -------------------------------------------------------------------------
     def tokenize(self, text: str, *, special: bool) -> list[int]:
         return self._llama.tokenize(text.encode("utf-8"), add_bos=False, special=special)
 
     def special_token_id(self, text: str) -> int | None:
-        ids = self._llama.tokenize(text.encode("utf-8"), add_bos=False, special=True)
-        if len(ids) != 1:
-            return None
-        plain = self._llama.tokenize(text.encode("utf-8"), add_bos=False, special=False)
-        return ids[0] if plain != ids else None
+        if text not in self._special_ids:
+            ids = self._llama.tokenize(text.encode("utf-8"), add_bos=False, special=True)
+            plain = self._llama.tokenize(text.encode("utf-8"), add_bos=False, special=False)
+            self._special_ids[text] = ids[0] if len(ids) == 1 and plain != ids else None
+        return self._special_ids[text]
 
     def bos_tokens(self) -> list[int]:
         vocab = self._llama._model.vocab
