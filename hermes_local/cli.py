@@ -26,7 +26,9 @@ tools_app = typer.Typer(help="Inspect the tools the agent can call.", no_args_is
 sessions_app = typer.Typer(help="Recorded runs under $HERMES_LOCAL_HOME/sessions.", no_args_is_help=True)
 app.add_typer(tools_app, name="tools")
 app.add_typer(models_app, name="models")
+memory_app = typer.Typer(help="Long-term memory: facts kept across sessions.", no_args_is_help=True)
 app.add_typer(sessions_app, name="sessions")
+app.add_typer(memory_app, name="memory")
 app.command()(doctor)
 
 
@@ -60,58 +62,47 @@ class TerminalPrinter:
         err.flush()
 
 
-@app.command()
-def run(
-    task: Annotated[str, typer.Argument(help="What the agent should do, in plain words.")],
-    model: Annotated[
-        str | None,
-        typer.Option(help="Registry name, path to a .gguf, or replay:FILE.jsonl (default: embedded SmolLM2)."),
-    ] = None,
-    max_steps: Annotated[int | None, typer.Option(help="Most model calls before stopping (default 8).")] = None,
-    n_ctx: Annotated[int | None, typer.Option(help="Context window in tokens (default 4096).")] = None,
-    n_gpu_layers: Annotated[
-        int | None, typer.Option(help="Layers offloaded to the GPU; -1 = all, 0 = CPU only.")
-    ] = None,
-    workspace: Annotated[Path, typer.Option(help="Folder the tools may read and write.")] = Path("."),
-    tool_choice: Annotated[
-        str | None, typer.Option(help="auto: model decides; required: every step calls a tool; none: no tools.")
-    ] = None,
-    no_grammar: Annotated[
-        bool, typer.Option("--no-grammar", help="Do not constrain tool calls with a grammar.")
-    ] = False,
-    temperature: Annotated[float | None, typer.Option(help="Sampling temperature (default 0.2).")] = None,
-    yes: Annotated[bool, typer.Option("--yes", "-y", help="Approve every write/dangerous tool call.")] = False,
-    allow: Annotated[list[str] | None, typer.Option(help="Approve this tool without asking (repeatable).")] = None,
-    tools_module: Annotated[
-        list[str] | None, typer.Option(help="Load @tool functions from a .py file or module (repeatable).")
-    ] = None,
-    db: Annotated[Path | None, typer.Option(help="SQLite database for query_database (opened read-only).")] = None,
-    allow_host: Annotated[
-        list[str] | None, typer.Option(help="Host http_get may reach (repeatable; default: none, offline).")
-    ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object with the result.")] = False,
-) -> None:
-    """Run the agent on TASK until it answers or reaches --max-steps."""
+ModelOpt = Annotated[
+    str | None, typer.Option(help="Registry name, path to a .gguf, or replay:FILE.jsonl (default: embedded SmolLM2).")
+]
+NCtxOpt = Annotated[int | None, typer.Option(help="Context window in tokens (default 4096).")]
+GpuOpt = Annotated[int | None, typer.Option(help="Layers offloaded to the GPU; -1 = all, 0 = CPU only.")]
+WorkspaceOpt = Annotated[Path, typer.Option(help="Folder the tools may read and write.")]
+YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Approve every write/dangerous tool call.")]
+AllowOpt = Annotated[list[str] | None, typer.Option(help="Approve this tool without asking (repeatable).")]
+ToolsModuleOpt = Annotated[
+    list[str] | None, typer.Option(help="Load @tool functions from a .py file or module (repeatable).")
+]
+DbOpt = Annotated[Path | None, typer.Option(help="SQLite database for query_database (opened read-only).")]
+AllowHostOpt = Annotated[
+    list[str] | None, typer.Option(help="Host http_get may reach (repeatable; default: none, offline).")
+]
+
+
+def _prepare(
+    overrides: dict[str, Any],
+    *,
+    workspace: Path,
+    yes: bool,
+    allow: list[str] | None,
+    tools_module: list[str] | None,
+    db: Path | None,
+    allow_host: list[str] | None,
+    as_json: bool,
+    session_id: str | None = None,
+):
+    """Settings, model, session log and agent for run/chat; user mistakes exit 2 with one line."""
     from hermes_local.runtime import build_agent, build_registry, load_llm
     from hermes_local.session import SessionLog
     from hermes_local.tools import Approver
 
     try:
-        settings = load_settings(
-            dict(
-                model=model,
-                max_steps=max_steps,
-                n_ctx=n_ctx,
-                n_gpu_layers=n_gpu_layers,
-                tool_choice=tool_choice,
-                temperature=temperature,
-                grammar=False if no_grammar else None,
-            )
-        )
+        settings = load_settings(overrides)
+        settings = settings.model_copy(update={"allow_hosts": [*settings.allow_hosts, *(allow_host or [])]})
         registry = build_registry(tools_module or [])
         llm = load_llm(settings)
         approver = Approver(approve_all=yes, allow=[*settings.allow_tools, *(allow or [])], deny=settings.deny_tools)
-        session = SessionLog()
+        session = SessionLog(session_id)
         printer = TerminalPrinter(stream_tokens=not as_json and sys.stderr.isatty())
 
         def on_event(kind: str, payload: dict[str, Any]) -> None:
@@ -124,23 +115,134 @@ def run(
         )
     except UserError as exc:
         fail(str(exc), exc.exit_code)
+    return llm, agent, session
+
+
+@app.command()
+def run(
+    task: Annotated[str | None, typer.Argument(help="What the agent should do, in plain words.")] = None,
+    model: ModelOpt = None,
+    max_steps: Annotated[int | None, typer.Option(help="Most model calls before stopping (default 8).")] = None,
+    n_ctx: NCtxOpt = None,
+    n_gpu_layers: GpuOpt = None,
+    workspace: WorkspaceOpt = Path("."),
+    tool_choice: Annotated[
+        str | None, typer.Option(help="auto: model decides; required: every step calls a tool; none: no tools.")
+    ] = None,
+    no_grammar: Annotated[
+        bool, typer.Option("--no-grammar", help="Do not constrain tool calls with a grammar.")
+    ] = False,
+    temperature: Annotated[float | None, typer.Option(help="Sampling temperature (default 0.2).")] = None,
+    yes: YesOpt = False,
+    allow: AllowOpt = None,
+    tools_module: ToolsModuleOpt = None,
+    db: DbOpt = None,
+    allow_host: AllowHostOpt = None,
+    resume: Annotated[
+        str | None, typer.Option(help="Continue session ID (see `sessions list`); completed calls are not re-run.")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object with the result.")] = False,
+) -> None:
+    """Run the agent on TASK until it answers or reaches --max-steps (or continue one with --resume ID)."""
+    from hermes_local.session import read_events, session_path
+
+    if (task is None) == (resume is None):
+        fail("give a TASK, or --resume ID to continue a session (not both)")
+    events = []
+    if resume:
+        try:
+            events = read_events(session_path(resume))
+        except UserError as exc:
+            fail(str(exc), exc.exit_code)
+        if not any(e.get("kind") == "run_start" for e in events):
+            fail(f"session {resume} has no recorded start; it cannot be resumed")
+    overrides = dict(
+        model=model,
+        max_steps=max_steps,
+        n_ctx=n_ctx,
+        n_gpu_layers=n_gpu_layers,
+        tool_choice=tool_choice,
+        temperature=temperature,
+        grammar=False if no_grammar else None,
+    )
+    llm, agent, session = _prepare(
+        overrides,
+        workspace=workspace,
+        yes=yes,
+        allow=allow,
+        tools_module=tools_module,
+        db=db,
+        allow_host=allow_host,
+        as_json=as_json,
+        session_id=resume,
+    )
     try:
-        result = agent.run(task)
+        result = agent.resume(events) if resume else agent.run(task or "")
     except KeyboardInterrupt:
-        fail("interrupted", 130)
+        fail(f"interrupted; continue with: hermes-local run --resume {session.id}", 130)
     except AssertionError as exc:  # a replay file that ran out of outputs
         fail(str(exc), 1)
     result.session_id = session.id
     session.close()
-    leftover = getattr(llm, "remaining", 0)
     if as_json:
         typer.echo(json.dumps(result.to_json(), ensure_ascii=False))
     else:
         typer.echo(result.answer if result.answer is not None else f"(no answer: stopped at {result.stopped})")
+        if result.error:
+            typer.echo(f"stopped: {result.error}", err=True)
+    leftover = getattr(llm, "remaining", 0)
     if leftover:
         fail(f"the replay file has {leftover} unused output(s); the run diverged from the recording", 1)
     if result.stopped == "error":
         raise typer.Exit(1)
+
+
+@app.command()
+def chat(
+    model: ModelOpt = None,
+    n_ctx: NCtxOpt = None,
+    n_gpu_layers: GpuOpt = None,
+    workspace: WorkspaceOpt = Path("."),
+    yes: YesOpt = False,
+    allow: AllowOpt = None,
+    tools_module: ToolsModuleOpt = None,
+    db: DbOpt = None,
+) -> None:
+    """Interactive multi-turn chat with tools. /reset starts over, /exit (or Ctrl-D) quits."""
+    overrides = dict(model=model, n_ctx=n_ctx, n_gpu_layers=n_gpu_layers)
+    llm, agent, session = _prepare(
+        overrides,
+        workspace=workspace,
+        yes=yes,
+        allow=allow,
+        tools_module=tools_module,
+        db=db,
+        allow_host=None,
+        as_json=False,
+    )
+    memory = None
+    typer.echo(f"hermes-local chat on {llm.description} (session {session.id}); /reset, /exit", err=True)
+    while True:
+        typer.echo("you> ", nl=False, err=True)
+        line = sys.stdin.readline()
+        if not line or line.strip() == "/exit":
+            break
+        message = line.strip()
+        if not message:
+            continue
+        if message == "/reset":
+            memory = None
+            typer.echo("(history cleared)", err=True)
+            continue
+        try:
+            memory, result = agent.chat(memory, message)
+        except KeyboardInterrupt:
+            typer.echo("\n(interrupted)", err=True)
+            continue
+        except AssertionError as exc:
+            fail(str(exc), 1)
+        typer.echo(result.answer if result.answer is not None else f"(no answer: {result.error or result.stopped})")
+    session.close()
 
 
 @tools_app.command("list")
@@ -172,6 +274,44 @@ def sessions_list() -> None:
 
     for info in list_sessions():
         typer.echo(f"{info.id}  {info.stopped or 'unfinished':10}  {info.events:4} events  {info.goal[:60]}")
+
+
+@sessions_app.command("show")
+def sessions_show(
+    session_id: Annotated[str, typer.Argument(help="A session ID from `sessions list`.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print the raw events as JSON lines.")] = False,
+) -> None:
+    """Show what happened in a session: steps, tool calls, results, the answer."""
+    from hermes_local.session import describe_events, read_events, session_path
+
+    try:
+        events = read_events(session_path(session_id))
+    except UserError as exc:
+        fail(str(exc), exc.exit_code)
+    for line in (json.dumps(e, ensure_ascii=False) for e in events) if as_json else describe_events(events):
+        typer.echo(line)
+
+
+@memory_app.command("list")
+def memory_list() -> None:
+    """Facts remembered across sessions (written by the `remember` tool)."""
+    from hermes_local.longterm import LongTermMemory
+
+    facts = LongTermMemory().all()
+    if not facts:
+        typer.echo("(nothing remembered yet)")
+    for fact in facts:
+        typer.echo(f"{fact.id:4}  {fact.text}")
+
+
+@memory_app.command("forget")
+def memory_forget(fact_id: Annotated[int, typer.Argument(help="The number shown by `memory list`.")]) -> None:
+    """Delete one remembered fact."""
+    from hermes_local.longterm import LongTermMemory
+
+    if not LongTermMemory().forget(fact_id):
+        fail(f"no remembered fact {fact_id}; see `hermes-local memory list`")
+    typer.echo(f"forgot {fact_id}")
 
 
 def main() -> None:

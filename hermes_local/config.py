@@ -60,8 +60,9 @@ class Settings(BaseModel):
     tool_choice: str = Field("auto", pattern="^(auto|required|none)$")
     grammar: bool = True
     tool_timeout: float = Field(30.0, gt=0)
-    # append_to_memo only appends a line to the memo in the workspace, so it is pre-approved.
-    allow_tools: list[str] = Field(default_factory=lambda: ["append_to_memo"])
+    # Pre-approved: append_to_memo only appends a line to memo.md in the workspace, and remember only
+    # adds a fact to hermes-local's own store (`hermes-local memory forget ID` undoes it).
+    allow_tools: list[str] = Field(default_factory=lambda: ["append_to_memo", "remember"])
     deny_tools: list[str] = Field(default_factory=list)
     allow_hosts: list[str] = Field(default_factory=list)
 

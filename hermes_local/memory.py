@@ -2,19 +2,39 @@
 
 `Memory.messages()` lays the prompt out for KV-cache reuse: a byte-stable prefix (system + tools,
 goal, recalled facts), then the summary of compacted steps, then recent turns appended in order.
-The ledger records every tool call with its outcome, so the "what have I done" summary never
-depends on the model paraphrasing. Does not call the model or run tools.
+The ledger records every tool call with its outcome, so the "what have I done" summary
+(`Completed / Current / Todo`) never depends on the model paraphrasing; `<plan>` notes from the
+model fill Current/Todo. `fit()` compacts history to a token budget. Does not call the model or
+run tools; it only lays out text.
 """
 
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from hermes_local.parsing import ToolCall
 from hermes_local.prompts import Segment, Segments, render
 from hermes_local.tools.registry import ToolResult
+
+TurnSink = Callable[["Turn"], None]
+_PLAN = re.compile(r"<plan>(.*?)(?:</plan>|$)", re.S | re.I)
+_PLAN_FIELD = re.compile(r"(current|todo)\s*:\s*(.*?)(?=(?:current|todo)\s*:|$)", re.S | re.I)
+RESULT_CAPS = (4000, 1500, 500, 160)  # successive cuts of one oversized tool result (characters)
+
+
+def extract_plan(text: str) -> tuple[str | None, str | None, str]:
+    """(current, todo, text without the <plan> block) from a reply."""
+    m = _PLAN.search(text)
+    if not m:
+        return None, None, text
+    body = " ".join(m.group(1).split())
+    fields = {k.lower(): v.strip(" ;.") for k, v in _PLAN_FIELD.findall(body)}
+    current = fields.get("current") or (body if not fields else None)
+    return current, fields.get("todo"), (text[: m.start()] + text[m.end() :]).strip()
 
 
 @dataclass
@@ -36,12 +56,43 @@ class LedgerEntry:
 
 @dataclass
 class Turn:
-    """One message after the fixed prefix. `summary_only` content replaces `content` after compaction."""
+    """One message after the fixed prefix. Tool turns keep their responses so they can be shrunk."""
 
     role: str
-    content: Segments
     step: int
-    compact_content: Segments | None = None
+    content: Segments
+    responses: list[dict[str, Any]] | None = None
+    cap: int | None = None  # characters of data kept per response after shrinking; None = all
+    summarized: bool = False
+
+    def to_event(self) -> dict[str, Any]:
+        return {
+            "role": self.role,
+            "step": self.step,
+            "content": [[s.text, s.trusted] for s in self.content],
+            "responses": self.responses,
+        }
+
+    @classmethod
+    def from_event(cls, event: dict[str, Any]) -> Turn:
+        segs = Segments(Segment(text, bool(trusted)) for text, trusted in event["content"])
+        return cls(event["role"], int(event["step"]), segs, event.get("responses"))
+
+
+def _render_responses(responses: list[dict[str, Any]], cap: int | None, summarized: bool) -> Segments:
+    shown = []
+    for r in responses:
+        content = dict(r["content"])
+        if summarized:
+            content = {"ok": content.get("ok"), "summary": content.get("summary")}
+        elif cap is not None and "data" in content:
+            data = content["data"]
+            text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False, default=str)
+            if len(text) > cap:
+                notice = f"[... {len(text) - cap} characters cut to fit the context ...]"
+                content["data"] = f"{text[: cap * 2 // 3]}\n{notice}\n{text[-(cap // 3) :]}"
+        shown.append({"name": r["name"], "content": content})
+    return render("tool_response.jinja", responses=shown)
 
 
 @dataclass
@@ -54,10 +105,16 @@ class Memory:
     compacted_through_step: int = 0
     plan_current: str = ""
     plan_todo: str = ""
+    on_turn: TurnSink | None = None
 
     # -- recording -------------------------------------------------------------------------
+    def _append(self, turn: Turn) -> None:
+        self.turns.append(turn)
+        if self.on_turn:
+            self.on_turn(turn)
+
     def add_assistant(self, step: int, text: str, calls: list[ToolCall]) -> None:
-        """Store the reply with calls in canonical form (trusted tags, untrusted JSON)."""
+        """Store the reply with its calls in canonical form (trusted tags, untrusted JSON)."""
         segs: list[Segment] = []
         if text:
             segs.append(Segment(text + ("\n" if calls else ""), False))
@@ -66,26 +123,27 @@ class Memory:
             segs += [Segment("<tool_call>\n", True), Segment(body, False), Segment("\n</tool_call>", True)]
             if i < len(calls) - 1:
                 segs.append(Segment("\n", True))
-        self.turns.append(Turn("assistant", Segments(segs), step))
+        self._append(Turn("assistant", step, Segments(segs)))
 
     def add_tool_results(self, step: int, results: list[tuple[str, dict[str, Any], ToolResult]]) -> None:
         responses = []
-        compact = []
         for name, arguments, result in results:
             responses.append({"name": name, "content": result.envelope()})
-            compact.append({"name": name, "content": {"ok": result.ok, "summary": result.summary}})
             self.ledger.append(LedgerEntry(step, name, arguments, result.ok, result.summary, result.error_kind))
-        self.turns.append(
-            Turn(
-                "tool",
-                render("tool_response.jinja", responses=responses),
-                step,
-                compact_content=render("tool_response.jinja", responses=compact),
-            )
-        )
+        self._append(Turn("tool", step, _render_responses(responses, None, False), responses))
 
     def add_user_note(self, step: int, content: Segments) -> None:
-        self.turns.append(Turn("user", content, step))
+        self._append(Turn("user", step, content))
+
+    def restore_turn(self, turn: Turn) -> None:
+        """Put back a turn read from a session log (no event is emitted)."""
+        self.turns.append(turn)
+
+    def note_plan(self, current: str | None, todo: str | None) -> None:
+        if current:
+            self.plan_current = current
+        if todo:
+            self.plan_todo = todo
 
     # -- layout ----------------------------------------------------------------------------
     def summary_block(self) -> Segments:
@@ -101,7 +159,8 @@ class Memory:
         done = [e for e in self.ledger if e.ok]
         if not done:
             return "no successful tool calls yet"
-        return "; ".join(f"{e.name} ok" for e in done[-6:])
+        shown = "; ".join(f"{e.name} ok (step {e.step})" for e in done[-6:])
+        return f"{len(done)} successful call(s): {shown}"
 
     def messages(self) -> list[dict[str, Any]]:
         msgs: list[dict[str, Any]] = [
@@ -113,7 +172,62 @@ class Memory:
         if self.compacted_through_step:
             msgs.append({"role": "user", "content": self.summary_block()})
         for turn in self.turns:
-            if turn.step <= self.compacted_through_step:
-                continue
-            msgs.append({"role": turn.role, "content": turn.content})
+            if turn.step > self.compacted_through_step:
+                msgs.append({"role": turn.role, "content": turn.content})
         return msgs
+
+    # -- compaction ------------------------------------------------------------------------
+    def _visible(self) -> list[Turn]:
+        return [t for t in self.turns if t.step > self.compacted_through_step]
+
+    def _reshape(self, turn: Turn, *, cap: int | None = None, summarized: bool = False) -> bool:
+        if turn.responses is None or turn.summarized or (cap is not None and turn.cap is not None and turn.cap <= cap):
+            return False
+        turn.cap, turn.summarized = cap, summarized
+        turn.content = _render_responses(turn.responses, cap, summarized)
+        return True
+
+    def compaction_moves(self, keep_steps: int = 2) -> list[Callable[[], bool]]:
+        """Ever stronger ways to shrink the prompt, tried in order by `fit()`."""
+        moves: list[Callable[[], bool]] = []
+
+        def summarize_old_results() -> bool:
+            visible = self._visible()
+            last_steps = sorted({t.step for t in visible})[-keep_steps:]
+            changed = [self._reshape(t, summarized=True) for t in visible if t.step not in last_steps]
+            return any(changed)
+
+        def fold(keep: int) -> Callable[[], bool]:
+            def move() -> bool:
+                steps = sorted({t.step for t in self._visible()})
+                if len(steps) <= keep:
+                    return False
+                self.compacted_through_step = steps[-keep - 1] if keep else steps[-1]
+                return True
+
+            return move
+
+        def cut(cap: int) -> Callable[[], bool]:
+            return lambda: any([self._reshape(t, cap=cap) for t in self._visible()])
+
+        moves.append(summarize_old_results)
+        moves.append(fold(keep_steps))
+        moves.append(fold(1))
+        moves.extend(cut(c) for c in RESULT_CAPS)
+        return moves
+
+    def fit(self, measure: Callable[[], int], limit: int, target: int) -> int:
+        """Compact until `measure()` <= `target` (or nothing is left to do); returns the final size.
+
+        Runs only when the prompt is over `limit`; compacting down to `target` (< limit) leaves room
+        for several appended steps before the next compaction, so the KV prefix stays reusable.
+        """
+        size = measure()
+        if size <= limit:
+            return size
+        for move in self.compaction_moves():
+            while size > target and move():
+                size = measure()
+            if size <= target:
+                break
+        return size

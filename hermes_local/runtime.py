@@ -84,7 +84,11 @@ def load_tools_module(spec: str) -> list[Tool]:
 
 
 def build_registry(tools_modules: Iterable[str] = ()) -> ToolRegistry:
+    from hermes_local.longterm import LONGTERM_TOOLS
+
     registry = default_registry()
+    for t in LONGTERM_TOOLS:
+        registry.register(t)
     for spec in tools_modules:
         for t in load_tools_module(spec):
             registry.register(t)
@@ -101,6 +105,8 @@ def build_agent(
     on_event: EventSink | None = None,
     db_path: Path | None = None,
 ) -> Agent:
+    from hermes_local.longterm import LongTermMemory
+
     if not workspace.is_dir():
         raise UserError(f"workspace {workspace} is not a directory; create it or pass --workspace DIR")
     context = ToolContext(
@@ -110,6 +116,8 @@ def build_agent(
         output_cap=max(1000, min(8000, llm.n_ctx)),
         timeout=settings.tool_timeout,
     )
+    longterm = LongTermMemory()
+    context.extras["longterm"] = longterm
     executor = Executor(
         registry=registry or default_registry(),
         context=context,
@@ -122,4 +130,6 @@ def build_agent(
         tool_choice=settings.tool_choice,
         grammar=settings.grammar,
     )
-    return Agent(llm, executor, config, on_event=on_event)
+    return Agent(
+        llm, executor, config, on_event=on_event, recall=lambda goal: [f.text for f in longterm.search(goal, limit=3)]
+    )

@@ -89,3 +89,28 @@ def list_sessions() -> list[SessionInfo]:
         stopped = next((e.get("stopped") for e in reversed(events) if e.get("kind") == "run_end"), None)
         out.append(SessionInfo(path.stem, path, goal, len(events), stopped))
     return out
+
+
+def describe_events(events: list[dict[str, Any]]) -> list[str]:
+    """Human-readable lines for `sessions show`."""
+    lines = []
+    for e in events:
+        kind = e.get("kind")
+        if kind in ("run_start", "run_resumed"):
+            lines.append(f"{'goal' if kind == 'run_start' else 'resumed'}: {e.get('goal', '')}")
+        elif kind == "step_start":
+            lines.append(f"── step {e.get('step')}")
+        elif kind == "llm_call":
+            lines.append(
+                f"   model: {e.get('prompt_tokens')} prompt tokens ({e.get('prompt_tokens_evaluated')} evaluated), "
+                f"{e.get('completion_tokens')} generated, {float(e.get('seconds', 0)):.2f}s"
+            )
+        elif kind == "tool_call":
+            lines.append(f"   → {e.get('name')}({json.dumps(e.get('arguments', {}), ensure_ascii=False)})")
+        elif kind == "tool_result":
+            lines.append(f"     {'✓' if e.get('ok') else '✗'} {e.get('summary', '')}")
+        elif kind == "compaction":
+            lines.append(f"   (memory compacted through step {e.get('through_step')})")
+        elif kind == "run_end":
+            lines.append(f"stopped: {e.get('stopped')}; answer: {e.get('answer')}")
+    return lines

@@ -1,7 +1,7 @@
 """`ScriptedLLM`: a fake model that replays assistant outputs, for tests and `--model replay:FILE`.
 
 It records every prompt it is given, fails on a call beyond its script (`ScriptExhausted`), and
-`assert_all_used()` fails when outputs were left unused. Usage is simulated with a byte-level
+`assert_all_used()` fails when outputs were left unused. Usage is simulated with a word-level
 tokenizer (or a real one passed in) and a simulated KV cache, so prefix-reuse accounting is testable.
 The package itself never imports this module except for the CLI's replay mode.
 """
@@ -9,6 +9,7 @@ The package itself never imports this module except for the CLI's replay mode.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -23,41 +24,44 @@ class ScriptExhausted(AssertionError):
     """The agent asked the scripted model for more outputs than it has."""
 
 
-class ByteTokenizer:
-    """One token per UTF-8 byte; ChatML specials are ids 256+ when tokenized with special=True."""
+class WordTokenizer:
+    """A stand-in tokenizer with BPE-like counts: a word with its leading space is one token.
+
+    ChatML specials get fixed ids when tokenized with special=True; other pieces get ids on first
+    sight (stable within one instance), so `detokenize(tokenize(x)) == x`.
+    """
+
+    _PIECE = re.compile(r" ?[^\W_]+| ?[^\w\s]|\s+|_", re.UNICODE)
+
+    def __init__(self) -> None:
+        self._ids: dict[str, int] = {sp: i for i, sp in enumerate(_FAKE_SPECIALS)}
+        self._pieces: list[str] = list(_FAKE_SPECIALS)
+
+    def _id(self, piece: str) -> int:
+        if piece not in self._ids:
+            self._ids[piece] = len(self._pieces)
+            self._pieces.append(piece)
+        return self._ids[piece]
 
     def tokenize(self, text: str, *, special: bool) -> list[int]:
-        if not special:
-            return list(text.encode("utf-8"))
         ids: list[int] = []
-        pos = 0
-        while pos < len(text):
-            for i, sp in enumerate(_FAKE_SPECIALS):
-                if text.startswith(sp, pos):
-                    ids.append(256 + i)
-                    pos += len(sp)
-                    break
+        parts = re.split("(" + "|".join(re.escape(s) for s in _FAKE_SPECIALS) + ")", text) if special else [text]
+        for part in parts:
+            if special and part in _FAKE_SPECIALS:
+                ids.append(self._ids[part])
             else:
-                ids.extend(text[pos].encode("utf-8"))
-                pos += 1
+                # Pieces never span "<|...|>", so plain text never maps to a special id.
+                ids.extend(self._id(p) for p in self._PIECE.findall(part))
         return ids
 
     def special_token_id(self, text: str) -> int | None:
-        return 256 + _FAKE_SPECIALS.index(text) if text in _FAKE_SPECIALS else None
+        return self._ids[text] if text in _FAKE_SPECIALS else None
 
     def bos_tokens(self) -> list[int]:
         return []
 
     def detokenize(self, tokens: Sequence[int]) -> str:
-        raw = bytearray()
-        out = ""
-        for t in tokens:
-            if t >= 256:
-                out += raw.decode("utf-8", errors="replace") + _FAKE_SPECIALS[t - 256]
-                raw.clear()
-            else:
-                raw.append(t)
-        return out + raw.decode("utf-8", errors="replace")
+        return "".join(self._pieces[t] for t in tokens)
 
 
 def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
@@ -83,7 +87,7 @@ class ScriptedLLM:
         self.outputs = list(outputs)
         self.n_ctx = n_ctx
         self.description = description
-        self.tokenizer = tokenizer or ByteTokenizer()
+        self.tokenizer = tokenizer or WordTokenizer()
         self.prompts: list[list[int]] = []
         self.prompt_texts: list[str] = []
         self.calls: list[dict[str, Any]] = []

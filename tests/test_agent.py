@@ -86,10 +86,13 @@ def test_tool_that_raises_becomes_tool_error(workspace: Path) -> None:
     assert "RuntimeError: boom" in llm.prompt_texts[1]
 
 
-def test_max_steps_stops_the_loop(workspace: Path) -> None:
-    llm = ScriptedLLM([call("get_current_time")] * 3)
+def test_max_steps_stops_the_loop_and_asks_once_for_a_final_answer(workspace: Path) -> None:
+    llm = ScriptedLLM([call("get_current_time", n=i) for i in range(3)] + ["Best answer so far."])
     result = make_agent(llm, workspace, max_steps=3).run("loop forever")
-    assert result.stopped == "max_steps" and result.steps == 3 and result.answer is None
+    llm.assert_all_used()
+    assert result.stopped == "max_steps" and result.steps == 3 and result.answer == "Best answer so far."
+    assert "reached the step limit" in llm.prompt_texts[-1]
+    assert llm.calls[-1]["grammar"] is None  # the final request offers no constrained call
 
 
 def test_usage_is_summed_and_kv_reuse_is_visible(workspace: Path) -> None:
@@ -112,8 +115,9 @@ def test_scripted_llm_fails_on_extra_and_unused_outputs(workspace: Path) -> None
 
 
 def test_tool_choice_required_prefills_and_constrains(workspace: Path) -> None:
-    llm = ScriptedLLM([call("get_current_time"), call("get_current_time")])
+    llm = ScriptedLLM([call("get_current_time"), call("get_current_time"), "final"])
     result = make_agent(llm, workspace, tool_choice="required", max_steps=2).run("t")
+    assert result.answer == "final"
     assert llm.prompt_texts[0].endswith("<|im_start|>assistant\n<tool_call>\n")
     assert llm.calls[0]["grammar"] and llm.calls[0]["grammar_trigger"] is None
     assert [c.ok for c in result.tool_calls] == [True, True]

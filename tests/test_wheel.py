@@ -52,7 +52,8 @@ def test_wheel_installs_and_renders_a_prompt(tmp_path: Path) -> None:
         "import hermes_local, hermes_local.prompts as p, hermes_local.config as c;"
         "assert '/venv/' in hermes_local.__file__, hermes_local.__file__;"
         "assert '_data' in str(c.data_path('prompts')), c.data_path('prompts');"
-        "s = p.render('chatml.jinja', messages=[{'role': 'user', 'content': 'hi'}], add_generation_prompt=True, prefill='');"
+        "msgs = [{'role': 'user', 'content': 'hi'}];"
+        "s = p.render('chatml.jinja', messages=msgs, add_generation_prompt=True, prefill='');"
         "print(s.text)"
     )
     out = subprocess.run([str(python), "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=120)

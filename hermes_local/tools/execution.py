@@ -1,12 +1,18 @@
 """Run one validated tool call: look up, validate, approve, execute with a timeout, cap the output.
 
 Every path ends in a `ToolResult` envelope; model mistakes (unknown tool, bad arguments) and tool
-failures become error results the model can act on. Repeated identical write calls in one run
-return the first result instead of running twice. Does not parse model output or talk to the LLM.
+failures become error results the model can act on. Each call gets a time limit (`@tool(timeout=)`
+or `ToolContext.timeout`); the tool sees that limit as `ctx.timeout` so it can stop itself and say
+why, and a tool that does not is abandoned shortly after. Results longer than the context's
+`output_cap` are cut to a head and a tail with a notice. A write/dangerous call repeated with
+identical arguments in one run returns the first result instead of running twice, unless the tool
+is `repeatable` (failed calls may be retried). Does not parse model output or talk to the LLM, and
+does not sandbox tools: confinement is each tool's job (see `tools/paths.py`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 from dataclasses import dataclass, field
@@ -15,7 +21,12 @@ from typing import Any
 from pydantic import ValidationError
 
 from hermes_local.tools.approval import Approver
+from hermes_local.tools.limits import clip_text
 from hermes_local.tools.registry import Tool, ToolContext, ToolFailure, ToolRegistry, ToolResult
+
+# Extra time given to a tool past its own limit, so tools that enforce `ctx.timeout` themselves report first.
+ABANDON_GRACE = 1.0
+MAX_ERROR_CHARS = 1500
 
 
 @dataclass
@@ -25,6 +36,17 @@ class Executor:
     approver: Approver = field(default_factory=lambda: Approver(interactive=False))
     _done_writes: dict[str, ToolResult] = field(default_factory=dict)
     last_approval: str = ""
+
+    def remember_done(self, name: str, arguments: dict[str, Any], result: ToolResult) -> None:
+        """Mark a write call as already done (a resumed session must not run it twice)."""
+        t = self.registry.get(name)
+        if t is None or t.permission == "read":
+            return
+        try:
+            args = t.arguments_model.model_validate(arguments).model_dump()
+        except ValidationError:
+            return
+        self._done_writes[t.name + json.dumps(args, sort_keys=True, default=str)] = result
 
     def execute(self, name: str, arguments: dict[str, Any]) -> ToolResult:
         self.last_approval = ""
@@ -40,16 +62,7 @@ class Executor:
         approved, how = self.approver.decide(t, args)
         self.last_approval = how
         if not approved:
-            reason = {
-                "no_terminal": "no terminal to ask the user and no --yes/--allow flag was given",
-                "denied_by_policy": "the user's policy denies this tool",
-                "user": "the user said no",
-            }.get(how, how)
-            return ToolResult.failure(
-                "permission_denied",
-                f"{t.name} was not approved ({reason}). Tell the user what you wanted to do "
-                f"and that they can approve it with --allow {t.name} or --yes.",
-            )
+            return ToolResult.failure("permission_denied", denial_message(t.name, how))
         key = t.name + json.dumps(args, sort_keys=True, default=str)
         if t.permission != "read" and not t.repeatable and key in self._done_writes:
             first = self._done_writes[key]
@@ -62,15 +75,16 @@ class Executor:
             )
         result = self._run(t, args)
         result = cap_result(result, self.context.output_cap)
-        if t.permission != "read":
+        if t.permission != "read" and (result.ok or result.error_kind == "timeout"):
+            # A timed-out write may still be running in its abandoned thread: never start it twice.
             self._done_writes[key] = result
         return result
 
     def _run(self, t: Tool, args: dict[str, Any]) -> ToolResult:
         kwargs = dict(args)
-        if t.context_param:
-            kwargs[t.context_param] = self.context
         timeout = t.timeout or self.context.timeout
+        if t.context_param:
+            kwargs[t.context_param] = dataclasses.replace(self.context, timeout=timeout)
         outcome: dict[str, Any] = {}
 
         def target() -> None:
@@ -81,14 +95,19 @@ class Executor:
 
         worker = threading.Thread(target=target, name=f"tool-{t.name}", daemon=True)
         worker.start()
-        worker.join(timeout)
+        worker.join(timeout + min(ABANDON_GRACE, timeout / 2))
         if worker.is_alive():
-            return ToolResult.failure("timeout", f"{t.name} did not finish within {timeout:g} s and was abandoned.")
+            return ToolResult.failure(
+                "timeout",
+                f"{t.name} did not finish within {timeout:g} s and was abandoned. "
+                "Try a smaller request, or tell the user it is too slow.",
+            )
         if "error" in outcome:
             exc = outcome["error"]
             if isinstance(exc, ToolFailure):
-                return ToolResult.failure(exc.kind, str(exc))
-            return ToolResult.failure("tool_error", f"{type(exc).__name__}: {exc}")
+                return ToolResult.failure(exc.kind, clip_text(str(exc), MAX_ERROR_CHARS)[0])
+            message = clip_text(f"{type(exc).__name__}: {exc}", MAX_ERROR_CHARS)[0]
+            return ToolResult.failure("tool_error", f"{t.name} failed: {message}")
         value = outcome.get("value")
         if isinstance(value, ToolResult):
             return value
@@ -110,19 +129,32 @@ def _validation_message(t: Tool, exc: ValidationError) -> str:
     return f"Invalid arguments for {t.name}: {'; '.join(problems)}. Expected properties: {expected}"
 
 
+def denial_message(name: str, how: str) -> str:
+    """The permission_denied text for a call that was not approved, written for the model."""
+    if how == "no_terminal":
+        return (
+            f"{name} was denied: there is no terminal to ask the user for approval, and the user did not "
+            f"approve it with --allow {name} or --yes. Do not retry; finish without it or tell the user "
+            f"to rerun with --allow {name} (or --yes)."
+        )
+    if how == "denied_by_policy":
+        return f"{name} was denied by the user's configuration (deny_tools). Do not retry; do without it."
+    return (
+        f"{name} was denied: the user said no. Do not retry the same call; do without it or explain "
+        f"why it is needed (they can approve it with --allow {name} or --yes)."
+    )
+
+
 def cap_result(result: ToolResult, cap: int) -> ToolResult:
-    """Cut data longer than `cap` characters to a head and a tail, saying so in the summary."""
+    """Cut data longer than `cap` characters to a head and a tail, with a notice in the data and summary."""
     if not result.ok or result.data is None:
         return result
     text = result.data if isinstance(result.data, str) else json.dumps(result.data, ensure_ascii=False, default=str)
     if len(text) <= cap:
         return result
-    head = text[: cap * 2 // 3]
-    tail = text[-(cap // 3) :]
-    omitted = len(text) - len(head) - len(tail)
-    cut = f"{head}\n[... {omitted} characters truncated ...]\n{tail}"
+    cut, _ = clip_text(text, cap)
     return ToolResult(
         ok=True,
         data=cut,
-        summary=f"{result.summary} (output truncated: {len(text)} characters, showing head and tail)",
+        summary=f"{result.summary} (output truncated: {len(text)} characters, showing the first and last part)",
     )
