@@ -57,6 +57,7 @@ class Settings(BaseModel):
     temperature: float = Field(0.2, ge=0.0)
     max_tokens: int = Field(512, ge=1)
     max_steps: int = Field(8, ge=1)
+    reminder_every: int = Field(3, ge=0)  # goal reminder every N steps; 0 = never
     tool_choice: str = Field("auto", pattern="^(auto|required|none)$")
     grammar: bool = True
     tool_timeout: float = Field(30.0, gt=0)

@@ -48,10 +48,25 @@ class LedgerEntry:
 
     def line(self) -> str:
         args = json.dumps(self.arguments, ensure_ascii=False, default=str)
-        if len(args) > 80:
-            args = args[:80] + "…"
+        if len(args) > 60:
+            args = args[:60] + "…"
         status = "ok" if self.ok else f"failed ({self.error_kind})"
-        return f"step {self.step}: {self.name}({args}) {status}: {self.summary}"
+        summary = self.summary if len(self.summary) <= 90 else self.summary[:90] + "…"
+        return f"step {self.step}: {self.name}({args}) {status}: {summary}"
+
+
+def summarize_ledger(entries: list[LedgerEntry], detailed: int) -> list[str]:
+    """One line per entry for the last `detailed` entries; older ones grouped per tool."""
+    older, recent = entries[: max(0, len(entries) - detailed)], entries[len(entries) - detailed :] if detailed else []
+    lines = []
+    if older:
+        counts: dict[str, list[int]] = {}
+        for e in older:
+            ok_fail = counts.setdefault(e.name, [0, 0])
+            ok_fail[0 if e.ok else 1] += 1
+        groups = ", ".join(f"{name} x{ok + fail} ({ok} ok)" for name, (ok, fail) in counts.items())
+        lines.append(f"steps {older[0].step}-{older[-1].step}: {groups}")
+    return lines + [e.line() for e in recent]
 
 
 @dataclass
@@ -105,6 +120,7 @@ class Memory:
     compacted_through_step: int = 0
     plan_current: str = ""
     plan_todo: str = ""
+    summary_detail: int = 12  # ledger entries shown one per line in the summary; older ones are grouped
     on_turn: TurnSink | None = None
 
     # -- recording -------------------------------------------------------------------------
@@ -147,7 +163,8 @@ class Memory:
 
     # -- layout ----------------------------------------------------------------------------
     def summary_block(self) -> Segments:
-        completed = [e.line() for e in self.ledger if e.step <= self.compacted_through_step]
+        folded = [e for e in self.ledger if e.step <= self.compacted_through_step]
+        completed = summarize_ledger(folded, self.summary_detail)
         return render(
             "summary.jinja",
             completed=completed,
@@ -188,21 +205,25 @@ class Memory:
         return True
 
     def compaction_moves(self, keep_steps: int = 2) -> list[Callable[[], bool]]:
-        """Ever stronger ways to shrink the prompt, tried in order by `fit()`."""
-        moves: list[Callable[[], bool]] = []
+        """Ever stronger ways to shrink the prompt, tried in order by `fit()`.
+
+        Old raw results become one-line summaries first; then oversized recent results are cut to a
+        head and tail; then whole old steps fold into the summary; last, the summary itself shrinks.
+        """
+
+        def action_steps() -> list[int]:
+            return sorted({t.step for t in self._visible() if t.role in ("assistant", "tool")})
 
         def summarize_old_results() -> bool:
-            visible = self._visible()
-            last_steps = sorted({t.step for t in visible})[-keep_steps:]
-            changed = [self._reshape(t, summarized=True) for t in visible if t.step not in last_steps]
-            return any(changed)
+            recent = action_steps()[-keep_steps:]
+            return any([self._reshape(t, summarized=True) for t in self._visible() if t.step not in recent])
 
         def fold(keep: int) -> Callable[[], bool]:
             def move() -> bool:
-                steps = sorted({t.step for t in self._visible()})
+                steps = action_steps()
                 if len(steps) <= keep:
                     return False
-                self.compacted_through_step = steps[-keep - 1] if keep else steps[-1]
+                self.compacted_through_step = steps[-keep - 1]
                 return True
 
             return move
@@ -210,11 +231,20 @@ class Memory:
         def cut(cap: int) -> Callable[[], bool]:
             return lambda: any([self._reshape(t, cap=cap) for t in self._visible()])
 
-        moves.append(summarize_old_results)
-        moves.append(fold(keep_steps))
-        moves.append(fold(1))
-        moves.extend(cut(c) for c in RESULT_CAPS)
-        return moves
+        def shorten_summary() -> bool:
+            if self.summary_detail == 0:
+                return False
+            self.summary_detail //= 2
+            return True
+
+        return [
+            summarize_old_results,
+            *(cut(c) for c in RESULT_CAPS[:2]),
+            fold(keep_steps),
+            fold(1),
+            *(cut(c) for c in RESULT_CAPS[2:]),
+            shorten_summary,
+        ]
 
     def fit(self, measure: Callable[[], int], limit: int, target: int) -> int:
         """Compact until `measure()` <= `target` (or nothing is left to do); returns the final size.

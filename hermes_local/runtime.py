@@ -129,6 +129,7 @@ def build_agent(
         max_tokens=settings.max_tokens,
         tool_choice=settings.tool_choice,
         grammar=settings.grammar,
+        reminder_every=settings.reminder_every,
     )
     return Agent(
         llm, executor, config, on_event=on_event, recall=lambda goal: [f.text for f in longterm.search(goal, limit=3)]
