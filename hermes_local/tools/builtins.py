@@ -1,14 +1,20 @@
-"""Built-in tools. Names and argument names here are public interface (see the README).
+"""Built-in tools and `BUILTIN_TOOLS`. Names and argument names are public interface (see the README).
 
-Each function only does its own job inside the workspace from `ToolContext`; validation, approval,
-timeouts and output caps happen in `tools/execution.py`.
+This module holds the two small tools (`get_current_time`, `append_to_memo`) and collects the
+others from `files.py`, `database.py`, `shell.py` and `web.py`. Each function only does its own job
+inside the workspace from `ToolContext`; validation, approval, timeouts and output caps happen in
+`tools/execution.py`.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
 
+from hermes_local.tools.database import query_database
+from hermes_local.tools.files import list_dir, read_file, write_file
 from hermes_local.tools.registry import Tool, ToolContext, tool
+from hermes_local.tools.shell import run_shell
+from hermes_local.tools.web import http_get
 
 MEMO_FILE = "memo.md"
 
@@ -34,4 +40,13 @@ def append_to_memo(content: str, ctx: ToolContext) -> dict:
     return {"file": MEMO_FILE, "appended": line}
 
 
-BUILTIN_TOOLS: list[Tool] = [get_current_time, append_to_memo]
+BUILTIN_TOOLS: list[Tool] = [
+    get_current_time,
+    read_file,
+    list_dir,
+    write_file,
+    append_to_memo,
+    query_database,
+    run_shell,
+    http_get,
+]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import codecs
 import contextlib
+import json
 import os
 import stat
 import tempfile
@@ -27,17 +28,18 @@ def _open_nofollow(path: os.PathLike, flags: int) -> int:
     try:
         return os.open(path, flags | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError as exc:
-        raise ToolFailure("not_found", f"{os.fspath(path)!r} does not exist; call list_dir to see what exists.") from exc
+        missing = f"{os.path.basename(path)!r} does not exist; call list_dir to see what exists."
+        raise ToolFailure("not_found", missing) from exc
     except OSError as exc:  # ELOOP: the file became a symlink after the check
         raise ToolFailure("permission_denied", f"cannot open {os.path.basename(path)!r}: {exc.strerror}.") from exc
 
 
 @tool
 def read_file(path: str, ctx: ToolContext) -> ToolResult:
-    """Read a UTF-8 text file from the workspace. Long files are cut; binary files are refused.
+    """Read a text file in the workspace (long files are cut).
 
     Args:
-        path: File path relative to the workspace, e.g. "notes.txt".
+        path: Path relative to the workspace, e.g. "notes.txt".
     """
     target = resolve_in_workspace(ctx, path, must_exist=True)
     name = relative_name(ctx, target)
@@ -47,7 +49,10 @@ def read_file(path: str, ctx: ToolContext) -> ToolResult:
     if not stat.S_ISREG(info.st_mode):
         raise ToolFailure("invalid_arguments", f"{name!r} is not a regular file; read_file only reads text files.")
     limit = max(200, ctx.output_cap - 200)  # characters, leaving room for the notice
-    fd = _open_nofollow(target, os.O_RDONLY)
+    fd = _open_nofollow(target, os.O_RDONLY | os.O_NONBLOCK)  # O_NONBLOCK: a swapped-in FIFO cannot block us
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise ToolFailure("invalid_arguments", f"{name!r} is not a regular file; read_file only reads text files.")
     with os.fdopen(fd, "rb") as fh:
         raw = fh.read(limit * 4 + 1)  # enough bytes for `limit` characters; the file is never read whole
     complete = len(raw) <= limit * 4
@@ -71,10 +76,10 @@ def read_file(path: str, ctx: ToolContext) -> ToolResult:
 
 @tool
 def list_dir(ctx: ToolContext, path: str = ".") -> ToolResult:
-    """List the entries of a workspace directory with their type (file, dir, symlink, other) and size.
+    """List a workspace folder: name, type and size of each entry.
 
     Args:
-        path: Directory relative to the workspace; "." is the workspace itself.
+        path: Folder relative to the workspace.
     """
     target = resolve_in_workspace(ctx, path, must_exist=True)
     name = relative_name(ctx, target)
@@ -83,6 +88,7 @@ def list_dir(ctx: ToolContext, path: str = ".") -> ToolResult:
     entries = []
     with os.scandir(target) as it:
         items = sorted(it, key=lambda e: e.name)
+    budget = max(500, ctx.output_cap - 300)  # keep the JSON under the output cap so it stays structured
     for entry in items[:MAX_LIST_ENTRIES]:
         info = entry.stat(follow_symlinks=False)
         if stat.S_ISLNK(info.st_mode):
@@ -93,20 +99,24 @@ def list_dir(ctx: ToolContext, path: str = ".") -> ToolResult:
             kind = "file"
         else:
             kind = "other"
-        entries.append({"name": entry.name, "type": kind, "size": info.st_size if kind == "file" else None})
+        item = {"name": entry.name, "type": kind, "size": info.st_size if kind == "file" else None}
+        budget -= len(json.dumps(item, ensure_ascii=False)) + 2
+        if budget < 0:
+            break
+        entries.append(item)
     data: dict = {"path": name, "entries": entries}
-    if len(items) > MAX_LIST_ENTRIES:
-        data["note"] = f"showing the first {MAX_LIST_ENTRIES} of {len(items)} entries; list a subdirectory instead"
+    if len(entries) < len(items):
+        data["note"] = f"showing the first {len(entries)} of {len(items)} entries; list a subfolder instead"
     return ToolResult.success(data, f"list_dir {name}: {len(items)} entries")
 
 
 @tool(permission="write", repeatable=True)
-def write_file(path: str, content: str, ctx: ToolContext) -> dict:
-    """Create or replace a text file in the workspace (parent folders are created as needed).
+def write_file(path: str, content: str, ctx: ToolContext) -> ToolResult:
+    """Create or replace a text file in the workspace.
 
     Args:
-        path: File path relative to the workspace, e.g. "out/summary.md".
-        content: The complete new content of the file.
+        path: Path relative to the workspace.
+        content: The full new text of the file.
     """
     # repeatable: writing the same content again is harmless, and it is needed when another write
     # changed the file in between, so identical calls are not de-duplicated.
@@ -138,4 +148,7 @@ def write_file(path: str, content: str, ctx: ToolContext) -> dict:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-    return {"path": name, "bytes": len(data), "created": not existed}
+    verb = "replaced" if existed else "created"
+    return ToolResult.success(
+        {"path": name, "bytes": len(data), "created": not existed}, f"write_file {verb} {name} ({len(data)} bytes)"
+    )

@@ -45,6 +45,11 @@ def resolve_in_workspace(ctx: ToolContext, raw: str, *, must_exist: bool = False
     except (OSError, RuntimeError) as exc:  # symlink loops, overly long names
         raise ToolFailure("invalid_arguments", f"cannot resolve path {raw!r}: {exc}") from exc
     if resolved != root and root not in resolved.parents:
+        lexical = Path(os.path.normpath(candidate))
+        if lexical == root or root in lexical.parents:
+            outside = f"path {raw!r} goes through a symlink that leads outside the workspace; it is refused. " + (
+                "Use files that are really inside the workspace (list_dir shows what exists)."
+            )
         raise ToolFailure("permission_denied", outside)
     if must_exist and not os.path.lexists(resolved):
         raise ToolFailure("not_found", f"{raw!r} does not exist in the workspace; call list_dir to see what exists.")

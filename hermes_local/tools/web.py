@@ -1,0 +1,95 @@
+"""`http_get`: fetch a URL, but only from hosts the user allow-listed (`--allow-host`, `allow_hosts`).
+
+Offline by default: with no allow-listed host every call is refused before any socket or DNS
+lookup. The host is taken from the parsed URL (so `http://allowed@evil/` is `evil`), every
+redirect is checked against the same list, and proxies from the environment are ignored. The body
+is read only up to a cap. Does not send cookies, credentials or anything but a plain GET.
+"""
+
+from __future__ import annotations
+
+import urllib.error
+import urllib.request
+from urllib.parse import urlsplit
+
+from hermes_local.tools.registry import ToolContext, ToolFailure, ToolResult, tool
+
+USER_AGENT = "hermes-local"
+
+
+def _host_allowed(url: str, allow_hosts: list[str]) -> tuple[bool, str]:
+    """(allowed, host) for an http(s) URL; `allow_hosts` entries are "host" or "host:port"."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https"):
+        raise ToolFailure("invalid_arguments", f"only http:// and https:// URLs are supported, not {parts.scheme!r}.")
+    try:
+        host = (parts.hostname or "").lower().rstrip(".")
+        port = parts.port
+    except ValueError as exc:
+        raise ToolFailure("invalid_arguments", f"the URL is malformed: {exc}.") from exc
+    if not host:
+        raise ToolFailure("invalid_arguments", "the URL has no host; give a full URL like http://host/path.")
+    allowed = {h.strip().lower().rstrip(".") for h in allow_hosts if h.strip()}
+    with_port = f"{host}:{port}" if port is not None else None
+    return host in allowed or (with_port is not None and with_port in allowed), host
+
+
+def _refusal(host: str, allow_hosts: list[str]) -> ToolFailure:
+    listed = ", ".join(allow_hosts) if allow_hosts else "none (offline)"
+    return ToolFailure(
+        "permission_denied",
+        f"http_get may not contact {host}: only allow-listed hosts are reachable (now: {listed}). "
+        f"Do not retry; the user can allow it with --allow-host {host}.",
+    )
+
+
+class _CheckedRedirects(urllib.request.HTTPRedirectHandler):
+    def __init__(self, allow_hosts: list[str]) -> None:
+        self.allow_hosts = allow_hosts
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):  # noqa: ANN001 - urllib's signature
+        allowed, host = _host_allowed(newurl, self.allow_hosts)
+        if not allowed:
+            raise _refusal(host, self.allow_hosts)
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+
+@tool(permission="dangerous", repeatable=True)
+def http_get(url: str, ctx: ToolContext) -> ToolResult:
+    """HTTP GET a URL (only hosts the user allowed).
+
+    Args:
+        url: Full http(s) URL.
+    """
+    allowed, host = _host_allowed(url.strip(), ctx.allow_hosts)
+    if not allowed:
+        raise _refusal(host, ctx.allow_hosts)
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}), _CheckedRedirects(ctx.allow_hosts))
+    request = urllib.request.Request(url.strip(), headers={"User-Agent": USER_AGENT}, method="GET")
+    cap = max(500, ctx.output_cap - 500)
+    seconds = max(0.1, ctx.timeout - min(0.5, ctx.timeout * 0.1))
+    try:
+        with opener.open(request, timeout=seconds) as response:
+            body = response.read(cap * 4 + 1)
+            status = response.status
+            content_type = response.headers.get("Content-Type", "")
+            charset = response.headers.get_content_charset() or "utf-8"
+    except urllib.error.HTTPError as exc:
+        snippet = exc.read(300).decode("utf-8", errors="replace") if exc.fp else ""
+        raise ToolFailure("tool_error", f"HTTP {exc.code} {exc.reason} from {url}. {snippet}".strip()) from exc
+    except urllib.error.URLError as exc:
+        if isinstance(exc.reason, ToolFailure):
+            raise exc.reason from exc
+        raise ToolFailure("tool_error", f"could not fetch {url}: {exc.reason}.") from exc
+    except TimeoutError as exc:
+        raise ToolFailure("timeout", f"{host} did not answer within {seconds:g} s.") from exc
+    try:
+        text = body.decode(charset, errors="replace")
+    except LookupError:
+        text = body.decode("utf-8", errors="replace")
+    truncated = len(body) > cap * 4 or len(text) > cap
+    if truncated:
+        text = text[:cap] + f"\n[... body truncated after {cap} characters ...]"
+    data = {"url": url, "status": status, "content_type": content_type, "body": text, "truncated": truncated}
+    summary = f"http_get {host}: HTTP {status}, {len(body)} bytes" + (" (truncated)" if truncated else "")
+    return ToolResult.success(data, summary)
