@@ -1,0 +1,704 @@
+"""Evaluation: run a JSONL suite of cases on a model and score it (`hermes-local eval CASES.jsonl`).
+
+A case (one JSON object per line) is a task, the tools it may use (built-in names and/or tools-module paths,
+relative to the cases file), optional fixtures (`files`: path -> content; `database`: SQL statements that build
+a SQLite file) and checks: expected `tool_calls` (name, an argument subset, `ok`; `order` "any" or "exact"),
+`forbidden_tools`, `answer_contains` (case-insensitive), `answer_regex`, and `files` (must exist and contain
+text, or `exists: false`). In an expected argument, `{"$contains": "x"}` (case-insensitive) and
+`{"$regex": "..."}` match loosely. Every run gets a fresh temporary workspace and home dir; write tools in the
+case's list are approved, dangerous ones only when listed in `approve`, and `deny` refuses a tool. A case passes
+pass^k only when all K runs pass. A failing run names the step where it went wrong: the first step whose tool
+call broke a check or failed. `session_to_case` turns a recorded session into a case plus its replay texts.
+Does not parse flags or print: `eval_commands.py` does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import sqlite3
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from hermes_local.config import Settings, UserError
+from hermes_local.tools import Approver, ToolRegistry
+
+CASE_ID = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
+ANSWER_WORDS = 5  # how many words of a recorded answer become answer_contains on export
+
+
+def _compile(pattern: str) -> re.Pattern:
+    try:
+        return re.compile(pattern)
+    except re.error as exc:
+        raise ValueError(f"invalid regular expression {pattern!r}: {exc}") from exc
+
+
+def _regexes(value: Any) -> list[str]:
+    if isinstance(value, dict):
+        own = [str(value["$regex"])] if set(value) == {"$regex"} else []
+        return own + [r for v in value.values() for r in _regexes(v)]
+    return [r for v in value for r in _regexes(v)] if isinstance(value, list) else []
+
+
+def _as_list(value: Any) -> Any:
+    return [value] if isinstance(value, str) else value
+
+
+class ExpectedCall(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    ok: bool | None = True  # None: either outcome
+
+
+class FileCheck(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    path: str
+    contains: list[str] = Field(default_factory=list)
+    exists: bool = True
+
+    @field_validator("contains", mode="before")
+    @classmethod
+    def _one_or_many(cls, value: Any) -> Any:
+        return _as_list(value)
+
+
+class Checks(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    tool_calls: list[ExpectedCall] = Field(default_factory=list)
+    order: Literal["any", "exact"] = "any"
+    forbidden_tools: list[str] = Field(default_factory=list)
+    answer_contains: list[str] = Field(default_factory=list)
+    answer_regex: str | None = None
+    files: list[FileCheck] = Field(default_factory=list)
+
+    @field_validator("answer_contains", mode="before")
+    @classmethod
+    def _one_or_many(cls, value: Any) -> Any:
+        return _as_list(value)
+
+    @field_validator("answer_regex")
+    @classmethod
+    def _compiles(cls, value: str | None) -> str | None:
+        if value is not None:
+            _compile(value)
+        return value
+
+
+class Fixtures(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    files: dict[str, str] = Field(default_factory=dict)
+    database: list[str] | None = None
+
+
+class Case(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    id: str = Field(pattern=CASE_ID)
+    task: str = Field(min_length=1)
+    tools: list[str] = Field(default_factory=list)
+    fixtures: Fixtures = Field(default_factory=Fixtures)
+    checks: Checks = Field(default_factory=Checks)
+    approve: list[str] = Field(default_factory=list)
+    deny: list[str] = Field(default_factory=list)
+    max_steps: int | None = Field(None, ge=1)
+    tool_choice: Literal["auto", "required", "none"] | None = None
+    description: str = ""
+
+
+@dataclass
+class SuiteCase:
+    case: Case
+    line: int
+    registry: ToolRegistry
+
+
+@dataclass
+class Suite:
+    path: Path
+    cases: list[SuiteCase]
+
+
+# -- loading --------------------------------------------------------------------------------------
+def _safe_relative(path: str) -> bool:
+    p = PurePosixPath(path)
+    return bool(path) and not p.is_absolute() and ".." not in p.parts and not path.startswith("~")
+
+
+def _case_registry(case: Case, base: Path) -> ToolRegistry:
+    from hermes_local.runtime import build_registry, load_tools_module
+
+    everything = build_registry()
+    chosen = ToolRegistry()
+    for entry in case.tools:
+        if entry.endswith(".py") or "/" in entry or "." in entry:
+            spec = str(base / entry) if entry.endswith(".py") and not Path(entry).is_absolute() else entry
+            for t in load_tools_module(spec):
+                chosen.register(t)
+        elif everything.get(entry) is not None:
+            chosen.register(everything.get(entry))
+        else:
+            raise UserError(f"unknown tool {entry!r} (known: {', '.join(everything.names())}, or a tools module path)")
+    return chosen
+
+
+def _validate(case: Case, registry: ToolRegistry) -> None:
+    for call in case.checks.tool_calls:
+        if registry.get(call.name) is None:
+            raise UserError(f"expected tool call {call.name!r} is not in the case's tools")
+        for pattern in _regexes(call.arguments):
+            try:
+                _compile(pattern)
+            except ValueError as exc:
+                raise UserError(f"expected {call.name} arguments: {exc}") from exc
+    for name in case.approve:
+        if registry.get(name) is None:
+            raise UserError(f"approve lists {name!r}, which is not in the case's tools")
+    for path in [*case.fixtures.files, *(f.path for f in case.checks.files)]:
+        if not _safe_relative(path):
+            raise UserError(f"path {path!r} must be relative and stay inside the workspace")
+    if case.fixtures.database:
+        conn = sqlite3.connect(":memory:")
+        try:
+            for sql in case.fixtures.database:
+                conn.execute(sql)
+        except sqlite3.Error as exc:
+            raise UserError(f"fixtures.database: {exc} in {sql[:60]!r}") from exc
+        finally:
+            conn.close()
+
+
+def load_cases(path: Path, only: list[str] | None = None) -> Suite:
+    """Parse and validate a cases file; any mistake is a UserError naming FILE:LINE."""
+    if not path.is_file():
+        raise UserError(f"cases file {path} does not exist")
+    cases: list[SuiteCase] = []
+    seen: set[str] = set()
+    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip() or line.lstrip().startswith("//"):
+            continue
+        where = f"{path}:{lineno}"
+        try:
+            case = Case.model_validate(json.loads(line))
+        except json.JSONDecodeError as exc:
+            raise UserError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})") from exc
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            loc = ".".join(str(p) for p in first["loc"]) or "case"
+            raise UserError(f"{where}: {loc}: {first['msg']}") from exc
+        if case.id in seen:
+            raise UserError(f"{where}: duplicate case id {case.id!r}")
+        seen.add(case.id)
+        try:
+            registry = _case_registry(case, path.parent)
+            _validate(case, registry)
+        except UserError as exc:
+            raise UserError(f"{where}: case {case.id!r}: {exc}") from exc
+        if not only or case.id in only:
+            cases.append(SuiteCase(case, lineno, registry))
+    if not seen:
+        raise UserError(f"{path}: no cases (one JSON object per line)")
+    missing = sorted(set(only or []) - seen)
+    if missing:
+        raise UserError(f"{path}: no case with id {missing[0]!r}")
+    return Suite(path, cases)
+
+
+# -- checking -------------------------------------------------------------------------------------
+@dataclass
+class Call:
+    step: int
+    name: str
+    arguments: dict[str, Any]
+    ok: bool
+    error_kind: str | None = None
+    error: str | None = None
+
+    @property
+    def valid(self) -> bool:
+        return self.name != "invalid_tool_call" and self.error_kind not in ("invalid_arguments", "not_found")
+
+
+@dataclass
+class Failure:
+    check: str
+    message: str
+    step: int | None = None
+
+
+def value_matches(expected: Any, actual: Any) -> bool:
+    """`expected` is a subset of `actual`; `{"$contains": s}` / `{"$regex": r}` match strings loosely."""
+    if isinstance(expected, dict) and len(expected) == 1 and next(iter(expected)) in ("$contains", "$regex"):
+        op, arg = next(iter(expected.items()))
+        text = actual if isinstance(actual, str) else json.dumps(actual, ensure_ascii=False)
+        return str(arg).lower() in text.lower() if op == "$contains" else re.search(str(arg), text) is not None
+    if isinstance(expected, dict):
+        return isinstance(actual, dict) and all(
+            k in actual and value_matches(v, actual[k]) for k, v in expected.items()
+        )
+    if isinstance(expected, list):
+        return (
+            isinstance(actual, list)
+            and len(actual) == len(expected)
+            and all(value_matches(e, a) for e, a in zip(expected, actual, strict=True))
+        )
+    if isinstance(expected, bool) or isinstance(actual, bool):
+        return expected is actual
+    return expected == actual
+
+
+def call_matches(expected: ExpectedCall, call: Call) -> bool:
+    return (
+        expected.name == call.name
+        and (expected.ok is None or expected.ok == call.ok)
+        and value_matches(expected.arguments, call.arguments)
+    )
+
+
+def _show(name: str, arguments: dict[str, Any]) -> str:
+    text = json.dumps(arguments, ensure_ascii=False)
+    return f"{name}({text[:150]}{'…' if len(text) > 150 else ''})"
+
+
+def _match_any(expected: list[ExpectedCall], calls: list[Call]) -> dict[int, int]:
+    """Expected index -> call index, one call per expectation (augmenting-path bipartite matching)."""
+    owner: dict[int, int] = {}
+
+    def assign(e: int, seen: set[int]) -> bool:
+        for c, call in enumerate(calls):
+            if c in seen or not call_matches(expected[e], call):
+                continue
+            seen.add(c)
+            if c not in owner or assign(owner[c], seen):
+                owner[c] = e
+                return True
+        return False
+
+    for e in range(len(expected)):
+        assign(e, set())
+    return {e: c for c, e in owner.items()}
+
+
+def _miss(exp: ExpectedCall, calls: list[Call], used: set[int]) -> Failure:
+    """Why an expected call was not matched, at the step of the closest attempt if there was one."""
+    near = [c for i, c in enumerate(calls) if c.name == exp.name and i not in used]
+    if not near:
+        return Failure("tool_calls", f"expected {_show(exp.name, exp.arguments)} was never called")
+    c = near[0]
+    if exp.ok is not None and c.ok != exp.ok:
+        outcome = f"failed ({c.error_kind}: {(c.error or '')[:120]})" if not c.ok else "succeeded"
+        return Failure("tool_calls", f"{c.name} {outcome}; expected ok={exp.ok}", c.step)
+    return Failure(
+        "tool_calls", f"{_show(c.name, c.arguments)} does not match expected arguments {exp.arguments}", c.step
+    )
+
+
+def check_run(
+    case: Case, calls: list[Call], answer: str | None, stopped: str, workspace: Path
+) -> tuple[list[Failure], set[int]]:
+    """Failures of one run, and the indexes of calls that were expected to fail (not counted as wrong)."""
+    checks = case.checks
+    failures: list[Failure] = []
+    real = [c for c in calls if c.name != "invalid_tool_call"]
+    index = {id(c): i for i, c in enumerate(calls)}
+    excused: set[int] = set()
+    for c in real:
+        if c.name in checks.forbidden_tools:
+            failures.append(Failure("forbidden_tools", f"called forbidden tool {_show(c.name, c.arguments)}", c.step))
+    if checks.order == "exact":
+        for i, exp in enumerate(checks.tool_calls):
+            if i >= len(real):
+                failures.append(Failure("tool_calls", f"call {i + 1}: expected {_show(exp.name, exp.arguments)}, none"))
+                break
+            if not call_matches(exp, real[i]):
+                got = _show(real[i].name, real[i].arguments) + ("" if real[i].ok else f" [{real[i].error_kind}]")
+                failures.append(
+                    Failure(
+                        "tool_calls",
+                        f"call {i + 1}: expected {_show(exp.name, exp.arguments)}, got {got}",
+                        real[i].step,
+                    )
+                )
+                break
+            if exp.ok is False:
+                excused.add(index[id(real[i])])
+        else:
+            if len(real) > len(checks.tool_calls):
+                extra = real[len(checks.tool_calls)]
+                failures.append(
+                    Failure("tool_calls", f"unexpected extra call {_show(extra.name, extra.arguments)}", extra.step)
+                )
+    else:
+        matched = _match_any(checks.tool_calls, real)
+        used = set(matched.values())
+        for e, exp in enumerate(checks.tool_calls):
+            if e in matched:
+                if exp.ok is False:
+                    excused.add(index[id(real[matched[e]])])
+            else:
+                failures.append(_miss(exp, real, used))
+    if stopped != "answer":
+        failures.append(Failure("stopped", f"the run stopped with {stopped!r} instead of a final answer"))
+    text = answer or ""
+    for part in checks.answer_contains:
+        if part.lower() not in text.lower():
+            failures.append(Failure("answer_contains", f"answer lacks {part!r}: {text[:160]!r}"))
+    if checks.answer_regex and not re.search(checks.answer_regex, text):
+        failures.append(Failure("answer_regex", f"answer does not match /{checks.answer_regex}/: {text[:160]!r}"))
+    for fc in checks.files:
+        target = workspace / fc.path
+        if not fc.exists:
+            if target.exists():
+                failures.append(Failure("files", f"{fc.path} exists but should not"))
+            continue
+        if not target.is_file():
+            failures.append(Failure("files", f"{fc.path} was not created"))
+            continue
+        content = target.read_text(encoding="utf-8", errors="replace")
+        for part in fc.contains:
+            if part not in content:
+                failures.append(Failure("files", f"{fc.path} lacks {part!r}: {content[:120]!r}"))
+    return failures, excused
+
+
+# -- running --------------------------------------------------------------------------------------
+@dataclass
+class RunOutcome:
+    passed: bool
+    steps: int
+    stopped: str
+    answer: str | None
+    calls: list[Call]
+    failures: list[Failure]
+    failed_step: int | None
+    prompt_tokens: int = 0
+    prompt_tokens_evaluated: int = 0
+    completion_tokens: int = 0
+    seconds: float = 0.0
+
+
+@dataclass
+class CaseReport:
+    id: str
+    runs: list[RunOutcome] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return all(r.passed for r in self.runs)
+
+    def first_failure(self) -> tuple[int, RunOutcome] | None:
+        return next(((i + 1, r) for i, r in enumerate(self.runs) if not r.passed), None)
+
+
+@contextlib.contextmanager
+def _home(path: Path) -> Iterator[None]:
+    """A fresh HERMES_LOCAL_HOME for one run, so long-term memory from other runs cannot leak in."""
+    old = os.environ.get("HERMES_LOCAL_HOME")
+    os.environ["HERMES_LOCAL_HOME"] = str(path)
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("HERMES_LOCAL_HOME", None)
+        else:
+            os.environ["HERMES_LOCAL_HOME"] = old
+
+
+def _fixtures(case: Case, root: Path, workspace: Path) -> Path | None:
+    for rel, content in case.fixtures.files.items():
+        target = workspace / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(content, encoding="utf-8")
+    if case.fixtures.database is None:
+        return None
+    db = root / "fixture.sqlite"
+    conn = sqlite3.connect(db)
+    try:
+        for sql in case.fixtures.database:
+            conn.execute(sql)
+        conn.commit()
+    finally:
+        conn.close()
+    return db
+
+
+def run_once(sc: SuiteCase, settings: Settings, llm: Any) -> RunOutcome:
+    """One run of a case in a fresh temporary workspace, scored."""
+    from hermes_local.runtime import build_agent
+
+    case = sc.case
+    updates = {k: v for k, v in (("max_steps", case.max_steps), ("tool_choice", case.tool_choice)) if v is not None}
+    settings = settings.model_copy(update=updates)
+    events: list[tuple[str, dict[str, Any]]] = []
+    with tempfile.TemporaryDirectory(prefix="hermes-eval-") as tmp:
+        root = Path(tmp)
+        workspace = root / "workspace"
+        workspace.mkdir()
+        db = _fixtures(case, root, workspace)
+        writes = [t.name for t in sc.registry if t.permission == "write"]
+        approver = Approver(allow=[*writes, *case.approve], deny=case.deny, interactive=False)
+        started = time.perf_counter()
+        result, error = None, None
+        with _home(root / "home"):
+            agent = build_agent(
+                llm,
+                settings,
+                workspace=workspace,
+                registry=sc.registry,
+                approver=approver,
+                on_event=lambda kind, payload: kind != "token" and events.append((kind, payload)),
+                db_path=db,
+            )
+            try:
+                result = agent.run(case.task)
+            except Exception as exc:  # noqa: BLE001 - a replay that ran out, or a bug: the run fails, the suite goes on
+                error = f"{type(exc).__name__}: {exc}"
+            finally:
+                agent.executor.context.extras["longterm"].close()
+        seconds = time.perf_counter() - started
+        calls = [
+            Call(
+                p.get("step", 0),
+                p["name"],
+                p.get("arguments") or {},
+                bool(p.get("ok")),
+                p.get("error_kind"),
+                p.get("error"),
+            )
+            for kind, p in events
+            if kind == "tool_result"
+        ]
+        last_step = max((p["step"] for kind, p in events if kind == "step_start"), default=0)
+        stopped = result.stopped if result else "error"
+        answer = result.answer if result else None
+        failures, excused = check_run(case, calls, answer, stopped, workspace)
+    if error:
+        failures.insert(0, Failure("error", error, last_step or None))
+    for f in failures:
+        if f.check == "stopped" and result and result.error:
+            f.message += f" ({result.error})"
+    leftover = getattr(llm, "remaining", 0)
+    if leftover:
+        failures.append(Failure("replay", f"{leftover} scripted output(s) unused: the run diverged from the recording"))
+    failed_step = None
+    if failures:
+        candidates = [f.step for f in failures if f.step] + [
+            c.step for i, c in enumerate(calls) if not c.ok and i not in excused
+        ]
+        failed_step = min(candidates) if candidates else (last_step or None)
+    usage = {
+        k: sum(p.get(k, 0) for kind, p in events if kind == "llm_call")
+        for k in ("prompt_tokens", "prompt_tokens_evaluated", "completion_tokens")
+    }
+    return RunOutcome(
+        not failures, last_step, stopped, answer, calls, failures, failed_step, **usage, seconds=round(seconds, 3)
+    )
+
+
+def llm_for_case(settings: Settings, case_id: str) -> Any:
+    """`replay:DIR` -> a fresh ScriptedLLM from DIR/<case_id>.jsonl; `replay:FILE` -> that file; else the model."""
+    from hermes_local.runtime import REPLAY_PREFIX, load_llm
+
+    spec = settings.model or ""
+    if spec.startswith(REPLAY_PREFIX):
+        from hermes_local.testing import ScriptedLLM
+
+        target = Path(spec[len(REPLAY_PREFIX) :])
+        if target.is_dir():
+            target = target / f"{case_id}.jsonl"
+            if not target.is_file():
+                raise UserError(f"no replay file {target} for case {case_id!r}")
+        return ScriptedLLM.from_jsonl(target, n_ctx=settings.n_ctx)
+    return load_llm(settings)
+
+
+def run_suite(
+    suite: Suite, settings: Settings, *, repeat: int = 1, on_progress: Callable[[str], None] | None = None
+) -> list[CaseReport]:
+    for sc in suite.cases:  # fail early on a missing replay file, not after an hour of runs
+        if (settings.model or "").startswith("replay:"):
+            llm_for_case(settings, sc.case.id)
+    reports = []
+    for n, sc in enumerate(suite.cases, 1):
+        report = CaseReport(sc.case.id)
+        for k in range(repeat):
+            outcome = run_once(sc, settings, llm_for_case(settings, sc.case.id))
+            report.runs.append(outcome)
+            if on_progress:
+                verdict = "pass" if outcome.passed else f"FAIL at step {outcome.failed_step}"
+                run = f" run {k + 1}/{repeat}" if repeat > 1 else ""
+                on_progress(f"[{n}/{len(suite.cases)}] {sc.case.id}{run}: {verdict} ({outcome.seconds:.2f}s)")
+        reports.append(report)
+    return reports
+
+
+# -- reporting ------------------------------------------------------------------------------------
+def _mean(values: list[float]) -> float:
+    return round(sum(values) / len(values), 3) if values else 0.0
+
+
+def _case_json(r: CaseReport) -> dict[str, Any]:
+    calls = [c for run in r.runs for c in run.calls]
+    return {
+        "id": r.id,
+        "passed": r.passed,
+        "runs_passed": sum(run.passed for run in r.runs),
+        "runs": len(r.runs),
+        "mean_steps": _mean([run.steps for run in r.runs]),
+        "mean_tokens": _mean([run.prompt_tokens + run.completion_tokens for run in r.runs]),
+        "mean_seconds": _mean([run.seconds for run in r.runs]),
+        "tool_calls": len(calls),
+        "valid_tool_calls": sum(c.valid for c in calls),
+        "details": [asdict(run) for run in r.runs],
+    }
+
+
+def suite_report(reports: list[CaseReport], *, cases_file: Path, model: str | None, repeat: int) -> dict[str, Any]:
+    runs = [run for r in reports for run in r.runs]
+    calls = [c for run in runs for c in run.calls]
+    failures = []
+    for r in reports:
+        for k, run in enumerate(r.runs, 1):
+            if not run.passed:
+                first = next((f for f in run.failures if f.step == run.failed_step), run.failures[0])
+                failures.append(
+                    {"case": r.id, "run": k, "step": run.failed_step, "check": first.check, "message": first.message}
+                )
+    passed = sum(r.passed for r in reports)
+    summary = {
+        "cases": len(reports),
+        "passed": passed,
+        "failed": len(reports) - passed,
+        "repeat": repeat,
+        "success_rate": round(passed / len(reports), 4) if reports else 0.0,
+        "run_success_rate": round(sum(run.passed for run in runs) / len(runs), 4) if runs else 0.0,
+        "tool_calls": len(calls),
+        "tool_call_validity_rate": round(sum(c.valid for c in calls) / len(calls), 4) if calls else None,
+        "mean_steps": _mean([run.steps for run in runs]),
+        "mean_prompt_tokens": _mean([run.prompt_tokens for run in runs]),
+        "mean_completion_tokens": _mean([run.completion_tokens for run in runs]),
+        "mean_seconds": _mean([run.seconds for run in runs]),
+    }
+    return {
+        "cases_file": str(cases_file),
+        "model": model,
+        "summary": summary,
+        "failures": failures,
+        "cases": [_case_json(r) for r in reports],
+    }
+
+
+def format_table(reports: list[CaseReport], summary: dict[str, Any]) -> str:
+    rows = [("case", "result", "runs", "steps", "calls ok", "tokens", "seconds", "where it went wrong")]
+    for r in reports:
+        j = _case_json(r)
+        where = ""
+        bad = r.first_failure()
+        if bad:
+            k, run = bad
+            first = next((f for f in run.failures if f.step == run.failed_step), run.failures[0])
+            where = f"{'run ' + str(k) + ', ' if len(r.runs) > 1 else ''}step {run.failed_step}: {first.message}"
+        rows.append(
+            (
+                r.id,
+                "pass" if r.passed else "FAIL",
+                f"{j['runs_passed']}/{j['runs']}",
+                f"{j['mean_steps']:g}",
+                f"{j['valid_tool_calls']}/{j['tool_calls']}",
+                f"{j['mean_tokens']:.0f}",
+                f"{j['mean_seconds']:.2f}",
+                where[:100],
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(7)]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row[:7], widths, strict=True)) + "  " + row[7] for row in rows]
+    validity = summary["tool_call_validity_rate"]
+    lines.append(
+        f"\n{summary['passed']}/{summary['cases']} cases passed (pass^{summary['repeat']}: "
+        f"{summary['success_rate']:.0%}); tool-call validity "
+        f"{'n/a' if validity is None else f'{validity:.0%}'} of {summary['tool_calls']} calls; "
+        f"mean {summary['mean_steps']:.2f} steps, {summary['mean_prompt_tokens']:.0f}+"
+        f"{summary['mean_completion_tokens']:.0f} tokens, {summary['mean_seconds']:.2f}s per run"
+    )
+    return "\n".join(line.rstrip() for line in lines)
+
+
+# -- export ---------------------------------------------------------------------------------------
+def session_to_case(events: list[dict[str, Any]], case_id: str) -> tuple[dict[str, Any], list[str], list[str]]:
+    """(case, replay texts, warnings) from a recorded `run` session."""
+    from hermes_local.runtime import build_registry
+
+    case_id = re.sub(r"[^A-Za-z0-9_.-]", "-", case_id).lstrip("-_.") or "case"
+    start = next((e for e in events if e.get("kind") == "run_start"), None)
+    if start is None:
+        raise UserError("the session has no run_start event; only `hermes-local run` sessions can become cases")
+    end = next((e for e in reversed(events) if e.get("kind") == "run_end"), None)
+    if end is None:
+        raise UserError("the session never finished (no run_end); resume it first with `run --resume ID`")
+    registry = build_registry()
+    warnings: list[str] = []
+    results = [e for e in events if e.get("kind") == "tool_result" and e.get("name") != "invalid_tool_call"]
+    tools, expected, files, approve, deny = [], [], {}, [], []
+    for e in results:
+        name = e["name"]
+        t = registry.get(name)
+        if t is None:
+            if name not in tools and e.get("error_kind") != "not_found":
+                warnings.append(f"tool {name!r} is not built in: add its tools module path to the case's tools")
+            continue
+        if name not in tools:
+            tools.append(name)
+        if e.get("ok"):
+            expected.append({"name": name, "arguments": e.get("arguments") or {}})
+            if t.permission == "dangerous" and name not in approve:
+                approve.append(name)
+            path = str((e.get("arguments") or {}).get("path", ""))
+            if name == "read_file" and isinstance(e.get("data"), str) and _safe_relative(path):
+                if "truncated" not in e.get("summary", ""):
+                    files.setdefault(path, e["data"])
+        elif e.get("error_kind") == "permission_denied" and t.permission == "write":
+            deny.append(name)
+    deny = [n for n in dict.fromkeys(deny) if not any(x["name"] == n for x in expected)]
+    if any(e["name"] == "query_database" for e in results):
+        warnings.append("the session queried a database: add fixtures.database (SQL statements) so the case can run")
+    if any(e["name"] == "list_dir" for e in results):
+        warnings.append("the session listed folders: add the files it saw to fixtures.files")
+    answer = end.get("answer") or ""
+    case: dict[str, Any] = {"id": case_id, "task": start.get("goal", ""), "tools": tools}
+    if files:
+        case["fixtures"] = {"files": files}
+    checks: dict[str, Any] = {"tool_calls": expected}
+    words = answer.split()[:ANSWER_WORDS]
+    if words:
+        checks["answer_contains"] = [" ".join(words)]
+    case["checks"] = checks
+    if approve:
+        case["approve"] = approve
+    if deny:
+        case["deny"] = deny
+    steps = int(end.get("steps") or 0)
+    case["max_steps"] = steps if end.get("stopped") == "max_steps" else max(steps, 8)
+    texts = [str(e.get("text", "")) for e in events if e.get("kind") == "assistant"]
+    return case, texts, warnings
+
+
+def append_case(path: Path, case: dict[str, Any]) -> None:
+    """Append one case line to a cases file, refusing a duplicate id."""
+    if path.is_file():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            with contextlib.suppress(json.JSONDecodeError, AttributeError):
+                if line.strip() and json.loads(line).get("id") == case["id"]:
+                    raise UserError(f"{path} already has a case {case['id']!r}; pass --id NEW_ID")
+        prefix = "" if path.read_text(encoding="utf-8").endswith("\n") or path.stat().st_size == 0 else "\n"
+    else:
+        prefix = ""
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(prefix + json.dumps(case, ensure_ascii=False) + "\n")
