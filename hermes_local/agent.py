@@ -68,6 +68,7 @@ class LLMCallRecord:
     prompt_tokens_new: int
     completion_tokens: int
     seconds: float
+    prompt_seconds: float = 0.0
 
 
 @dataclass
@@ -189,9 +190,11 @@ class Agent:
         new = len(tokens) - _common_prefix(tokens, self._previous_tokens)
         self._previous_tokens = tokens + completion.tokens
         u = completion.usage
-        record = LLMCallRecord(step, u.prompt_tokens, u.prompt_tokens_evaluated, new, u.completion_tokens, u.seconds)
+        record = LLMCallRecord(
+            step, u.prompt_tokens, u.prompt_tokens_evaluated, new, u.completion_tokens, u.seconds, u.prompt_seconds
+        )
         result.llm_calls.append(record)
-        for key in ("prompt_tokens", "prompt_tokens_evaluated", "completion_tokens", "seconds"):
+        for key in ("prompt_tokens", "prompt_tokens_evaluated", "completion_tokens", "seconds", "prompt_seconds"):
             setattr(result.usage, key, getattr(result.usage, key) + getattr(u, key))
         self.on_event("llm_call", asdict(record) | {"finish_reason": completion.finish_reason})
         return prefill + completion.text

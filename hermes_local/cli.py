@@ -13,6 +13,7 @@ from typing import Annotated, Any
 import typer
 
 from hermes_local.config import UserError, load_settings
+from hermes_local.eval_commands import eval_command, sessions_export, workflow_app
 from hermes_local.model_commands import doctor, models_app
 
 app = typer.Typer(
@@ -30,6 +31,9 @@ memory_app = typer.Typer(help="Long-term memory: facts kept across sessions.", n
 app.add_typer(sessions_app, name="sessions")
 app.add_typer(memory_app, name="memory")
 app.command()(doctor)
+app.add_typer(workflow_app, name="workflow")
+app.command("eval")(eval_command)
+sessions_app.command("export")(sessions_export)
 
 
 def fail(message: str, code: int = 2) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 from hermes_local.tools.registry import Tool
 
 _PRIMITIVES = {
-    "ws": r"[ \t\n]{0,16}",
+    "ws": r'" "?',
     "string": r'"\"" char* "\""',
     "char": r'[^"\\\x7F\x00-\x1F] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4})',
     "integer": r'"-"? ([0-9] | [1-9] [0-9]{1,15})',
@@ -102,7 +102,7 @@ class _Builder:
 
 
 def tool_call_grammar(tools: Sequence[Tool]) -> str:
-    """GBNF for `\\n{"name": ..., "arguments": {...}}\\n</tool_call>` over `tools`."""
+    """GBNF for `\\n{"name": ..., "arguments": {...}}\\n</tool_call>` (either key first) over `tools`."""
     key = json.dumps([t.schema() for t in tools], sort_keys=True)
     if key in _cache:
         return _cache[key]
@@ -112,13 +112,11 @@ def tool_call_grammar(tools: Sequence[Tool]) -> str:
     for t in tools:
         params = t.parameters_schema()
         args = b.add(f"{t.name}-arguments", b.object_body({**params, "type": "object"}, f"{t.name}-arg", params))
-        alternatives.append(
-            b.add(
-                f"call-{t.name}",
-                f'"{{" ws "\\"name\\"" ws ":" ws {_literal(t.name)} ws "," ws '
-                f'"\\"arguments\\"" ws ":" ws {args} ws "}}"',
-            )
-        )
-    b.rules["root"] = f'ws ( {" | ".join(alternatives)} ) ws "</tool_call>"'
+        name_pair = f'"\\"name\\"" ws ":" ws {_literal(t.name)}'
+        args_pair = f'"\\"arguments\\"" ws ":" ws {args}'
+        # Hermes 2 Pro writes "arguments" first, most other models "name" first: allow both.
+        alternatives.append(b.add(f"call-{t.name}", f'"{{" ws {name_pair} ws "," ws {args_pair} ws "}}"'))
+        alternatives.append(b.add(f"call-{t.name}-args-first", f'"{{" ws {args_pair} ws "," ws {name_pair} ws "}}"'))
+    b.rules["root"] = f'"\\n"? ( {" | ".join(alternatives)} ) "\\n"? "</tool_call>"'
     _cache[key] = b.text()
     return _cache[key]

@@ -28,6 +28,7 @@ class Usage:
     prompt_tokens_evaluated: int = 0
     completion_tokens: int = 0
     seconds: float = 0.0
+    prompt_seconds: float = 0.0  # until the first token was sampled (prompt evaluation)
 
 
 @dataclass
@@ -64,6 +65,20 @@ class LLM(Protocol):
         grammar: str | None = None,
         grammar_trigger: str | None = None,
     ) -> Completion: ...
+
+
+def backend_info() -> dict[str, Any]:
+    """llama.cpp build facts for `hermes-local doctor`; raises ImportError if llama_cpp is unusable."""
+    import llama_cpp
+
+    return {
+        "version": llama_cpp.__version__,
+        "gpu_offload": bool(llama_cpp.llama_supports_gpu_offload()),
+        "mmap": bool(llama_cpp.llama_supports_mmap()),
+        "mlock": bool(llama_cpp.llama_supports_mlock()),
+        "max_devices": int(llama_cpp.llama_max_devices()),
+        "system_info": llama_cpp.llama_print_system_info().decode(errors="replace").strip(),
+    }
 
 
 class ModelLoadError(Exception):
@@ -211,6 +226,7 @@ class LlamaCppLLM:
             constrained = grammar is not None and grammar_trigger is None
             budget = min(max_tokens, self.n_ctx - len(prompt))
             prompt_evaluated: int | None = None
+            prompt_seconds = 0.0
             while len(generated) < budget:
                 phase_done = False
                 gen = self._llama.generate(
@@ -219,12 +235,13 @@ class LlamaCppLLM:
                     top_k=40,
                     top_p=0.95,
                     min_p=0.05,
-                    repeat_penalty=1.0,
+                    repeat_penalty=1.1,
                     grammar=self._grammar(grammar) if (constrained and grammar) else None,
                 )
                 for token in gen:
                     if prompt_evaluated is None:
                         prompt_evaluated = self._evaluated
+                        prompt_seconds = time.perf_counter() - start
                     if self._is_end_of_generation(token):
                         finish = "stop"
                         phase_done = True
@@ -262,6 +279,7 @@ class LlamaCppLLM:
                 prompt_tokens_evaluated=prompt_evaluated if prompt_evaluated is not None else self._evaluated,
                 completion_tokens=len(generated),
                 seconds=time.perf_counter() - start,
+                prompt_seconds=prompt_seconds,
             )
             return Completion(text=text, tokens=generated, usage=usage, finish_reason=finish)
 

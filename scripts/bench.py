@@ -1,0 +1,327 @@
+"""Benchmark hermes-local against the ceiling and the peers, on one GGUF, in one process.
+
+Measures, with the same model, threads and n_ctx:
+  1. the ceiling: raw llama.cpp prompt (512 tokens) and decode (128 tokens) speed through
+     llama-cpp-python's low-level API (llama_decode + a greedy sampler);
+  2. hermes-local on a fixed multi-step task (--tool-choice required, N steps): wall time, model
+     time, agent overhead, decode speed as a share of the ceiling, evaluated/new prompt tokens;
+  3. the same task through llama-cpp-python's `chatml-function-calling` handler driven by a plain
+     loop, and through hermes-local with the KV cache reset before every step (a naive loop);
+  4. parser throughput, and grammar-constrained vs unconstrained decode speed;
+  5. peak RSS, and RSS growth over a 200-step scripted soak.
+Prints a table and writes JSON (--json PATH). Figures, not assertions: nothing here fails on speed.
+
+  python scripts/bench.py                     # embedded SmolLM2, 8 steps
+  python scripts/bench.py --model PATH.gguf --steps 8 --n-ctx 4096 --threads 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from hermes_local.config import load_settings  # noqa: E402
+from hermes_local.grammar import tool_call_grammar  # noqa: E402
+from hermes_local.llm import LlamaCppLLM, LlamaParams  # noqa: E402
+from hermes_local.models import resolve_model  # noqa: E402
+from hermes_local.parsing import parse_tool_calls  # noqa: E402
+from hermes_local.prompts import render, to_tokens  # noqa: E402
+from hermes_local.runtime import build_agent  # noqa: E402
+from hermes_local.testing import ScriptedLLM  # noqa: E402
+from hermes_local.tools import Approver, Executor, ToolContext, ToolRegistry, default_registry  # noqa: E402
+
+TASK = "What time is it? Note the time in my memo, then note one more fact about the day."
+TOOL_NAMES = ("get_current_time", "append_to_memo", "list_dir")
+
+
+def rss_mb() -> float:
+    with open("/proc/self/statm") as fh:
+        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def task_registry() -> ToolRegistry:
+    full = default_registry()
+    return ToolRegistry([full.get(n) for n in TOOL_NAMES])
+
+
+# -- 1. ceiling -------------------------------------------------------------------------------
+def ceiling(llm: LlamaCppLLM) -> dict[str, float]:
+    import llama_cpp
+
+    raw = llm._llama  # the benchmark reaches under the boundary on purpose: this is the baseline
+    text = " ".join(f"word{i % 97} token{i % 13}." for i in range(2000))
+    prompt = llm.tokenize(text, special=False)[:512]
+    raw.reset()
+    t0 = time.perf_counter()
+    raw.eval(prompt)
+    prompt_tps = len(prompt) / (time.perf_counter() - t0)
+    raw.reset()
+    raw.eval(prompt[:32])
+    sampler = llama_cpp.llama_sampler_init_greedy()
+    t0 = time.perf_counter()
+    for _ in range(128):
+        token = llama_cpp.llama_sampler_sample(sampler, raw.ctx, -1)
+        raw.eval([token])
+    decode_tps = 128 / (time.perf_counter() - t0)
+    llama_cpp.llama_sampler_free(sampler)
+    raw.reset()
+    return {"prompt_tps": prompt_tps, "decode_tps": decode_tps}
+
+
+# -- 2/3. multi-step task ---------------------------------------------------------------------
+def hermes_run(llm: LlamaCppLLM, steps: int, n_ctx: int, *, naive: bool = False) -> dict[str, Any]:
+    llm.reset_cache()
+    with tempfile.TemporaryDirectory() as ws:
+        settings = load_settings(
+            {"tool_choice": "required", "max_steps": steps, "n_ctx": n_ctx, "max_tokens": 96, "reminder_every": 0}
+        )
+        agent = build_agent(
+            llm, settings, workspace=Path(ws), registry=task_registry(), approver=Approver(approve_all=True)
+        )
+        if naive:
+            original = llm.complete
+
+            def resetting_complete(*args: Any, **kwargs: Any):
+                llm.reset_cache()
+                return original(*args, **kwargs)
+
+            llm.complete = resetting_complete  # type: ignore[method-assign]
+        t0 = time.perf_counter()
+        try:
+            result = agent.run(TASK)
+        finally:
+            if naive:
+                del llm.complete
+        wall = time.perf_counter() - t0
+    calls = result.llm_calls
+    model = sum(c.seconds for c in calls)
+    decode_s = sum(c.seconds - c.prompt_seconds for c in calls)
+    completion = sum(c.completion_tokens for c in calls)
+    evaluated = sum(c.prompt_tokens_evaluated for c in calls)
+    new = sum(c.prompt_tokens_new for c in calls)
+    valid = sum(1 for c in result.tool_calls if c.error_kind not in ("invalid_arguments", "not_found"))
+    return {
+        "wall_s": wall,
+        "model_s": model,
+        "overhead_share": (wall - model) / wall if wall else 0.0,
+        "llm_calls": len(calls),
+        "completion_tokens": completion,
+        "decode_tps": completion / decode_s if decode_s else 0.0,
+        "prompt_tokens": sum(c.prompt_tokens for c in calls),
+        "prompt_tokens_evaluated": evaluated,
+        "prompt_tokens_new": new,
+        "evaluated_over_new": evaluated / new if new else 0.0,
+        "tool_calls": len(result.tool_calls),
+        "tool_calls_valid": valid,
+        "stopped": result.stopped,
+    }
+
+
+def peer_chat_handler_run(llm: LlamaCppLLM, steps: int) -> dict[str, Any]:
+    """llama-cpp-python's own chatml-function-calling handler in a plain agent loop."""
+    from llama_cpp import llama_chat_format
+
+    handler = llama_chat_format.get_chat_completion_handler("chatml-function-calling")
+    registry = task_registry()
+    tools = registry.schemas()
+    llm.reset_cache()
+    with tempfile.TemporaryDirectory() as ws:
+        executor = Executor(registry, ToolContext(workspace=Path(ws)), Approver(approve_all=True))
+        messages: list[dict[str, Any]] = [
+            {"role": "system", "content": "You are a helpful assistant that calls functions."},
+            {"role": "user", "content": TASK},
+        ]
+        evaluated = prompt_tokens = completion = calls_made = valid = 0
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            before = llm._evaluated
+            response = handler(
+                llama=llm._llama, messages=messages, tools=tools, tool_choice="auto", max_tokens=96, temperature=0.2
+            )
+            evaluated += llm._evaluated - before
+            usage = response.get("usage") or {}
+            prompt_tokens += usage.get("prompt_tokens", 0)
+            completion += usage.get("completion_tokens", 0)
+            message = response["choices"][0]["message"]
+            tool_calls = message.get("tool_calls") or []
+            messages.append({"role": "assistant", "content": message.get("content"), "tool_calls": tool_calls or None})
+            if not tool_calls:
+                messages.append({"role": "user", "content": "Continue: call the next function."})
+            for tc in tool_calls:
+                calls_made += 1
+                try:
+                    args = json.loads(tc["function"]["arguments"] or "{}")
+                except json.JSONDecodeError:
+                    args = {"_unparseable": True}
+                outcome = executor.execute(tc["function"]["name"], args)
+                valid += outcome.error_kind not in ("invalid_arguments", "not_found")
+                messages.append({"role": "tool", "tool_call_id": tc["id"], "content": outcome.to_json()})
+        wall = time.perf_counter() - t0
+    return {
+        "wall_s": wall,
+        "prompt_tokens": prompt_tokens,
+        "prompt_tokens_evaluated": evaluated,
+        "completion_tokens": completion,
+        "tool_calls": calls_made,
+        "tool_calls_valid": valid,
+    }
+
+
+# -- 4. parser and grammar --------------------------------------------------------------------
+def parser_throughput(seconds: float = 2.0) -> dict[str, float]:
+    corpus = ROOT / "tests" / "data" / "malformed_calls.jsonl"
+    cases = [json.loads(line) for line in corpus.read_text().splitlines() if line.strip()] if corpus.exists() else []
+    texts = [(c["text"], c.get("tool_names")) for c in cases] or [
+        ('<tool_call>{"name": "get_current_time", "arguments": {}}</tool_call>', None)
+    ]
+    size = sum(len(t.encode()) for t, _ in texts)
+    n = 0
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        for text, names in texts:
+            parse_tool_calls(text, names)
+        n += 1
+    elapsed = time.perf_counter() - t0
+    return {"replies_per_s": n * len(texts) / elapsed, "mb_per_s": n * size / elapsed / 2**20, "corpus": len(texts)}
+
+
+def grammar_overhead(llm: LlamaCppLLM) -> dict[str, float]:
+    registry = task_registry()
+    grammar = tool_call_grammar(list(registry))
+    system = render("system.jinja", tools=registry.schemas(), instructions="")
+    segs = render(
+        "chatml.jinja",
+        messages=[{"role": "system", "content": system}, {"role": "user", "content": TASK}],
+        add_generation_prompt=True,
+        prefill="<tool_call>\n",
+    )
+    tokens = to_tokens(segs, llm)
+    out: dict[str, float] = {}
+    for label, g in (("unconstrained", None), ("constrained", grammar)):
+        total_tokens, decode_s = 0, 0.0
+        for _ in range(3):
+            c = llm.complete(tokens, max_tokens=64, temperature=0.0, grammar=g, stop=())
+            total_tokens += c.usage.completion_tokens
+            decode_s += c.usage.seconds - c.usage.prompt_seconds
+        out[f"{label}_decode_tps"] = total_tokens / decode_s if decode_s else 0.0
+    out["constrained_over_unconstrained"] = out["constrained_decode_tps"] / out["unconstrained_decode_tps"]
+    return out
+
+
+# -- 5. soak ----------------------------------------------------------------------------------
+def soak(llm: LlamaCppLLM, steps: int = 200) -> dict[str, float]:
+    call = '<tool_call>\n{"name": "list_dir", "arguments": {"path": "."}}\n</tool_call>'
+    outputs = [call.replace('"."', f'"{"." if i % 2 else "./"}"') for i in range(steps)] + ["done"]
+    scripted = ScriptedLLM(outputs, n_ctx=2048, tokenizer=llm)
+    with tempfile.TemporaryDirectory() as ws:
+        for i in range(50):
+            (Path(ws) / f"file_{i:03}.txt").write_text("x" * i)
+        settings = load_settings({"max_steps": steps, "n_ctx": 2048, "max_tokens": 128})
+        agent = build_agent(scripted, settings, workspace=Path(ws), registry=task_registry())
+        rss: list[float] = []
+        agent.on_event = lambda kind, payload: rss.append(rss_mb()) if kind == "step_start" else None
+        t0 = time.perf_counter()
+        result = agent.run(TASK)
+        wall = time.perf_counter() - t0
+    return {
+        "steps": result.steps,
+        "stopped": result.stopped,
+        "error": result.error,
+        "max_prompt_tokens": max(c.prompt_tokens for c in result.llm_calls),
+        "compactions": result.compactions,
+        "rss_step20_mb": rss[19],
+        "rss_last_mb": rss[-1],
+        "rss_growth_mb": rss[-1] - rss[19],
+        "ms_per_step": wall / result.steps * 1000,
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default=None, help="registry name or .gguf path (default: embedded SmolLM2)")
+    ap.add_argument("--steps", type=int, default=8)
+    ap.add_argument("--n-ctx", type=int, default=4096)
+    ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--n-gpu-layers", type=int, default=0)
+    ap.add_argument("--json", type=Path, default=ROOT / "bench-results" / "bench.json")
+    args = ap.parse_args()
+
+    path = resolve_model(args.model)
+    params = LlamaParams(n_ctx=args.n_ctx, n_threads=args.threads, n_gpu_layers=args.n_gpu_layers, seed=1)
+    llm = LlamaCppLLM(path, params)
+    report: dict[str, Any] = {"model": path.name, "n_ctx": args.n_ctx, "threads": args.threads, "steps": args.steps}
+    print(f"model {path.name}, n_ctx {args.n_ctx}, threads {args.threads}, {args.steps} steps", file=sys.stderr)
+    report["ceiling"] = ceiling(llm)
+    report["hermes"] = hermes_run(llm, args.steps, args.n_ctx)
+    report["naive_reset_loop"] = hermes_run(llm, args.steps, args.n_ctx, naive=True)
+    report["llama_cpp_chat_handler_loop"] = peer_chat_handler_run(llm, args.steps)
+    report["parser"] = parser_throughput()
+    report["grammar"] = grammar_overhead(llm)
+    report["soak"] = soak(llm)
+    report["peak_rss_mb"] = peak_rss_mb()
+
+    c, h, n, p = report["ceiling"], report["hermes"], report["naive_reset_loop"], report["llama_cpp_chat_handler_loop"]
+    rows = [
+        ("ceiling prompt tok/s (512)", f"{c['prompt_tps']:.0f}"),
+        ("ceiling decode tok/s (128)", f"{c['decode_tps']:.1f}"),
+        ("hermes wall s / model s", f"{h['wall_s']:.2f} / {h['model_s']:.2f}"),
+        ("hermes agent overhead share", f"{h['overhead_share']:.1%}  (target < 5%)"),
+        ("hermes decode tok/s, share of ceiling", f"{h['decode_tps']:.1f}, {h['decode_tps'] / c['decode_tps']:.1%}"),
+        (
+            "hermes evaluated / new prompt tokens",
+            f"{h['prompt_tokens_evaluated']} / {h['prompt_tokens_new']} = "
+            f"{h['evaluated_over_new']:.3f}  (target <= 1.05)",
+        ),
+        ("hermes valid tool calls", f"{h['tool_calls_valid']}/{h['tool_calls']}"),
+        (
+            "naive loop evaluated tokens, x hermes",
+            f"{n['prompt_tokens_evaluated']}, "
+            f"{n['prompt_tokens_evaluated'] / max(1, h['prompt_tokens_evaluated']):.2f}x",
+        ),
+        ("naive loop wall s, x hermes", f"{n['wall_s']:.2f}, {n['wall_s'] / h['wall_s']:.2f}x"),
+        (
+            "chat-handler loop evaluated, x hermes",
+            f"{p['prompt_tokens_evaluated']}, "
+            f"{p['prompt_tokens_evaluated'] / max(1, h['prompt_tokens_evaluated']):.2f}x",
+        ),
+        ("chat-handler loop wall s, x hermes", f"{p['wall_s']:.2f}, {p['wall_s'] / h['wall_s']:.2f}x"),
+        ("chat-handler loop valid tool calls", f"{p['tool_calls_valid']}/{p['tool_calls']}"),
+        ("parser replies/s, MB/s", f"{report['parser']['replies_per_s']:.0f}, {report['parser']['mb_per_s']:.1f}"),
+        (
+            "grammar decode tok/s vs free",
+            f"{report['grammar']['constrained_decode_tps']:.1f} vs "
+            f"{report['grammar']['unconstrained_decode_tps']:.1f} "
+            f"({report['grammar']['constrained_over_unconstrained']:.1%})",
+        ),
+        (
+            "soak 200 steps: max prompt, RSS growth",
+            f"{report['soak']['max_prompt_tokens']} tok, "
+            f"{report['soak']['rss_growth_mb']:+.1f} MB (step 20 -> 200), {report['soak']['ms_per_step']:.0f} ms/step",
+        ),
+        ("peak RSS", f"{report['peak_rss_mb']:.0f} MB"),
+    ]
+    width = max(len(r[0]) for r in rows)
+    for label, value in rows:
+        print(f"{label:<{width}}  {value}")
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(report, indent=2))
+    print(f"wrote {args.json}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
