@@ -83,6 +83,16 @@ AllowHostOpt = Annotated[
 ]
 
 
+def _floats(text: str | None, flag: str) -> list[float] | None:
+    if not text:
+        return None
+    try:
+        return [float(part) for part in text.split(",")]
+    except ValueError:
+        fail(f"{flag} takes numbers separated by commas, e.g. 0.6,0.4")
+    return None
+
+
 def _prepare(
     overrides: dict[str, Any],
     *,
@@ -104,7 +114,7 @@ def _prepare(
         settings = load_settings(overrides)
         settings = settings.model_copy(update={"allow_hosts": [*settings.allow_hosts, *(allow_host or [])]})
         registry = build_registry(tools_module or [])
-        llm = load_llm(settings)
+        llm = load_llm(settings, on_info=None if as_json else lambda line: typer.echo(line, err=True))
         approver = Approver(approve_all=yes, allow=[*settings.allow_tools, *(allow or [])], deny=settings.deny_tools)
         session = SessionLog(session_id)
         printer = TerminalPrinter(stream_tokens=not as_json and sys.stderr.isatty())
@@ -129,6 +139,13 @@ def run(
     max_steps: Annotated[int | None, typer.Option(help="Most model calls before stopping (default 8).")] = None,
     n_ctx: NCtxOpt = None,
     n_gpu_layers: GpuOpt = None,
+    main_gpu: Annotated[int | None, typer.Option(help="GPU that holds the model (with one GPU: 0).")] = None,
+    tensor_split: Annotated[
+        str | None, typer.Option(help="Share of the model per GPU, e.g. 0.6,0.4 (several GPUs).")
+    ] = None,
+    rpc_servers: Annotated[
+        str | None, typer.Option(help="llama.cpp RPC backends host:port,host:port (passed through).")
+    ] = None,
     workspace: WorkspaceOpt = Path("."),
     tool_choice: Annotated[
         str | None, typer.Option(help="auto: model decides; required: every step calls a tool; none: no tools.")
@@ -165,6 +182,9 @@ def run(
         max_steps=max_steps,
         n_ctx=n_ctx,
         n_gpu_layers=n_gpu_layers,
+        main_gpu=main_gpu,
+        tensor_split=_floats(tensor_split, "--tensor-split"),
+        rpc_servers=rpc_servers,
         tool_choice=tool_choice,
         temperature=temperature,
         grammar=False if no_grammar else None,

@@ -332,6 +332,19 @@ def physical_memory() -> int | None:
         return None
 
 
+def gpu_offload_available() -> bool:
+    """Whether this llama.cpp build can offload layers to a GPU (False when llama_cpp is missing)."""
+    from hermes_local.llm import backend_info
+
+    try:
+        return bool(backend_info()["gpu_offload"])
+    except ImportError:
+        return False
+
+
 def memory_line(path: Path, n_ctx: int, n_gpu_layers: int) -> str:
-    """The estimate to print before loading a model."""
+    """The estimate to print before loading a model; offload is 0 when the build has no GPU support."""
+    if n_gpu_layers != 0 and not gpu_offload_available():
+        line = format_memory(estimate_memory(path, n_ctx, 0))
+        return f"{line} (this llama.cpp build has no GPU support; --n-gpu-layers {n_gpu_layers} is ignored)"
     return format_memory(estimate_memory(path, n_ctx, n_gpu_layers))

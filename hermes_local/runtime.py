@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from hermes_local.agent import Agent, AgentConfig, EventSink
@@ -35,20 +35,31 @@ def llama_params(settings: Settings) -> LlamaParams:
     )
 
 
-def load_llm(settings: Settings) -> LLM:
-    """`replay:FILE` -> ScriptedLLM; otherwise resolve and load the GGUF (once per process)."""
+def load_llm(settings: Settings, on_info: Callable[[str], None] | None = None) -> LLM:
+    """`replay:FILE` -> ScriptedLLM; otherwise resolve and load the GGUF (once per process).
+
+    A registry entry's `n_ctx` / `n_gpu_layers` apply unless the user set them (flag, env or file).
+    `on_info` receives the memory estimate before the weights are loaded.
+    """
     spec = settings.model
     if spec and spec.startswith(REPLAY_PREFIX):
         from hermes_local.testing import ScriptedLLM
 
         return ScriptedLLM.from_jsonl(spec[len(REPLAY_PREFIX) :], n_ctx=settings.n_ctx)
     from hermes_local.llm import LlamaCppLLM, ModelLoadError
-    from hermes_local.models import resolve_model
+    from hermes_local.models import memory_line, resolve_choice
 
-    path = resolve_model(spec)
+    path, choice = resolve_choice(spec)
     params = llama_params(settings)
-    key = (str(path.resolve()), tuple(sorted(vars(params).items(), key=lambda kv: kv[0])).__repr__())
+    if choice is not None:
+        if "n_ctx" not in settings.model_fields_set:
+            params.n_ctx = choice.entry.n_ctx
+        if "n_gpu_layers" not in settings.model_fields_set and choice.entry.n_gpu_layers is not None:
+            params.n_gpu_layers = choice.entry.n_gpu_layers
+    key = (str(path.resolve()), repr(sorted(vars(params).items())))
     if key not in _loaded:
+        if on_info:
+            on_info(memory_line(path, params.n_ctx, params.n_gpu_layers))
         try:
             _loaded[key] = LlamaCppLLM(path, params)
         except ModelLoadError as exc:

@@ -263,3 +263,15 @@ def test_doctor_speed_check_on_the_embedded_model() -> None:
     speed = next(line for line in res.stdout.splitlines() if line.startswith("speed:"))
     assert "prompt" in speed and "decode" in speed and "tok/s" in speed
     assert "smollm2:Q4_1" in res.stdout or "SmolLM2" in res.stdout
+
+
+def test_memory_line_reports_offload_only_when_the_build_supports_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    from hermes_local import models
+
+    path = models.embedded_model_path()
+    monkeypatch.setattr(models, "gpu_offload_available", lambda: False)
+    line = models.memory_line(path, 2048, -1)
+    assert "CPU only" in line and "no GPU support" in line
+    monkeypatch.setattr(models, "gpu_offload_available", lambda: True)
+    assert "30/30 layers on GPU" in models.memory_line(path, 2048, -1)
+    assert "CPU only" in models.memory_line(path, 2048, 0)
