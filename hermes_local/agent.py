@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from hermes_local.llm import LLM, Usage
+from hermes_local.llm import LLM, Usage, common_prefix_length
 from hermes_local.memory import LedgerEntry, Memory, Turn, extract_plan
 from hermes_local.parsing import ToolCall, parse_tool_calls
 from hermes_local.prompts import Segments, render, to_tokens
@@ -105,15 +105,6 @@ class RunResult:
         }
 
 
-def _common_prefix(a: list[int], b: list[int]) -> int:
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
-
-
 class Agent:
     def __init__(
         self,
@@ -187,7 +178,7 @@ class Agent:
             grammar=grammar,
             grammar_trigger=None if (grammar and tool_choice == "required") else (grammar and CALL_OPEN),
         )
-        new = len(tokens) - _common_prefix(tokens, self._previous_tokens)
+        new = len(tokens) - common_prefix_length(tokens, self._previous_tokens)
         self._previous_tokens = tokens + completion.tokens
         u = completion.usage
         record = LLMCallRecord(

@@ -284,6 +284,16 @@ class LlamaCppLLM:
             return Completion(text=text, tokens=generated, usage=usage, finish_reason=finish)
 
 
+def common_prefix_length(a: Sequence[int], b: Sequence[int]) -> int:
+    """How many leading tokens two sequences share (what a KV cache can reuse)."""
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
 def _first_stop(text: str, stops: Sequence[str]) -> int | None:
     positions = [text.find(s) for s in stops if s and s in text]
     return min(positions) if positions else None

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from hermes_local.config import UserError
-from hermes_local.llm import DEFAULT_STOP, Completion, TokenCallback, Usage
+from hermes_local.llm import DEFAULT_STOP, Completion, TokenCallback, Usage, common_prefix_length
 
 _FAKE_SPECIALS = ("<|im_start|>", "<|im_end|>", "<|endoftext|>")
 
@@ -62,15 +62,6 @@ class WordTokenizer:
 
     def detokenize(self, tokens: Sequence[int]) -> str:
         return "".join(self._pieces[t] for t in tokens)
-
-
-def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
 
 
 class ScriptedLLM:
@@ -165,7 +156,7 @@ class ScriptedLLM:
             if s and s in text:
                 text = text[: text.index(s)]
         completion = self.tokenize(text, special=False)[:max_tokens]
-        evaluated = max(1, len(prompt) - _common_prefix(prompt, self._cache)) if prompt else 0
+        evaluated = max(1, len(prompt) - common_prefix_length(prompt, self._cache)) if prompt else 0
         self._cache = prompt + completion
         if on_token:
             for word in text.split(" "):

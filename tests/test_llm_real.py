@@ -78,3 +78,21 @@ def test_grammar_constrains_a_required_tool_call(real_llm) -> None:
     assert call.name in registry.names()
     registry.get(call.name).arguments_model.model_validate(call.arguments)
     json.dumps(call.arguments)
+
+
+def test_concurrent_calls_are_serialized_and_match_sequential_results(real_llm) -> None:
+    import threading
+
+    prompts = [chat_tokens(real_llm, f"Name fruit number {i}.") for i in range(3)]
+    expected = [real_llm.complete(p, max_tokens=8, temperature=0.0).text for p in prompts]
+    got: dict[int, str] = {}
+
+    def worker(i: int) -> None:
+        got[i] = real_llm.complete(prompts[i], max_tokens=8, temperature=0.0).text
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert [got[i] for i in range(3)] == expected
