@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import codecs
 import contextlib
+import ctypes
 import os
 import threading
 import time
@@ -154,6 +155,7 @@ class LlamaCppLLM:
         self.n_ctx = self._llama.n_ctx() if not self.params.vocab_only else self.params.n_ctx
         self.description = self.model_path.name
         self._evaluated = 0
+        self._calls = 0
         original_eval = self._llama.eval
 
         def counting_eval(tokens: Sequence[int]) -> None:
@@ -161,7 +163,6 @@ class LlamaCppLLM:
             original_eval(tokens)
 
         self._llama.eval = counting_eval  # type: ignore[method-assign]
-        self._grammar_cache: dict[str, Any] = {}
         self._special_ids: dict[str, int | None] = {}
 
     # -- tokenizer -------------------------------------------------------------------------
@@ -188,18 +189,24 @@ class LlamaCppLLM:
     def _is_end_of_generation(self, token: int) -> bool:
         return bool(self._llama_cpp.llama_vocab_is_eog(self._llama._model.vocab, token))
 
-    def _grammar(self, gbnf: str) -> Any:
-        if gbnf not in self._grammar_cache:
-            with _quiet_stderr():
-                self._grammar_cache[gbnf] = self._llama_cpp.LlamaGrammar.from_string(gbnf, verbose=False)
-        return self._grammar_cache[gbnf]
-
     def reset_cache(self) -> None:
         """Forget the KV cache (used by benchmarks to emulate a naive loop)."""
         with self._lock:
             self._llama.reset()
 
     # -- completion ------------------------------------------------------------------------
+    def _prefill(self, prompt: list[int]) -> int:
+        """Evaluate `prompt`, reusing the longest cached prefix; returns tokens actually evaluated."""
+        llama = self._llama
+        cached = common_prefix_length(llama._input_ids[: llama.n_tokens].tolist(), prompt)
+        cached = min(cached, len(prompt) - 1)  # the last prompt token is re-evaluated for fresh logits
+        if cached == 0 or (cached < llama.n_tokens and not llama._ctx.kv_cache_seq_rm(-1, cached, -1)):
+            llama.reset()
+            cached = 0
+        llama.n_tokens = cached
+        llama.eval(prompt[cached:])
+        return len(prompt) - cached
+
     def complete(
         self,
         tokens: Sequence[int],
@@ -218,70 +225,143 @@ class LlamaCppLLM:
             raise ValueError(f"prompt of {len(prompt)} tokens does not fit n_ctx={self.n_ctx}")
         with self._lock:
             start = time.perf_counter()
-            self._evaluated = 0
+            evaluated = self._prefill(prompt)
+            prompt_seconds = time.perf_counter() - start
+            constrained = grammar is not None and grammar_trigger is None
+            sampler = _TokenSampler(self, temperature, grammar if constrained else None)
             generated: list[int] = []
             decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
             text = ""
             finish = "length"
-            constrained = grammar is not None and grammar_trigger is None
             budget = min(max_tokens, self.n_ctx - len(prompt))
-            prompt_evaluated: int | None = None
-            prompt_seconds = 0.0
-            while len(generated) < budget:
-                phase_done = False
-                gen = self._llama.generate(
-                    prompt + generated,
-                    temp=temperature,
-                    top_k=40,
-                    top_p=0.95,
-                    min_p=0.05,
-                    repeat_penalty=1.1,
-                    grammar=self._grammar(grammar) if (constrained and grammar) else None,
-                )
-                for token in gen:
-                    if prompt_evaluated is None:
-                        prompt_evaluated = self._evaluated
-                        prompt_seconds = time.perf_counter() - start
+            try:
+                while len(generated) < budget:
+                    token = sampler.sample()
                     if self._is_end_of_generation(token):
                         finish = "stop"
-                        phase_done = True
                         break
                     generated.append(token)
                     piece = decoder.decode(self._llama.detokenize([token], special=True))
                     text += piece
                     hit = _first_stop(text, stop)
                     if hit is not None:
-                        text = text[:hit]
-                        finish = "stop"
-                        phase_done = True
+                        text, finish = text[:hit], "stop"
                         break
                     if piece and on_token:
                         on_token(piece)
                     if len(generated) >= budget:
-                        phase_done = True
                         break
                     if grammar and grammar_trigger:
-                        if not constrained and text.endswith(grammar_trigger):
-                            constrained = True
-                            break  # restart generate() under the grammar; the KV prefix is reused
-                        if constrained and text.rstrip().endswith("</tool_call>"):
-                            constrained = False
-                            break
-                else:
-                    phase_done = True
-                    finish = "stop"
-                gen.close()
-                if phase_done:
-                    break
+                        switch_on = not constrained and text.endswith(grammar_trigger)
+                        switch_off = constrained and text.rstrip().endswith("</tool_call>")
+                        if switch_on or switch_off:
+                            constrained = switch_on
+                            sampler.close()
+                            sampler = _TokenSampler(self, temperature, grammar if constrained else None)
+                    self._llama.eval([token])
+            finally:
+                sampler.close()
             text += decoder.decode(b"", final=True)
             usage = Usage(
                 prompt_tokens=len(prompt),
-                prompt_tokens_evaluated=prompt_evaluated if prompt_evaluated is not None else self._evaluated,
+                prompt_tokens_evaluated=evaluated,
                 completion_tokens=len(generated),
                 seconds=time.perf_counter() - start,
                 prompt_seconds=prompt_seconds,
             )
             return Completion(text=text, tokens=generated, usage=usage, finish_reason=finish)
+
+
+class _TokenSampler:
+    """top-k/top-p/min-p/temperature sampling with a repeat penalty, and an optional GBNF grammar.
+
+    The grammar is checked lazily, as llama.cpp's own common sampler does: sample without it, and
+    only when the grammar rejects that token apply it to the whole vocabulary and sample again.
+    Most constrained tokens are accepted on the first try, so the grammar costs little.
+    """
+
+    def __init__(self, owner: LlamaCppLLM, temperature: float, grammar: str | None) -> None:
+        import numpy as np
+
+        lib = owner._llama_cpp
+        self._lib, self._np = lib, np
+        self._ctx = owner._llama.ctx
+        self._n_vocab = owner._llama.n_vocab()
+        self.chain = lib.llama_sampler_chain_init(lib.llama_sampler_chain_default_params())
+        stages = [lib.llama_sampler_init_penalties(self._n_vocab, 64, 1.1, 0.0, 0.0)]
+        if temperature <= 0:
+            stages.append(lib.llama_sampler_init_greedy())
+        else:
+            stages += [
+                lib.llama_sampler_init_top_k(40),
+                lib.llama_sampler_init_top_p(0.95, 1),
+                lib.llama_sampler_init_min_p(0.05, 1),
+                lib.llama_sampler_init_temp(temperature),
+                lib.llama_sampler_init_dist(owner.params.seed + owner._calls),
+            ]
+        for stage in stages:
+            lib.llama_sampler_chain_add(self.chain, stage)
+        owner._calls += 1
+        self.grammar = None
+        if grammar is not None:
+            with _quiet_stderr():
+                self.grammar = lib.llama_sampler_init_grammar(
+                    owner._llama._model.vocab, grammar.encode("utf-8"), b"root"
+                )
+            if not self.grammar:
+                lib.llama_sampler_free(self.chain)
+                raise ValueError("llama.cpp rejected the tool-call grammar")
+        dtype = np.dtype([("id", np.intc), ("logit", np.single), ("p", np.single)], align=True)
+        self._full = np.zeros(self._n_vocab, dtype=dtype)
+        self._ids = np.arange(self._n_vocab, dtype=np.intc)
+        self._one = np.zeros(1, dtype=dtype)
+        self._top = np.zeros(64, dtype=dtype)
+
+    def _apply(self, sampler: Any, data: Any) -> Any:
+        arr = self._lib.llama_token_data_array(
+            data=data.ctypes.data_as(self._lib.llama_token_data_p), size=len(data), selected=-1, sorted=False
+        )
+        self._lib.llama_sampler_apply(sampler, ctypes.byref(arr))
+        return arr
+
+    def _pick(self, grammar_first: bool) -> int:
+        np = self._np
+        logits = np.ctypeslib.as_array(self._lib.llama_get_logits_ith(self._ctx, -1), shape=(self._n_vocab,))
+        if grammar_first:
+            # Constrain the 64 most likely tokens first (top-k keeps 40 anyway); the whole vocabulary
+            # only when the grammar allows none of them.
+            top = np.argpartition(logits, -64)[-64:]
+            self._top["id"], self._top["logit"], self._top["p"] = top, logits[top], 0.0
+            self._apply(self.grammar, self._top)
+            if np.isfinite(self._top["logit"]).any():
+                arr = self._apply(self.chain, self._top)
+                return int(arr.data[arr.selected].id)
+        self._full["id"] = self._ids
+        self._full["logit"] = logits
+        self._full["p"] = 0.0
+        if grammar_first:
+            self._apply(self.grammar, self._full)
+        arr = self._apply(self.chain, self._full)
+        return int(arr.data[arr.selected].id)
+
+    def sample(self) -> int:
+        token = self._pick(grammar_first=False)
+        if self.grammar is not None:
+            self._one["id"], self._one["logit"], self._one["p"] = token, 1.0, 0.0
+            self._apply(self.grammar, self._one)
+            if self._one["logit"][0] == float("-inf"):
+                token = self._pick(grammar_first=True)
+            self._lib.llama_sampler_accept(self.grammar, token)
+        self._lib.llama_sampler_accept(self.chain, token)
+        return token
+
+    def close(self) -> None:
+        if self.chain:
+            self._lib.llama_sampler_free(self.chain)
+            self.chain = None
+        if self.grammar:
+            self._lib.llama_sampler_free(self.grammar)
+            self.grammar = None
 
 
 def common_prefix_length(a: Sequence[int], b: Sequence[int]) -> int:

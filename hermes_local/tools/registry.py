@@ -83,7 +83,9 @@ class Tool:
     def schema(self) -> dict[str, Any]:
         """OpenAI/Hermes function signature shown to the model inside <tools>."""
         params = self.arguments_model.model_json_schema()
+        # Validation rejects extra keys anyway; titles and additionalProperties only cost prompt tokens.
         params.pop("title", None)
+        params.pop("additionalProperties", None)
         for prop in params.get("properties", {}).values():
             prop.pop("title", None)
         return {
