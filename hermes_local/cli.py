@@ -6,6 +6,7 @@ User mistakes end with one line on stderr naming the fix and exit code 2; no tra
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -347,7 +348,14 @@ def memory_forget(fact_id: Annotated[int, typer.Argument(help="The number shown 
     typer.echo(f"forgot {fact_id}")
 
 
+def force_hub_offline(argv: list[str]) -> None:
+    """Only `models download` may reach the hub; everything else runs with huggingface-hub offline."""
+    if argv[:2] != ["models", "download"]:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
 def main() -> None:
+    force_hub_offline(sys.argv[1:])
     try:
         app()
     except UserError as exc:

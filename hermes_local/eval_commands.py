@@ -46,7 +46,8 @@ def eval_command(
     n_gpu_layers: Annotated[int | None, typer.Option(help="Layers offloaded to the GPU; -1 = all.")] = None,
 ) -> None:
     """Run every case of CASES.jsonl in a fresh temporary workspace and score it; exit 1 if any case fails."""
-    from hermes_local.evaluation import format_table, load_cases, run_suite, suite_report
+    from hermes_local.eval_cases import load_cases
+    from hermes_local.evaluation import format_table, run_suite, suite_report
 
     try:
         settings = load_settings(dict(model=model, max_steps=max_steps, n_ctx=n_ctx, n_gpu_layers=n_gpu_layers))

@@ -154,12 +154,13 @@ class LlamaCppLLM:
             raise ModelLoadError(f"llama.cpp could not load {self.model_path}: {exc}") from exc
         self.n_ctx = self._llama.n_ctx() if not self.params.vocab_only else self.params.n_ctx
         self.description = self.model_path.name
-        self._evaluated = 0
+        # Every token llama.cpp evaluates in this process, also through the raw `Llama` (benchmarks use it).
+        self.tokens_evaluated_total = 0
         self._calls = 0
         original_eval = self._llama.eval
 
         def counting_eval(tokens: Sequence[int]) -> None:
-            self._evaluated += len(tokens)
+            self.tokens_evaluated_total += len(tokens)
             original_eval(tokens)
 
         self._llama.eval = counting_eval  # type: ignore[method-assign]

@@ -149,11 +149,11 @@ def peer_chat_handler_run(llm: LlamaCppLLM, steps: int) -> dict[str, Any]:
         evaluated = prompt_tokens = completion = calls_made = valid = 0
         t0 = time.perf_counter()
         for _ in range(steps):
-            before = llm._evaluated
+            before = llm.tokens_evaluated_total
             response = handler(
                 llama=llm._llama, messages=messages, tools=tools, tool_choice="auto", max_tokens=96, temperature=0.2
             )
-            evaluated += llm._evaluated - before
+            evaluated += llm.tokens_evaluated_total - before
             usage = response.get("usage") or {}
             prompt_tokens += usage.get("prompt_tokens", 0)
             completion += usage.get("completion_tokens", 0)

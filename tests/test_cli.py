@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -137,3 +138,13 @@ def test_python_dash_m_runs_required_tool_calls(workspace: Path) -> None:
     assert all(c["error_kind"] in (None, "permission_denied") for c in out["tool_calls"])
     second = out["llm_calls"][1]
     assert second["prompt_tokens_evaluated"] < second["prompt_tokens"] / 2
+
+
+def test_only_models_download_may_reach_the_hub(monkeypatch: pytest.MonkeyPatch) -> None:
+    from hermes_local.cli import force_hub_offline
+
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    force_hub_offline(["models", "download", "smollm2"])
+    assert "HF_HUB_OFFLINE" not in os.environ
+    force_hub_offline(["run", "task"])
+    assert os.environ["HF_HUB_OFFLINE"] == "1"

@@ -10,8 +10,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from hermes_local.eval_cases import Call, Case, check_run, value_matches
 from hermes_local.eval_commands import eval_command, sessions_export, workflow_app
-from hermes_local.evaluation import Call, Case, check_run, value_matches
 
 EVAL_DIR = Path(__file__).parent / "eval"
 runner = CliRunner()
