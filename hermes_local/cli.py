@@ -349,8 +349,11 @@ def memory_forget(fact_id: Annotated[int, typer.Argument(help="The number shown 
 
 
 def force_hub_offline(argv: list[str]) -> None:
-    """Only `models download` may reach the hub; everything else runs with huggingface-hub offline."""
-    if argv[:2] != ["models", "download"]:
+    """Only `models download` may reach the hub; everything else runs with huggingface-hub offline.
+
+    `doctor` is left alone so that it reports the user's own HF_HUB_OFFLINE setting (it never downloads).
+    """
+    if argv[:2] != ["models", "download"] and argv[:1] != ["doctor"]:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 

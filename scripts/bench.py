@@ -60,12 +60,12 @@ def task_registry() -> ToolRegistry:
 
 
 # -- 1. ceiling -------------------------------------------------------------------------------
-def ceiling(llm: LlamaCppLLM) -> dict[str, float]:
+def ceiling(llm: LlamaCppLLM, depth: int = 512) -> dict[str, float]:
     import llama_cpp
 
     raw = llm._llama  # the benchmark reaches under the boundary on purpose: this is the baseline
-    text = " ".join(f"word{i % 97} token{i % 13}." for i in range(2000))
-    prompt = llm.tokenize(text, special=False)[:512]
+    text = " ".join(f"word{i % 97} token{i % 13}." for i in range(4000))
+    prompt = llm.tokenize(text, special=False)[:depth]
     raw.reset()
     t0 = time.perf_counter()
     raw.eval(prompt)
@@ -268,6 +268,8 @@ def main() -> None:
     print(f"model {path.name}, n_ctx {args.n_ctx}, threads {args.threads}, {args.steps} steps", file=sys.stderr)
     report["ceiling"] = ceiling(llm)
     report["hermes"] = hermes_run(llm, args.steps, args.n_ctx)
+    depth = report["hermes"]["prompt_tokens"] // max(1, report["hermes"]["llm_calls"])
+    report["ceiling_at_agent_depth"] = ceiling(llm, depth) | {"depth": depth}
     report["naive_reset_loop"] = hermes_run(llm, args.steps, args.n_ctx, naive=True)
     report["llama_cpp_chat_handler_loop"] = peer_chat_handler_run(llm, args.steps)
     report["parser"] = parser_throughput()
@@ -282,6 +284,11 @@ def main() -> None:
         ("hermes wall s / model s", f"{h['wall_s']:.2f} / {h['model_s']:.2f}"),
         ("hermes agent overhead share", f"{h['overhead_share']:.1%}  (target < 5%)"),
         ("hermes decode tok/s, share of ceiling", f"{h['decode_tps']:.1f}, {h['decode_tps'] / c['decode_tps']:.1%}"),
+        (
+            f"  ... of the ceiling at the agent's mean depth ({report['ceiling_at_agent_depth']['depth']} tok)",
+            f"{report['ceiling_at_agent_depth']['decode_tps']:.1f}, "
+            f"{h['decode_tps'] / report['ceiling_at_agent_depth']['decode_tps']:.1%}",
+        ),
         (
             "hermes evaluated / new prompt tokens",
             f"{h['prompt_tokens_evaluated']} / {h['prompt_tokens_new']} = "

@@ -145,6 +145,7 @@ def test_only_models_download_may_reach_the_hub(monkeypatch: pytest.MonkeyPatch)
 
     monkeypatch.delenv("HF_HUB_OFFLINE")
     force_hub_offline(["models", "download", "smollm2"])
+    force_hub_offline(["doctor"])
     assert "HF_HUB_OFFLINE" not in os.environ
     force_hub_offline(["run", "task"])
     assert os.environ["HF_HUB_OFFLINE"] == "1"
