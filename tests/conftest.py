@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -68,3 +72,16 @@ def real_llm(embedded_model_path: Path):
     from hermes_local.llm import LlamaCppLLM, LlamaParams
 
     return LlamaCppLLM(embedded_model_path, LlamaParams(n_ctx=2048, n_gpu_layers=0, n_threads=2, seed=1))
+
+
+@contextlib.contextmanager
+def loopback_http_server(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """Serve `handler` on 127.0.0.1 (a free port) for the block; yields the base URL."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()

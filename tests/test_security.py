@@ -16,10 +16,11 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
+from conftest import loopback_http_server
 from typer.testing import CliRunner
 
 from hermes_local.cli import app
@@ -402,14 +403,8 @@ class _Handler(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def local_server() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with loopback_http_server(_Handler) as url:
+        yield url
 
 
 def test_http_get_reaches_an_allowed_local_server(arena: dict[str, Path], local_server: str) -> None:

@@ -9,10 +9,11 @@ import stat
 import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
+from conftest import loopback_http_server
 
 from hermes_local.tools import Approver, Executor, ToolContext, ToolRegistry, ToolResult, default_registry, tool
 from hermes_local.tools.builtins import BUILTIN_TOOLS
@@ -312,14 +313,8 @@ class _Handler(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def server() -> Iterator[tuple[str, int]]:
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    thread = threading.Thread(target=srv.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{srv.server_address[1]}", srv.server_address[1]
-    finally:
-        srv.shutdown()
-        srv.server_close()
+    with loopback_http_server(_Handler) as url:
+        yield url, int(url.rsplit(":", 1)[1])
 
 
 def test_http_get_allowed(workspace: Path, server: tuple[str, int]) -> None:
