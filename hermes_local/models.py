@@ -65,6 +65,9 @@ class ModelEntry(BaseModel):
     tool_call_format: Literal["hermes", "none"] = "hermes"
     n_ctx: int = Field(4096, ge=256)
     n_gpu_layers: int | None = None
+    main_gpu: int | None = None
+    tensor_split: list[float] | None = None
+    rpc_servers: str | None = None
 
     @model_validator(mode="after")
     def _check(self) -> ModelEntry:

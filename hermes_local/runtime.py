@@ -38,7 +38,8 @@ def llama_params(settings: Settings) -> LlamaParams:
 def load_llm(settings: Settings, on_info: Callable[[str], None] | None = None) -> LLM:
     """`replay:FILE` -> ScriptedLLM; otherwise resolve and load the GGUF (once per process).
 
-    A registry entry's `n_ctx` / `n_gpu_layers` apply unless the user set them (flag, env or file).
+    A registry entry's `n_ctx`, `n_gpu_layers`, `main_gpu`, `tensor_split` and `rpc_servers` apply unless
+    the user set them (flag, env or config file).
     `on_info` receives the memory estimate before the weights are loaded.
     """
     spec = settings.model
@@ -52,10 +53,10 @@ def load_llm(settings: Settings, on_info: Callable[[str], None] | None = None) -
     path, choice = resolve_choice(spec)
     params = llama_params(settings)
     if choice is not None:
-        if "n_ctx" not in settings.model_fields_set:
-            params.n_ctx = choice.entry.n_ctx
-        if "n_gpu_layers" not in settings.model_fields_set and choice.entry.n_gpu_layers is not None:
-            params.n_gpu_layers = choice.entry.n_gpu_layers
+        for name in ("n_ctx", "n_gpu_layers", "main_gpu", "tensor_split", "rpc_servers"):
+            value = getattr(choice.entry, name)
+            if name not in settings.model_fields_set and value is not None:
+                setattr(params, name, value)
     key = (str(path.resolve()), repr(sorted(vars(params).items())))
     if key not in _loaded:
         if on_info:
