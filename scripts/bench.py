@@ -148,11 +148,16 @@ def peer_chat_handler_run(llm: LlamaCppLLM, steps: int) -> dict[str, Any]:
         ]
         evaluated = prompt_tokens = completion = calls_made = valid = 0
         t0 = time.perf_counter()
-        for _ in range(steps):
+        failure = None
+        for step in range(1, steps + 1):
             before = llm.tokens_evaluated_total
-            response = handler(
-                llama=llm._llama, messages=messages, tools=tools, tool_choice="auto", max_tokens=96, temperature=0.2
-            )
+            try:
+                response = handler(
+                    llama=llm._llama, messages=messages, tools=tools, tool_choice="auto", max_tokens=96, temperature=0.2
+                )
+            except ValueError as exc:  # e.g. "Requested tokens (4096) exceed context window of 4096"
+                failure = f"step {step}: {exc}"
+                break
             evaluated += llm.tokens_evaluated_total - before
             usage = response.get("usage") or {}
             prompt_tokens += usage.get("prompt_tokens", 0)
@@ -179,6 +184,7 @@ def peer_chat_handler_run(llm: LlamaCppLLM, steps: int) -> dict[str, Any]:
         "completion_tokens": completion,
         "tool_calls": calls_made,
         "tool_calls_valid": valid,
+        "failure": failure,
     }
 
 
@@ -308,6 +314,7 @@ def main() -> None:
         ),
         ("chat-handler loop wall s, x hermes", f"{p['wall_s']:.2f}, {p['wall_s'] / h['wall_s']:.2f}x"),
         ("chat-handler loop valid tool calls", f"{p['tool_calls_valid']}/{p['tool_calls']}"),
+        ("chat-handler loop failure", p["failure"] or "none"),
         ("parser replies/s, MB/s", f"{report['parser']['replies_per_s']:.0f}, {report['parser']['mb_per_s']:.1f}"),
         (
             "grammar decode tok/s vs free",
