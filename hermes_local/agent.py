@@ -154,11 +154,17 @@ class Agent:
         limit = int(n_ctx * self.config.budget_fraction) - max_new
         target = int(n_ctx * self.config.compact_to_fraction) - max_new
         before = memory.compacted_through_step, [(t.cap, t.summarized) for t in memory.turns]
-        memory.fit(lambda: len(self._prompt_tokens(memory, prefill)), limit, max(target, 1))
+        measured: list[int] = []
+
+        def measure() -> int:
+            measured[:] = self._prompt_tokens(memory, prefill)
+            return len(measured)
+
+        memory.fit(measure, limit, max(target, 1))  # its last measurement is of the final layout
         if (memory.compacted_through_step, [(t.cap, t.summarized) for t in memory.turns]) != before:
             result.compactions += 1
             self.on_event("compaction", {"through_step": memory.compacted_through_step})
-        tokens = self._prompt_tokens(memory, prefill)
+        tokens = measured
         room = n_ctx - len(tokens) - 1
         if room < 16:
             raise ContextTooSmall(
