@@ -17,7 +17,7 @@ from typing import Any
 from hermes_local.llm import LLM, Usage, common_prefix_length
 from hermes_local.memory import LedgerEntry, Memory, Turn, extract_plan
 from hermes_local.parsing import ToolCall, parse_tool_calls
-from hermes_local.prompts import Segments, render, to_tokens
+from hermes_local.prompts import Segments, chat_tokens, render
 from hermes_local.tools.execution import Executor
 from hermes_local.tools.registry import ToolResult
 
@@ -144,8 +144,7 @@ class Agent:
         return self._grammar_text
 
     def _prompt_tokens(self, memory: Memory, prefill: str) -> list[int]:
-        segments = render("chatml.jinja", messages=memory.messages(), add_generation_prompt=True, prefill=prefill)
-        return to_tokens(segments, self.llm)
+        return chat_tokens(memory.messages(), self.llm, prefill=prefill)
 
     def _fitted_prompt(self, memory: Memory, prefill: str, result: RunResult) -> tuple[list[int], int]:
         """Prompt tokens within budget (compacting memory if needed) and the max_tokens left."""

@@ -125,3 +125,9 @@ def to_tokens(segments: Sequence[Segment], llm: LLM, *, add_bos: bool = True) ->
         run.append(seg.text[pos:])
     flush()
     return ids
+
+
+def chat_tokens(messages: Sequence[dict[str, Any]], llm: LLM, *, prefill: str = "") -> list[int]:
+    """Token ids of a ChatML conversation ending in an open assistant turn (optionally pre-filled)."""
+    segments = render("chatml.jinja", messages=list(messages), add_generation_prompt=True, prefill=prefill)
+    return to_tokens(segments, llm)

@@ -36,7 +36,7 @@ from hermes_local.grammar import tool_call_grammar  # noqa: E402
 from hermes_local.llm import LlamaCppLLM, LlamaParams  # noqa: E402
 from hermes_local.models import resolve_model  # noqa: E402
 from hermes_local.parsing import parse_tool_calls  # noqa: E402
-from hermes_local.prompts import render, to_tokens  # noqa: E402
+from hermes_local.prompts import chat_tokens, render  # noqa: E402
 from hermes_local.runtime import build_agent  # noqa: E402
 from hermes_local.testing import ScriptedLLM  # noqa: E402
 from hermes_local.tools import Approver, Executor, ToolContext, ToolRegistry, default_registry  # noqa: E402
@@ -210,13 +210,8 @@ def grammar_overhead(llm: LlamaCppLLM) -> dict[str, float]:
     registry = task_registry()
     grammar = tool_call_grammar(list(registry))
     system = render("system.jinja", tools=registry.schemas(), instructions="")
-    segs = render(
-        "chatml.jinja",
-        messages=[{"role": "system", "content": system}, {"role": "user", "content": TASK}],
-        add_generation_prompt=True,
-        prefill="<tool_call>\n",
-    )
-    tokens = to_tokens(segs, llm)
+    messages = [{"role": "system", "content": system}, {"role": "user", "content": TASK}]
+    tokens = chat_tokens(messages, llm, prefill="<tool_call>\n")
     out: dict[str, float] = {}
     for label, g in (("unconstrained", None), ("constrained", grammar)):
         total_tokens, decode_s = 0, 0.0

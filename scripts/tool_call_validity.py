@@ -25,7 +25,7 @@ from hermes_local.grammar import tool_call_grammar  # noqa: E402
 from hermes_local.llm import LlamaCppLLM, LlamaParams  # noqa: E402
 from hermes_local.models import resolve_model  # noqa: E402
 from hermes_local.parsing import parse_tool_calls  # noqa: E402
-from hermes_local.prompts import render, to_tokens  # noqa: E402
+from hermes_local.prompts import chat_tokens, render  # noqa: E402
 from hermes_local.runtime import build_registry  # noqa: E402
 
 TASKS = [
@@ -73,13 +73,13 @@ def main() -> None:
         valid = emitted = 0
         failures = []
         for task in TASKS:
-            segs = render(
-                "chatml.jinja",
-                messages=[{"role": "system", "content": system}, {"role": "user", "content": task}],
-                add_generation_prompt=True,
-                prefill="<tool_call>\n",
+            messages = [{"role": "system", "content": system}, {"role": "user", "content": task}]
+            out = llm.complete(
+                chat_tokens(messages, llm, prefill="<tool_call>\n"),
+                max_tokens=160,
+                temperature=args.temperature,
+                grammar=g,
             )
-            out = llm.complete(to_tokens(segs, llm), max_tokens=160, temperature=args.temperature, grammar=g)
             parsed = parse_tool_calls("<tool_call>\n" + out.text, registry.names())
             emitted += max(1, len(parsed.calls) + len(parsed.errors))
             ok = 0

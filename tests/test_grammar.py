@@ -9,7 +9,7 @@ import pytest
 
 from hermes_local.grammar import tool_call_grammar
 from hermes_local.parsing import parse_tool_calls
-from hermes_local.prompts import render, to_tokens
+from hermes_local.prompts import chat_tokens, render
 from hermes_local.runtime import build_registry
 from hermes_local.tools import ToolRegistry, tool
 
@@ -50,13 +50,10 @@ def test_llama_cpp_accepts_the_grammar_and_output_always_validates(real_llm) -> 
     system = render("system.jinja", tools=registry.schemas(), instructions="")
     tasks = ["Find open orders for Ann.", "List the files here.", "Remember that I like tea.", "Query the db."]
     for task in tasks:
-        segs = render(
-            "chatml.jinja",
-            messages=[{"role": "system", "content": system}, {"role": "user", "content": task}],
-            add_generation_prompt=True,
-            prefill="<tool_call>\n",
+        messages = [{"role": "system", "content": system}, {"role": "user", "content": task}]
+        out = real_llm.complete(
+            chat_tokens(messages, real_llm, prefill="<tool_call>\n"), max_tokens=160, temperature=0.0, grammar=grammar
         )
-        out = real_llm.complete(to_tokens(segs, real_llm), max_tokens=160, temperature=0.0, grammar=grammar)
         parsed = parse_tool_calls("<tool_call>\n" + out.text, registry.names())
         assert parsed.errors == [] and len(parsed.calls) == 1, out.text
         call = parsed.calls[0]

@@ -9,20 +9,15 @@ import pytest
 from hermes_local.grammar import tool_call_grammar
 from hermes_local.llm import LLM
 from hermes_local.parsing import parse_tool_calls
-from hermes_local.prompts import render, to_tokens
+from hermes_local.prompts import chat_tokens
 from hermes_local.tools import default_registry
 
 pytestmark = pytest.mark.real_model
 
 
-def chat_tokens(llm, user: str, prefill: str = "") -> list[int]:
-    segs = render(
-        "chatml.jinja",
-        messages=[{"role": "system", "content": "You are a helpful assistant."}, {"role": "user", "content": user}],
-        add_generation_prompt=True,
-        prefill=prefill,
-    )
-    return to_tokens(segs, llm)
+def chat(llm, user: str, prefill: str = "") -> list[int]:
+    messages = [{"role": "system", "content": "You are a helpful assistant."}, {"role": "user", "content": user}]
+    return chat_tokens(messages, llm, prefill=prefill)
 
 
 def test_loads_and_satisfies_the_protocol(real_llm) -> None:
@@ -32,7 +27,7 @@ def test_loads_and_satisfies_the_protocol(real_llm) -> None:
 
 def test_complete_from_tokens_reports_usage_and_streams(real_llm) -> None:
     pieces: list[str] = []
-    tokens = chat_tokens(real_llm, "Say hello.")
+    tokens = chat(real_llm, "Say hello.")
     out = real_llm.complete(tokens, max_tokens=12, temperature=0.0, on_token=pieces.append)
     assert out.usage.prompt_tokens == len(tokens)
     assert 1 <= out.usage.completion_tokens <= 12
@@ -42,7 +37,7 @@ def test_complete_from_tokens_reports_usage_and_streams(real_llm) -> None:
 
 
 def test_second_call_sharing_a_prefix_reuses_the_kv_cache(real_llm) -> None:
-    first_tokens = chat_tokens(real_llm, "Name a colour.")
+    first_tokens = chat(real_llm, "Name a colour.")
     real_llm.reset_cache()
     first = real_llm.complete(first_tokens, max_tokens=8, temperature=0.0)
     assert first.usage.prompt_tokens_evaluated == len(first_tokens)
@@ -55,14 +50,14 @@ def test_second_call_sharing_a_prefix_reuses_the_kv_cache(real_llm) -> None:
 
 
 def test_deterministic_at_temperature_zero(real_llm) -> None:
-    tokens = chat_tokens(real_llm, "Count to three.")
+    tokens = chat(real_llm, "Count to three.")
     a = real_llm.complete(tokens, max_tokens=10, temperature=0.0)
     b = real_llm.complete(tokens, max_tokens=10, temperature=0.0)
     assert a.text == b.text
 
 
 def test_stop_sequence_cuts_the_text(real_llm) -> None:
-    tokens = chat_tokens(real_llm, "Write the numbers 1 2 3 4 5 6 separated by spaces.")
+    tokens = chat(real_llm, "Write the numbers 1 2 3 4 5 6 separated by spaces.")
     out = real_llm.complete(tokens, max_tokens=30, temperature=0.0, stop=["4"])
     assert "4" not in out.text
 
@@ -70,7 +65,7 @@ def test_stop_sequence_cuts_the_text(real_llm) -> None:
 def test_grammar_constrains_a_required_tool_call(real_llm) -> None:
     registry = default_registry()
     grammar = tool_call_grammar(list(registry))
-    tokens = chat_tokens(real_llm, "Note 'buy milk' in my memo.", prefill="<tool_call>\n")
+    tokens = chat(real_llm, "Note 'buy milk' in my memo.", prefill="<tool_call>\n")
     out = real_llm.complete(tokens, max_tokens=80, temperature=0.0, grammar=grammar)
     parsed = parse_tool_calls("<tool_call>\n" + out.text, registry.names())
     assert parsed.errors == [] and len(parsed.calls) == 1
@@ -83,7 +78,7 @@ def test_grammar_constrains_a_required_tool_call(real_llm) -> None:
 def test_concurrent_calls_are_serialized_and_match_sequential_results(real_llm) -> None:
     import threading
 
-    prompts = [chat_tokens(real_llm, f"Name fruit number {i}.") for i in range(3)]
+    prompts = [chat(real_llm, f"Name fruit number {i}.") for i in range(3)]
     expected = [real_llm.complete(p, max_tokens=8, temperature=0.0).text for p in prompts]
     got: dict[int, str] = {}
 
