@@ -43,28 +43,26 @@ def fail(message: str, code: int = 2) -> None:
 
 
 class TerminalPrinter:
-    """Renders agent events on stderr: streamed tokens, tool calls and their results."""
+    """Shows agent events on stderr as they happen: streamed tokens, then the `sessions show` lines."""
+
+    SHOWN_LIVE = frozenset({"step_start", "llm_call", "tool_call", "tool_result", "compaction"})
 
     def __init__(self, stream_tokens: bool) -> None:
         self.stream_tokens = stream_tokens
+        self.mid_line = False
 
     def __call__(self, kind: str, payload: dict[str, Any]) -> None:
-        err = sys.stderr
-        if kind == "step_start":
-            err.write(f"\n── step {payload['step']} ──\n")
-        elif kind == "token" and self.stream_tokens:
-            err.write(payload["text"])
-        elif kind == "llm_call":
-            err.write(
-                f"\n[{payload['prompt_tokens']} prompt tokens, {payload['prompt_tokens_evaluated']} evaluated, "
-                f"{payload['completion_tokens']} generated, {payload['seconds']:.1f}s]\n"
-            )
-        elif kind == "tool_call":
-            err.write(f"→ {payload['name']}({json.dumps(payload['arguments'], ensure_ascii=False)})\n")
-        elif kind == "tool_result":
-            mark = "✓" if payload.get("ok") else "✗"
-            err.write(f"  {mark} {payload.get('summary', '')}\n")
-        err.flush()
+        from hermes_local.session import describe_event
+
+        if kind == "token":
+            if self.stream_tokens:
+                sys.stderr.write(payload["text"])
+                self.mid_line = True
+        elif kind in self.SHOWN_LIVE:
+            line = describe_event({"kind": kind, **payload})
+            sys.stderr.write(("\n" if self.mid_line else "") + f"{line}\n")
+            self.mid_line = False
+        sys.stderr.flush()
 
 
 ModelOpt = Annotated[

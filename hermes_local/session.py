@@ -91,26 +91,29 @@ def list_sessions() -> list[SessionInfo]:
     return out
 
 
+def describe_event(e: dict[str, Any]) -> str | None:
+    """One human-readable line for an event (None for kinds not worth showing, such as tokens)."""
+    kind = e.get("kind")
+    if kind in ("run_start", "run_resumed"):
+        return f"{'goal' if kind == 'run_start' else 'resumed'}: {e.get('goal', '')}"
+    if kind == "step_start":
+        return f"── step {e.get('step')}"
+    if kind == "llm_call":
+        return (
+            f"   model: {e.get('prompt_tokens')} prompt tokens ({e.get('prompt_tokens_evaluated')} evaluated), "
+            f"{e.get('completion_tokens')} generated, {float(e.get('seconds', 0)):.2f}s"
+        )
+    if kind == "tool_call":
+        return f"   → {e.get('name')}({json.dumps(e.get('arguments', {}), ensure_ascii=False)})"
+    if kind == "tool_result":
+        return f"     {'✓' if e.get('ok') else '✗'} {e.get('summary', '')}"
+    if kind == "compaction":
+        return f"   (memory compacted through step {e.get('through_step')})"
+    if kind == "run_end":
+        return f"stopped: {e.get('stopped')}; answer: {e.get('answer')}"
+    return None
+
+
 def describe_events(events: list[dict[str, Any]]) -> list[str]:
     """Human-readable lines for `sessions show`."""
-    lines = []
-    for e in events:
-        kind = e.get("kind")
-        if kind in ("run_start", "run_resumed"):
-            lines.append(f"{'goal' if kind == 'run_start' else 'resumed'}: {e.get('goal', '')}")
-        elif kind == "step_start":
-            lines.append(f"── step {e.get('step')}")
-        elif kind == "llm_call":
-            lines.append(
-                f"   model: {e.get('prompt_tokens')} prompt tokens ({e.get('prompt_tokens_evaluated')} evaluated), "
-                f"{e.get('completion_tokens')} generated, {float(e.get('seconds', 0)):.2f}s"
-            )
-        elif kind == "tool_call":
-            lines.append(f"   → {e.get('name')}({json.dumps(e.get('arguments', {}), ensure_ascii=False)})")
-        elif kind == "tool_result":
-            lines.append(f"     {'✓' if e.get('ok') else '✗'} {e.get('summary', '')}")
-        elif kind == "compaction":
-            lines.append(f"   (memory compacted through step {e.get('through_step')})")
-        elif kind == "run_end":
-            lines.append(f"stopped: {e.get('stopped')}; answer: {e.get('answer')}")
-    return lines
+    return [line for line in map(describe_event, events) if line is not None]

@@ -149,3 +149,15 @@ def test_only_models_download_may_reach_the_hub(monkeypatch: pytest.MonkeyPatch)
     assert "HF_HUB_OFFLINE" not in os.environ
     force_hub_offline(["run", "task"])
     assert os.environ["HF_HUB_OFFLINE"] == "1"
+
+
+def test_terminal_progress_uses_the_session_show_lines(capsys: pytest.CaptureFixture[str]) -> None:
+    from hermes_local.cli import TerminalPrinter
+
+    printer = TerminalPrinter(stream_tokens=True)
+    printer("step_start", {"step": 1})
+    printer("token", {"text": "<tool_call>"})
+    printer("tool_call", {"step": 1, "name": "get_current_time", "arguments": {}})
+    printer("tool_result", {"step": 1, "name": "get_current_time", "ok": False, "summary": "not_found: x"})
+    printer("run_end", {"stopped": "answer"})
+    assert capsys.readouterr().err == ("── step 1\n<tool_call>\n   → get_current_time({})\n     ✗ not_found: x\n")
