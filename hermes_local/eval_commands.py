@@ -81,6 +81,7 @@ def sessions_export(
     """Export a recorded session: raw events as JSON lines, or with --as-case an eval case that replays it."""
     from hermes_local.evaluation import append_case, session_to_case
     from hermes_local.session import read_events, session_path
+    from hermes_local.testing import write_replay
 
     try:
         events = read_events(session_path(session_id))
@@ -92,9 +93,7 @@ def sessions_export(
         folder = replay_dir or ((output.parent if output else Path(".")) / "replay")
         if output:
             append_case(output, case)
-        folder.mkdir(parents=True, exist_ok=True)
-        replay = folder / f"{case['id']}.jsonl"
-        replay.write_text("".join(json.dumps({"text": t}, ensure_ascii=False) + "\n" for t in texts), "utf-8")
+        replay = write_replay(folder / f"{case['id']}.jsonl", texts)
     except UserError as exc:
         _fail(str(exc), exc.exit_code)
     for warning in warnings:

@@ -20,6 +20,19 @@ from hermes_local.llm import DEFAULT_STOP, Completion, TokenCallback, Usage, com
 _FAKE_SPECIALS = ("<|im_start|>", "<|im_end|>", "<|endoftext|>")
 
 
+def tool_call_text(name: str, **arguments: Any) -> str:
+    """An assistant reply making one Hermes-format tool call (for scripts and replay files)."""
+    return f"<tool_call>\n{json.dumps({'name': name, 'arguments': arguments})}\n</tool_call>"
+
+
+def write_replay(path: str | Path, texts: Iterable[str]) -> Path:
+    """Write assistant replies as a replay file (`{"text": ...}` per line), the format `from_jsonl` reads."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps({"text": t}, ensure_ascii=False) + "\n" for t in texts), encoding="utf-8")
+    return path
+
+
 class ScriptExhausted(AssertionError):
     """The agent asked the scripted model for more outputs than it has."""
 

@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
 from hermes_local.config import load_settings
 from hermes_local.runtime import build_agent
-from hermes_local.testing import ScriptedLLM, ScriptExhausted
+from hermes_local.testing import ScriptedLLM, ScriptExhausted, tool_call_text
 from hermes_local.tools import Approver, ToolRegistry, default_registry, tool
 
-
-def call(name: str, **arguments: object) -> str:
-    return f"<tool_call>\n{json.dumps({'name': name, 'arguments': arguments})}\n</tool_call>"
+call = tool_call_text
 
 
 def make_agent(llm: ScriptedLLM, workspace: Path, registry: ToolRegistry | None = None, **settings: object):

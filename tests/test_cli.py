@@ -12,18 +12,11 @@ import pytest
 from typer.testing import CliRunner
 
 from hermes_local.cli import app
+from hermes_local.testing import tool_call_text as call
+from hermes_local.testing import write_replay
 
 runner = CliRunner()
 TASK = "What time is it? Note it in my memo."
-
-
-def call(name: str, **arguments: object) -> dict:
-    return {"text": f"<tool_call>\n{json.dumps({'name': name, 'arguments': arguments})}\n</tool_call>"}
-
-
-def write_replay(path: Path, turns: list[dict]) -> Path:
-    path.write_text("".join(json.dumps(t) + "\n" for t in turns), encoding="utf-8")
-    return path
 
 
 def run_json(*args: str) -> tuple[int, dict, str]:
@@ -35,7 +28,7 @@ def run_json(*args: str) -> tuple[int, dict, str]:
 def test_replay_two_step_run_writes_the_memo(tmp_path: Path, workspace: Path) -> None:
     replay = write_replay(
         tmp_path / "r.jsonl",
-        [call("get_current_time"), call("append_to_memo", content="It is 10:00"), {"text": "Noted the time."}],
+        [call("get_current_time"), call("append_to_memo", content="It is 10:00"), "Noted the time."],
     )
     code, out, _ = run_json(TASK, "--model", f"replay:{replay}", "--workspace", str(workspace))
     assert code == 0
@@ -46,7 +39,7 @@ def test_replay_two_step_run_writes_the_memo(tmp_path: Path, workspace: Path) ->
 
 
 def test_replay_with_unused_outputs_fails(tmp_path: Path, workspace: Path) -> None:
-    replay = write_replay(tmp_path / "r.jsonl", [{"text": "answer"}, {"text": "extra"}])
+    replay = write_replay(tmp_path / "r.jsonl", ["answer", "extra"])
     res = runner.invoke(app, ["run", "x", "--model", f"replay:{replay}", "--workspace", str(workspace)])
     assert res.exit_code == 1 and "unused output" in res.stderr
 
@@ -78,7 +71,7 @@ def test_bad_replay_line_and_bad_workspace(tmp_path: Path, workspace: Path) -> N
     bad.write_text("not json\n")
     res = runner.invoke(app, ["run", "x", "--model", f"replay:{bad}", "--workspace", str(workspace)])
     assert res.exit_code == 2 and "bad.jsonl:1" in res.stderr
-    good = write_replay(tmp_path / "g.jsonl", [{"text": "a"}])
+    good = write_replay(tmp_path / "g.jsonl", ["a"])
     res = runner.invoke(app, ["run", "x", "--model", f"replay:{good}", "--workspace", str(tmp_path / "missing")])
     assert res.exit_code == 2 and "is not a directory" in res.stderr
 
@@ -92,7 +85,7 @@ def test_tools_list_and_help() -> None:
 
 
 def test_session_is_logged(tmp_path: Path, workspace: Path) -> None:
-    replay = write_replay(tmp_path / "r.jsonl", [call("get_current_time"), {"text": "ok"}])
+    replay = write_replay(tmp_path / "r.jsonl", [call("get_current_time"), "ok"])
     code, out, _ = run_json("t", "--model", f"replay:{replay}", "--workspace", str(workspace))
     assert code == 0 and out["session_id"]
     res = runner.invoke(app, ["sessions", "list"])

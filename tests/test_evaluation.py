@@ -12,6 +12,8 @@ from typer.testing import CliRunner
 
 from hermes_local.eval_cases import Call, Case, check_run, value_matches
 from hermes_local.eval_commands import eval_command, sessions_export, workflow_app
+from hermes_local.testing import tool_call_text as call
+from hermes_local.testing import write_replay as write_replay_file
 
 EVAL_DIR = Path(__file__).parent / "eval"
 runner = CliRunner()
@@ -28,18 +30,13 @@ def make_app() -> typer.Typer:
     return app
 
 
-def call(name: str, **arguments: object) -> str:
-    return f"<tool_call>\n{json.dumps({'name': name, 'arguments': arguments})}\n</tool_call>"
-
-
 def write_jsonl(path: Path, rows: list[dict]) -> Path:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     return path
 
 
 def write_replay(folder: Path, case_id: str, texts: list[str]) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
-    write_jsonl(folder / f"{case_id}.jsonl", [{"text": t} for t in texts])
+    write_replay_file(folder / f"{case_id}.jsonl", texts)
 
 
 def run_eval(*args: str):

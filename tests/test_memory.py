@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -11,12 +10,10 @@ from hermes_local.config import load_settings
 from hermes_local.longterm import LongTermMemory
 from hermes_local.memory import extract_plan
 from hermes_local.runtime import build_agent, build_registry
-from hermes_local.testing import ScriptedLLM
+from hermes_local.testing import ScriptedLLM, tool_call_text
 from hermes_local.tools import Approver, ToolRegistry, tool
 
-
-def call(name: str, **arguments: object) -> str:
-    return f"<tool_call>\n{json.dumps({'name': name, 'arguments': arguments})}\n</tool_call>"
+call = tool_call_text
 
 
 @tool

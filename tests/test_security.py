@@ -26,16 +26,14 @@ from typer.testing import CliRunner
 from hermes_local.cli import app
 from hermes_local.config import load_settings
 from hermes_local.runtime import build_agent
-from hermes_local.testing import ScriptedLLM
+from hermes_local.testing import ScriptedLLM, tool_call_text
 from hermes_local.tools import Approver, ToolRegistry, default_registry, tool
 
 SECRET = "TOPSECRET-4f1c"
 TIMEOUT = 2.0
 ANSWER = "Done."
 
-
-def call(name: str, **arguments: object) -> str:
-    return f"<tool_call>\n{json.dumps({'name': name, 'arguments': arguments})}\n</tool_call>"
+call = tool_call_text
 
 
 def snapshot(root: Path) -> dict[str, str]:

@@ -14,6 +14,8 @@ from typer.testing import CliRunner
 
 from hermes_local.cli import app
 from hermes_local.session import list_sessions, read_events, sessions_dir
+from hermes_local.testing import tool_call_text as call
+from hermes_local.testing import write_replay
 
 runner = CliRunner()
 SLOW_TOOLS = '''
@@ -35,19 +37,10 @@ def slow_write(filename: str, ctx: ToolContext) -> str:
 '''
 
 
-def call(name: str, **arguments: object) -> dict:
-    return {"text": f"<tool_call>\n{json.dumps({'name': name, 'arguments': arguments})}\n</tool_call>"}
-
-
-def write_jsonl(path: Path, rows: list[dict]) -> Path:
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return path
-
-
 def test_kill_9_mid_step_then_resume_runs_each_effect_once(tmp_path: Path, workspace: Path) -> None:
     tools = tmp_path / "slow_tools.py"
     tools.write_text(SLOW_TOOLS)
-    first = write_jsonl(
+    first = write_replay(
         tmp_path / "first.jsonl", [call("append_to_memo", content="A"), call("slow_write", filename="out.txt")]
     )
     cmd = [
@@ -84,9 +77,9 @@ def test_kill_9_mid_step_then_resume_runs_each_effect_once(tmp_path: Path, works
     assert session.stopped is None  # killed: no run_end
 
     # The resumed model tries to redo A (deduplicated), notes B, and answers.
-    second = write_jsonl(
+    second = write_replay(
         tmp_path / "second.jsonl",
-        [call("append_to_memo", content="A"), call("append_to_memo", content="B"), {"text": "Done after the crash."}],
+        [call("append_to_memo", content="A"), call("append_to_memo", content="B"), "Done after the crash."],
     )
     res = subprocess.run(
         [
@@ -125,7 +118,7 @@ def test_kill_9_mid_step_then_resume_runs_each_effect_once(tmp_path: Path, works
 
 
 def test_torn_last_line_is_skipped_with_a_warning(tmp_path: Path, workspace: Path, capsys) -> None:
-    replay = write_jsonl(tmp_path / "r.jsonl", [call("get_current_time"), {"text": "ok"}])
+    replay = write_replay(tmp_path / "r.jsonl", [call("get_current_time"), "ok"])
     res = runner.invoke(app, ["run", "t", "--json", "--model", f"replay:{replay}", "--workspace", str(workspace)])
     session_id = json.loads(res.stdout)["session_id"]
     path = sessions_dir() / f"{session_id}.jsonl"
@@ -146,7 +139,7 @@ def test_resume_unknown_session_is_one_line(workspace: Path) -> None:
 
 
 def test_memory_list_and_forget(tmp_path: Path, workspace: Path) -> None:
-    replay = write_jsonl(tmp_path / "r.jsonl", [call("remember", fact="Prefers CSV exports"), {"text": "ok"}])
+    replay = write_replay(tmp_path / "r.jsonl", [call("remember", fact="Prefers CSV exports"), "ok"])
     runner.invoke(app, ["run", "t", "--model", f"replay:{replay}", "--workspace", str(workspace)])
     listed = runner.invoke(app, ["memory", "list"])
     assert "Prefers CSV exports" in listed.stdout
@@ -157,7 +150,7 @@ def test_memory_list_and_forget(tmp_path: Path, workspace: Path) -> None:
 
 
 def test_chat_keeps_history_and_resets(tmp_path: Path, workspace: Path) -> None:
-    replay = write_jsonl(tmp_path / "r.jsonl", [{"text": "Hi Ann."}, {"text": "Your name is Ann."}, {"text": "Hello."}])
+    replay = write_replay(tmp_path / "r.jsonl", ["Hi Ann.", "Your name is Ann.", "Hello."])
     res = runner.invoke(
         app,
         ["chat", "--model", f"replay:{replay}", "--workspace", str(workspace)],
