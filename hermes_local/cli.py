@@ -13,7 +13,21 @@ from typing import Annotated, Any
 
 import typer
 
-from hermes_local.config import UserError, load_settings
+from hermes_local.cli_common import (
+    AllowHostOpt,
+    AllowOpt,
+    DbOpt,
+    GpuOpt,
+    HermesGroup,
+    ModelOpt,
+    NCtxOpt,
+    ToolsModuleOpt,
+    WorkspaceOpt,
+    YesOpt,
+    fail,
+)
+from hermes_local.config import load_settings
+from hermes_local.errors import HermesError
 from hermes_local.eval_commands import eval_command, sessions_export, workflow_app
 from hermes_local.model_commands import doctor, models_app
 
@@ -23,6 +37,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    cls=HermesGroup,
 )
 tools_app = typer.Typer(help="Inspect the tools the agent can call.", no_args_is_help=True)
 sessions_app = typer.Typer(help="Recorded runs under $HERMES_LOCAL_HOME/sessions.", no_args_is_help=True)
@@ -35,11 +50,6 @@ app.command()(doctor)
 app.add_typer(workflow_app, name="workflow")
 app.command("eval")(eval_command)
 sessions_app.command("export")(sessions_export)
-
-
-def fail(message: str, code: int = 2) -> None:
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(code)
 
 
 class TerminalPrinter:
@@ -63,23 +73,6 @@ class TerminalPrinter:
             sys.stderr.write(("\n" if self.mid_line else "") + f"{line}\n")
             self.mid_line = False
         sys.stderr.flush()
-
-
-ModelOpt = Annotated[
-    str | None, typer.Option(help="Registry name, path to a .gguf, or replay:FILE.jsonl (default: embedded SmolLM2).")
-]
-NCtxOpt = Annotated[int | None, typer.Option(help="Context window in tokens (default 4096).")]
-GpuOpt = Annotated[int | None, typer.Option(help="Layers offloaded to the GPU; -1 = all, 0 = CPU only.")]
-WorkspaceOpt = Annotated[Path, typer.Option(help="Folder the tools may read and write.")]
-YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Approve every write/dangerous tool call.")]
-AllowOpt = Annotated[list[str] | None, typer.Option(help="Approve this tool without asking (repeatable).")]
-ToolsModuleOpt = Annotated[
-    list[str] | None, typer.Option(help="Load @tool functions from a .py file or module (repeatable).")
-]
-DbOpt = Annotated[Path | None, typer.Option(help="SQLite database for query_database (opened read-only).")]
-AllowHostOpt = Annotated[
-    list[str] | None, typer.Option(help="Host http_get may reach (repeatable; default: none, offline).")
-]
 
 
 def _floats(text: str | None, flag: str) -> list[float] | None:
@@ -109,25 +102,22 @@ def _prepare(
     from hermes_local.session import SessionLog
     from hermes_local.tools import Approver
 
-    try:
-        settings = load_settings(overrides)
-        settings = settings.model_copy(update={"allow_hosts": [*settings.allow_hosts, *(allow_host or [])]})
-        registry = build_registry(tools_module or [])
-        llm = load_llm(settings, on_info=None if as_json else lambda line: typer.echo(line, err=True))
-        approver = Approver(approve_all=yes, allow=[*settings.allow_tools, *(allow or [])], deny=settings.deny_tools)
-        session = SessionLog(session_id)
-        printer = TerminalPrinter(stream_tokens=not as_json and sys.stderr.isatty())
+    settings = load_settings(overrides)
+    settings = settings.model_copy(update={"allow_hosts": [*settings.allow_hosts, *(allow_host or [])]})
+    registry = build_registry(tools_module or [])
+    llm = load_llm(settings, on_info=None if as_json else lambda line: typer.echo(line, err=True))
+    approver = Approver(approve_all=yes, allow=[*settings.allow_tools, *(allow or [])], deny=settings.deny_tools)
+    session = SessionLog(session_id)
+    printer = TerminalPrinter(stream_tokens=not as_json and sys.stderr.isatty())
 
-        def on_event(kind: str, payload: dict[str, Any]) -> None:
-            session.log(kind, payload)
-            if not as_json:
-                printer(kind, payload)
+    def on_event(kind: str, payload: dict[str, Any]) -> None:
+        session.log(kind, payload)
+        if not as_json:
+            printer(kind, payload)
 
-        agent = build_agent(
-            llm, settings, workspace=workspace, registry=registry, approver=approver, on_event=on_event, db_path=db
-        )
-    except UserError as exc:
-        fail(str(exc), exc.exit_code)
+    agent = build_agent(
+        llm, settings, workspace=workspace, registry=registry, approver=approver, on_event=on_event, db_path=db
+    )
     return llm, agent, session
 
 
@@ -179,10 +169,7 @@ def run(
         fail("give a TASK, or --resume ID to continue a session (not both)")
     events = []
     if resume:
-        try:
-            events = read_events(session_path(resume))
-        except UserError as exc:
-            fail(str(exc), exc.exit_code)
+        events = read_events(session_path(resume))
         if not any(e.get("kind") == "run_start" for e in events):
             fail(f"session {resume} has no recorded start; it cannot be resumed")
     overrides = dict(
@@ -212,8 +199,6 @@ def run(
         result = agent.resume(events) if resume else agent.run(task or "")
     except KeyboardInterrupt:
         fail(f"interrupted; continue with: hermes-local run --resume {session.id}", 130)
-    except AssertionError as exc:  # a replay file that ran out of outputs
-        fail(str(exc), 1)
     result.session_id = session.id
     session.close()
     if as_json:
@@ -271,8 +256,6 @@ def chat(
         except KeyboardInterrupt:
             typer.echo("\n(interrupted)", err=True)
             continue
-        except AssertionError as exc:
-            fail(str(exc), 1)
         typer.echo(result.answer if result.answer is not None else f"(no answer: {result.error or result.stopped})")
     session.close()
 
@@ -285,10 +268,7 @@ def tools_list(
     """Show every tool with its permission level and arguments."""
     from hermes_local.runtime import build_registry
 
-    try:
-        registry = build_registry(tools_module or [])
-    except UserError as exc:
-        fail(str(exc), exc.exit_code)
+    registry = build_registry(tools_module or [])
     if as_json:
         typer.echo(json.dumps([t.schema() | {"permission": t.permission} for t in registry], indent=2))
         return
@@ -316,10 +296,7 @@ def sessions_show(
     """Show what happened in a session: steps, tool calls, results, the answer."""
     from hermes_local.session import describe_events, read_events, session_path
 
-    try:
-        events = read_events(session_path(session_id))
-    except UserError as exc:
-        fail(str(exc), exc.exit_code)
+    events = read_events(session_path(session_id))
     for line in (json.dumps(e, ensure_ascii=False) for e in events) if as_json else describe_events(events):
         typer.echo(line)
 
@@ -359,6 +336,6 @@ def main() -> None:
     force_hub_offline(sys.argv[1:])
     try:
         app()
-    except UserError as exc:
-        typer.echo(f"error: {exc}", err=True)
+    except HermesError as exc:  # raised outside a command (the group maps those inside)
+        typer.echo(f"error: {exc.line}", err=True)
         sys.exit(exc.exit_code)

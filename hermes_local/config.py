@@ -14,16 +14,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from hermes_local.errors import UserError, one_line
+
 ENV_PREFIX = "HERMES_LOCAL_"
 _PACKAGE_DIR = Path(__file__).resolve().parent
-
-
-class UserError(Exception):
-    """A mistake the user must fix; the CLI prints it as one line and exits with `exit_code`."""
-
-    def __init__(self, message: str, exit_code: int = 2) -> None:
-        super().__init__(message)
-        self.exit_code = exit_code
 
 
 def home_dir() -> Path:
@@ -99,8 +93,4 @@ def load_settings(cli_overrides: dict[str, Any] | None = None) -> Settings:
     try:
         return Settings.model_validate(merged)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "settings"
-        raise UserError(
-            f"invalid setting {where}: {first['msg']} (check {path}, {ENV_PREFIX}* variables and flags)"
-        ) from exc
+        raise UserError(f"invalid setting {one_line(exc)} (check {path}, {ENV_PREFIX}* variables and flags)") from exc

@@ -21,7 +21,7 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from hermes_local.config import UserError
+from hermes_local.errors import UserError
 from hermes_local.gguf import check_gguf, human_bytes
 from hermes_local.models import (
     EMBEDDED_INSTALL_HINT,

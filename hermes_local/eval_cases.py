@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from hermes_local.config import UserError
+from hermes_local.errors import UserError
 from hermes_local.tools import ToolRegistry
 
 CASE_ID = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"

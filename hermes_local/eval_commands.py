@@ -12,14 +12,10 @@ from typing import Annotated
 
 import typer
 
-from hermes_local.config import UserError, load_settings
+from hermes_local.cli_common import fail
+from hermes_local.config import load_settings
 
 workflow_app = typer.Typer(help="Run TOML workflows: tool steps in dependency order, no model.", no_args_is_help=True)
-
-
-def _fail(message: str, code: int = 2) -> None:
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(code)
 
 
 def _parse_vars(items: list[str] | None) -> dict[str, str]:
@@ -27,7 +23,7 @@ def _parse_vars(items: list[str] | None) -> dict[str, str]:
     for item in items or []:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
-            _fail(f"--var {item!r}: write it as NAME=VALUE")
+            fail(f"--var {item!r}: write it as NAME=VALUE")
         out[key.strip()] = value
     return out
 
@@ -49,16 +45,13 @@ def eval_command(
     from hermes_local.eval_cases import load_cases
     from hermes_local.evaluation import format_table, run_suite, suite_report
 
-    try:
-        settings = load_settings(dict(model=model, max_steps=max_steps, n_ctx=n_ctx, n_gpu_layers=n_gpu_layers))
-        suite = load_cases(cases, only=case)
+    settings = load_settings(dict(model=model, max_steps=max_steps, n_ctx=n_ctx, n_gpu_layers=n_gpu_layers))
+    suite = load_cases(cases, only=case)
 
-        def progress(line: str) -> None:
-            typer.echo(line, err=True)
+    def progress(line: str) -> None:
+        typer.echo(line, err=True)
 
-        reports = run_suite(suite, settings, repeat=repeat, on_progress=progress)
-    except UserError as exc:
-        _fail(str(exc), exc.exit_code)
+    reports = run_suite(suite, settings, repeat=repeat, on_progress=progress)
     data = suite_report(reports, cases_file=cases, model=settings.model, repeat=repeat)
     report.parent.mkdir(parents=True, exist_ok=True)
     report.write_text(json.dumps(data, ensure_ascii=False, indent=2, default=str) + "\n", encoding="utf-8")
@@ -80,22 +73,19 @@ def sessions_export(
 ) -> None:
     """Export a recorded session: raw events as JSON lines, or with --as-case an eval case that replays it."""
     from hermes_local.evaluation import append_case, session_to_case
+    from hermes_local.replay import write_replay
     from hermes_local.session import read_events, session_path
-    from hermes_local.testing import write_replay
 
-    try:
-        events = read_events(session_path(session_id))
-        if not as_case:
-            for event in events:
-                typer.echo(json.dumps(event, ensure_ascii=False))
-            return
-        case, texts, warnings = session_to_case(events, case_id or f"session-{session_id}")
-        folder = replay_dir or ((output.parent if output else Path(".")) / "replay")
-        if output:
-            append_case(output, case)
-        replay = write_replay(folder / f"{case['id']}.jsonl", texts)
-    except UserError as exc:
-        _fail(str(exc), exc.exit_code)
+    events = read_events(session_path(session_id))
+    if not as_case:
+        for event in events:
+            typer.echo(json.dumps(event, ensure_ascii=False))
+        return
+    case, texts, warnings = session_to_case(events, case_id or f"session-{session_id}")
+    folder = replay_dir or ((output.parent if output else Path(".")) / "replay")
+    if output:
+        append_case(output, case)
+    replay = write_replay(folder / f"{case['id']}.jsonl", texts)
     for warning in warnings:
         typer.echo(f"warning: {warning}", err=True)
     if output:
@@ -131,29 +121,26 @@ def workflow_run(
     from hermes_local.workflow import load_workflow, run_workflow
 
     variables = _parse_vars(var)
-    try:
-        settings = load_settings(dict(model=model, n_ctx=n_ctx))
-        wf = load_workflow(file, tools_modules=tools_module or [], var_overrides=variables)
-        approver = Approver(approve_all=yes, allow=[*settings.allow_tools, *(allow or [])], deny=settings.deny_tools)
+    settings = load_settings(dict(model=model, n_ctx=n_ctx))
+    wf = load_workflow(file, tools_modules=tools_module or [], var_overrides=variables)
+    approver = Approver(approve_all=yes, allow=[*settings.allow_tools, *(allow or [])], deny=settings.deny_tools)
 
-        def show(o) -> None:
-            mark = {"ok": "✓", "reused": "↺", "failed": "✗", "skipped": "-"}[o.status]
-            detail = o.summary if o.status != "failed" else f"{o.error_kind}: {o.error}"
-            extra = " (reused)" if o.status == "reused" else ""
-            typer.echo(f"{mark} {o.id} [{o.tool}]{extra} {detail}")
+    def show(o) -> None:
+        mark = {"ok": "✓", "reused": "↺", "failed": "✗", "skipped": "-"}[o.status]
+        detail = o.summary if o.status != "failed" else f"{o.error_kind}: {o.error}"
+        extra = " (reused)" if o.status == "reused" else ""
+        typer.echo(f"{mark} {o.id} [{o.tool}]{extra} {detail}")
 
-        result = run_workflow(
-            wf,
-            settings,
-            workspace=workspace,
-            db_path=db,
-            approver=approver,
-            resume=resume,
-            llm_factory=lambda: load_llm(settings),
-            on_step=show,
-        )
-    except UserError as exc:
-        _fail(str(exc), exc.exit_code)
+    result = run_workflow(
+        wf,
+        settings,
+        workspace=workspace,
+        db_path=db,
+        approver=approver,
+        resume=resume,
+        llm_factory=lambda: load_llm(settings),
+        on_step=show,
+    )
     if result.ok:
         typer.echo(f"workflow {wf.name} completed (session {result.session_id})", err=True)
         return

@@ -20,7 +20,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hermes_local.config import Settings, UserError
+from hermes_local.config import Settings
+from hermes_local.errors import UserError
 from hermes_local.eval_cases import (
     ANSWER_WORDS,
     Call,
@@ -169,19 +170,12 @@ def run_once(sc: SuiteCase, settings: Settings, llm: Any) -> RunOutcome:
 
 
 def llm_for_case(settings: Settings, case_id: str) -> Any:
-    """`replay:DIR` -> a fresh ScriptedLLM from DIR/<case_id>.jsonl; `replay:FILE` -> that file; else the model."""
-    from hermes_local.runtime import REPLAY_PREFIX, load_llm
+    """`replay:DIR` -> a fresh replay model from DIR/<case_id>.jsonl; `replay:FILE` -> that file; else the model."""
+    from hermes_local.replay import is_replay_spec, load_replay
+    from hermes_local.runtime import load_llm
 
-    spec = settings.model or ""
-    if spec.startswith(REPLAY_PREFIX):
-        from hermes_local.testing import ScriptedLLM
-
-        target = Path(spec[len(REPLAY_PREFIX) :])
-        if target.is_dir():
-            target = target / f"{case_id}.jsonl"
-            if not target.is_file():
-                raise UserError(f"no replay file {target} for case {case_id!r}")
-        return ScriptedLLM.from_jsonl(target, n_ctx=settings.n_ctx)
+    if is_replay_spec(settings.model):
+        return load_replay(settings.model or "", n_ctx=settings.n_ctx, case_id=case_id)
     return load_llm(settings)
 
 

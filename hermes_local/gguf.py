@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from hermes_local.config import UserError
+from hermes_local.errors import UserError
 
 GGUF_MAGIC = b"GGUF"
 DEFAULT_ALIGNMENT = 32

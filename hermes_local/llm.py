@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from hermes_local.errors import ModelLoadError
+
 TokenCallback = Callable[[str], None]
 DEFAULT_STOP = ("<|im_end|>", "<|im_start|>", "<|endoftext|>")
 
@@ -80,10 +82,6 @@ def backend_info() -> dict[str, Any]:
         "max_devices": int(llama_cpp.llama_max_devices()),
         "system_info": llama_cpp.llama_print_system_info().decode(errors="replace").strip(),
     }
-
-
-class ModelLoadError(Exception):
-    """llama.cpp could not load the file (the CLI turns it into one line, exit 2)."""
 
 
 @dataclass

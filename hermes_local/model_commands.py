@@ -1,6 +1,6 @@
 """`hermes-local models list|info|download` and `hermes-local doctor`: the model registry from the terminal.
 
-Thin typer commands over `models`, `gguf` and `download`: they print, and turn `UserError` into
+Thin typer commands over `models`, `gguf` and `download`: they print; `UserError` becomes
 `error: <one line>` with its exit code (2). `doctor` additionally loads the chosen model through
 `hermes_local.llm.LlamaCppLLM` for a ~5 s speed check; it never imports llama_cpp itself (build and GPU
 facts come from `hermes_local.llm.backend_info()` when that exists).
@@ -14,22 +14,18 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any
 
 import typer
 
-from hermes_local.config import UserError, home_dir, load_settings
+from hermes_local.config import home_dir, load_settings
+from hermes_local.errors import UserError
 
 models_app = typer.Typer(help="Model registry: list, info, download.", no_args_is_help=True)
 SPEED_SECONDS = 5.0
 SPEED_PROMPT = "Count from 1 to 300, separated by commas: 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12,"
 NCtx = Annotated[int | None, typer.Option(help="Context window for the estimate (default: settings, 4096).")]
 NGpu = Annotated[int | None, typer.Option(help="Layers offloaded to the GPU; -1 = all, 0 = CPU only.")]
-
-
-def _fail(message: str, code: int = 2) -> NoReturn:
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(code)
 
 
 def _stderr(message: str) -> None:
@@ -42,10 +38,7 @@ def models_list(as_json: Annotated[bool, typer.Option("--json", help="Print JSON
     from hermes_local.gguf import human_bytes
     from hermes_local.models import registry_rows
 
-    try:
-        rows = registry_rows()
-    except UserError as exc:
-        _fail(str(exc), exc.exit_code)
+    rows = registry_rows()
     if as_json:
         typer.echo(json.dumps([r | {"path": str(r["path"]) if r["path"] else None} for r in rows], indent=2))
         return
@@ -66,13 +59,10 @@ def models_info(
     from hermes_local.gguf import gguf_info, human_bytes, human_count
     from hermes_local.models import estimate_memory, format_memory, resolve_choice
 
-    try:
-        path, choice = resolve_choice(model)
-        info = gguf_info(path)
-        settings = load_settings(dict(n_ctx=n_ctx, n_gpu_layers=n_gpu_layers))
-        memory = estimate_memory(path, settings.n_ctx, settings.n_gpu_layers)
-    except UserError as exc:
-        _fail(str(exc), exc.exit_code)
+    path, choice = resolve_choice(model)
+    info = gguf_info(path)
+    settings = load_settings(dict(n_ctx=n_ctx, n_gpu_layers=n_gpu_layers))
+    memory = estimate_memory(path, settings.n_ctx, settings.n_gpu_layers)
     if as_json:
         extra = {"registry": choice.label if choice else None, "memory": memory}
         typer.echo(json.dumps(info | extra, indent=2))
@@ -109,10 +99,7 @@ def models_download(
     """Download a registry model through huggingface-hub (HF_HOME cache, HF_TOKEN, resumable, verified)."""
     from hermes_local.download import download_model
 
-    try:
-        path = download_model(model, local_dir=local_dir, revision=revision, log=_stderr)
-    except UserError as exc:
-        _fail(str(exc), exc.exit_code)
+    path = download_model(model, local_dir=local_dir, revision=revision, log=_stderr)
     typer.echo(str(path))
 
 
@@ -179,15 +166,12 @@ def doctor(
     from hermes_local.gguf import gguf_info, human_bytes
     from hermes_local.models import estimate_memory, format_memory, physical_memory, registry_rows, resolve_choice
 
-    try:
-        settings = load_settings(dict(model=model, n_ctx=n_ctx, n_gpu_layers=n_gpu_layers))
-        if settings.model and settings.model.startswith("replay:"):
-            raise UserError("doctor checks a real model; pass --model NAME or a .gguf path, not replay:")
-        path, choice = resolve_choice(settings.model)  # a bad model file ends here: one line, exit 2
-        info = gguf_info(path)
-        rows = registry_rows()
-    except UserError as exc:
-        _fail(str(exc), exc.exit_code)
+    settings = load_settings(dict(model=model, n_ctx=n_ctx, n_gpu_layers=n_gpu_layers))
+    if settings.model and settings.model.startswith("replay:"):
+        raise UserError("doctor checks a real model; pass --model NAME or a .gguf path, not replay:")
+    path, choice = resolve_choice(settings.model)  # a bad model file ends here: one line, exit 2
+    info = gguf_info(path)
+    rows = registry_rows()
     problems: list[str] = []
 
     def show(label: str, value: str) -> None:

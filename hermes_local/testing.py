@@ -1,182 +1,22 @@
-"""`ScriptedLLM`: a fake model that replays assistant outputs, for tests and `--model replay:FILE`.
+"""Test-only helpers: `ScriptedLLM` (the replay model with test assertions) and script writers.
 
-It records every prompt it is given, fails on a call beyond its script (`ScriptExhausted`), and
-`assert_all_used()` fails when outputs were left unused. Usage is simulated with a word-level
-tokenizer (or a real one passed in) and a simulated KV cache, so prefix-reuse accounting is testable.
-The package itself never imports this module except for the CLI's replay mode.
+`ScriptedLLM` is `replay.ReplayLLM` plus `assert_all_used()`; `ScriptExhausted` is the replay
+model's exhaustion error. Nothing under `hermes_local/` imports this module: the product's replay
+mode lives in `replay.py`.
 """
 
 from __future__ import annotations
 
-import json
-import re
-from collections.abc import Iterable, Sequence
-from pathlib import Path
-from typing import Any
+from hermes_local.replay import ReplayExhausted, ReplayLLM, WordTokenizer, tool_call_text, write_replay
 
-from hermes_local.config import UserError
-from hermes_local.llm import DEFAULT_STOP, Completion, TokenCallback, Usage, common_prefix_length
+__all__ = ["ScriptExhausted", "ScriptedLLM", "WordTokenizer", "tool_call_text", "write_replay"]
 
-_FAKE_SPECIALS = ("<|im_start|>", "<|im_end|>", "<|endoftext|>")
+ScriptExhausted = ReplayExhausted
 
 
-def tool_call_text(name: str, **arguments: Any) -> str:
-    """An assistant reply making one Hermes-format tool call (for scripts and replay files)."""
-    return f"<tool_call>\n{json.dumps({'name': name, 'arguments': arguments})}\n</tool_call>"
-
-
-def write_replay(path: str | Path, texts: Iterable[str]) -> Path:
-    """Write assistant replies as a replay file (`{"text": ...}` per line), the format `from_jsonl` reads."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(json.dumps({"text": t}, ensure_ascii=False) + "\n" for t in texts), encoding="utf-8")
-    return path
-
-
-class ScriptExhausted(AssertionError):
-    """The agent asked the scripted model for more outputs than it has."""
-
-
-class WordTokenizer:
-    """A stand-in tokenizer with BPE-like counts: a word with its leading space is one token.
-
-    ChatML specials get fixed ids when tokenized with special=True; other pieces get ids on first
-    sight (stable within one instance), so `detokenize(tokenize(x)) == x`.
-    """
-
-    _PIECE = re.compile(r" ?[^\W_]+| ?[^\w\s]|\s+|_", re.UNICODE)
-
-    def __init__(self) -> None:
-        self._ids: dict[str, int] = {sp: i for i, sp in enumerate(_FAKE_SPECIALS)}
-        self._pieces: list[str] = list(_FAKE_SPECIALS)
-
-    def _id(self, piece: str) -> int:
-        if piece not in self._ids:
-            self._ids[piece] = len(self._pieces)
-            self._pieces.append(piece)
-        return self._ids[piece]
-
-    def tokenize(self, text: str, *, special: bool) -> list[int]:
-        ids: list[int] = []
-        parts = re.split("(" + "|".join(re.escape(s) for s in _FAKE_SPECIALS) + ")", text) if special else [text]
-        for part in parts:
-            if special and part in _FAKE_SPECIALS:
-                ids.append(self._ids[part])
-            else:
-                # Pieces never span "<|...|>", so plain text never maps to a special id.
-                ids.extend(self._id(p) for p in self._PIECE.findall(part))
-        return ids
-
-    def special_token_id(self, text: str) -> int | None:
-        return self._ids[text] if text in _FAKE_SPECIALS else None
-
-    def bos_tokens(self) -> list[int]:
-        return []
-
-    def detokenize(self, tokens: Sequence[int]) -> str:
-        return "".join(self._pieces[t] for t in tokens)
-
-
-class ScriptedLLM:
-    """Replays `outputs` (full assistant replies) one per `complete()` call."""
-
-    def __init__(
-        self,
-        outputs: Iterable[str],
-        *,
-        n_ctx: int = 32768,
-        tokenizer: Any | None = None,
-        description: str = "scripted",
-    ) -> None:
-        self.outputs = list(outputs)
-        self.n_ctx = n_ctx
-        self.description = description
-        self.tokenizer = tokenizer or WordTokenizer()
-        self.prompts: list[list[int]] = []
-        self.prompt_texts: list[str] = []
-        self.calls: list[dict[str, Any]] = []
-        self._cursor = 0
-        self._cache: list[int] = []
-
-    @classmethod
-    def from_jsonl(cls, path: str | Path, **kwargs: Any) -> ScriptedLLM:
-        """Load `{"text": ...}` lines (one per assistant turn) from a replay file."""
-        path = Path(path)
-        if not path.is_file():
-            raise UserError(f"replay file {path} does not exist; pass --model replay:PATH_TO.jsonl")
-        outputs = []
-        for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-                outputs.append(str(obj["text"]))
-            except (json.JSONDecodeError, KeyError, TypeError) as exc:
-                raise UserError(
-                    f'{path}:{lineno}: each line must be a JSON object like {{"text": "..."}} ({exc})'
-                ) from exc
-        return cls(outputs, description=f"replay:{path.name}", **kwargs)
-
-    @property
-    def remaining(self) -> int:
-        return len(self.outputs) - self._cursor
+class ScriptedLLM(ReplayLLM):
+    """The replay model for tests: also fails when scripted outputs were left unused."""
 
     def assert_all_used(self) -> None:
         if self.remaining:
             raise AssertionError(f"ScriptedLLM: {self.remaining} scripted output(s) were never requested")
-
-    # LLM protocol -------------------------------------------------------------------------
-    def tokenize(self, text: str, *, special: bool) -> list[int]:
-        return self.tokenizer.tokenize(text, special=special)
-
-    def special_token_id(self, text: str) -> int | None:
-        return self.tokenizer.special_token_id(text)
-
-    def bos_tokens(self) -> list[int]:
-        return self.tokenizer.bos_tokens()
-
-    def detokenize(self, tokens: Sequence[int]) -> str:
-        return self.tokenizer.detokenize(tokens)
-
-    def complete(
-        self,
-        tokens: Sequence[int],
-        *,
-        max_tokens: int = 512,
-        temperature: float = 0.2,
-        stop: Sequence[str] = DEFAULT_STOP,
-        on_token: TokenCallback | None = None,
-        grammar: str | None = None,
-        grammar_trigger: str | None = None,
-    ) -> Completion:
-        prompt = list(tokens)
-        if len(prompt) + 1 > self.n_ctx:
-            raise ValueError(f"prompt of {len(prompt)} tokens does not fit n_ctx={self.n_ctx}")
-        if self._cursor >= len(self.outputs):
-            raise ScriptExhausted(
-                f"ScriptedLLM: call {self._cursor + 1} but only {len(self.outputs)} output(s) were scripted"
-            )
-        text = self.outputs[self._cursor]
-        self._cursor += 1
-        prompt_text = self.detokenize(prompt)
-        self.prompts.append(prompt)
-        self.prompt_texts.append(prompt_text)
-        self.calls.append({"grammar": grammar, "grammar_trigger": grammar_trigger, "max_tokens": max_tokens})
-        prefill = prompt_text.rsplit("<|im_start|>assistant\n", 1)[-1]
-        if prefill and text.startswith(prefill):
-            text = text[len(prefill) :]
-        for s in stop:
-            if s and s in text:
-                text = text[: text.index(s)]
-        completion = self.tokenize(text, special=False)[:max_tokens]
-        evaluated = max(1, len(prompt) - common_prefix_length(prompt, self._cache)) if prompt else 0
-        self._cache = prompt + completion
-        if on_token:
-            for word in text.split(" "):
-                on_token(word + " ")
-        return Completion(
-            text=text,
-            tokens=completion,
-            usage=Usage(len(prompt), evaluated, len(completion), 0.0),
-            finish_reason="stop",
-        )

@@ -28,7 +28,8 @@ from jinja2 import StrictUndefined, TemplateError, Undefined, nodes
 from jinja2.sandbox import SandboxedEnvironment
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from hermes_local.config import Settings, UserError, home_dir
+from hermes_local.config import Settings, home_dir
+from hermes_local.errors import HermesError, UserError
 from hermes_local.llm import LLM
 from hermes_local.tools import Approver, Executor, ToolContext, ToolRegistry, ToolResult
 
@@ -459,7 +460,7 @@ def _summarize(
         run = build_agent(llm, agent_settings, workspace=workspace, registry=ToolRegistry(), approver=approver).run(
             prompt
         )
-    except (UserError, AssertionError) as exc:  # a missing model or a replay that ran out
+    except HermesError as exc:  # a missing model or a replay that ran out
         return ToolResult.failure("tool_error", f"the model could not write the report: {exc}")
     text = (run.answer or "").strip()
     if not text:

@@ -13,8 +13,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # a checkout: import hermes_local from here
 
-from hermes_local.config import UserError  # noqa: E402
 from hermes_local.download import download_model  # noqa: E402
+from hermes_local.errors import UserError  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

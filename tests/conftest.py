@@ -57,7 +57,7 @@ def workspace(tmp_path: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def embedded_model_path() -> Path:
-    from hermes_local.config import UserError
+    from hermes_local.errors import UserError
     from hermes_local.models import embedded_model_path
 
     try:

@@ -23,8 +23,8 @@ from test_gguf import make_gguf
 from typer.testing import CliRunner
 
 from hermes_local.cli import app
-from hermes_local.config import UserError
 from hermes_local.download import download_model
+from hermes_local.errors import UserError
 from hermes_local.models import embedded_model_path, resolve_model
 
 REPO, FILE = "test-org/Tiny-GGUF", "tiny.Q8_0.gguf"

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from hermes_local.config import UserError
+from hermes_local.errors import UserError
 from hermes_local.gguf import GGML_TYPES, check_gguf, gguf_info, read_header
 
 # value type ids (GGUF spec)

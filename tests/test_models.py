@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 import hermes_local.llm
 from hermes_local.cli import app
-from hermes_local.config import UserError
+from hermes_local.errors import UserError
 from hermes_local.models import (
     embedded_model_path,
     estimate_memory,

@@ -1,0 +1,61 @@
+"""What every `hermes-local` command shares: the error mapping, `fail()`, terminal-safe text and options.
+
+`HermesGroup` is the typer group class of the app: it maps any `HermesError` raised by a command to
+`error: <one line>` on stderr and its exit code, in one place, and lets `hermes-local "task"` stand
+for `hermes-local run "task"`. The `...Opt` aliases are the options several commands take, declared
+once. Does not build agents or hold command logic.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import click
+import typer
+from typer.core import TyperGroup
+
+from hermes_local.errors import HermesError
+from hermes_local.textsafe import terminal_safe
+
+
+def fail(message: str, code: int = 2) -> NoReturn:
+    """Print `error: message` (terminal-safe, one line) on stderr and exit with `code`."""
+    typer.echo(f"error: {terminal_safe(' '.join(message.split()))}", err=True)
+    raise typer.Exit(code)
+
+
+class HermesGroup(TyperGroup):
+    """The app's group: one error path for every command, and the `hermes-local TASK` shortcut."""
+
+    default_command = "run"
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args and not args[0].startswith("-") and args[0] not in self.commands:
+            args = [self.default_command, *args]
+        return super().parse_args(ctx, args)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except HermesError as exc:
+            fail(exc.line, exc.exit_code)
+
+
+ModelOpt = Annotated[
+    str | None,
+    typer.Option(help="Registry name, path to a .gguf, or replay:FILE.jsonl (default: embedded SmolLM2)."),
+]
+NCtxOpt = Annotated[int | None, typer.Option(help="Context window in tokens (default 4096).")]
+GpuOpt = Annotated[int | None, typer.Option(help="Layers offloaded to the GPU; -1 = all, 0 = CPU only.")]
+WorkspaceOpt = Annotated[Path, typer.Option(help="Folder the tools may read and write.")]
+YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Approve every write/dangerous tool call.")]
+AllowOpt = Annotated[list[str] | None, typer.Option(help="Approve this tool without asking (repeatable).")]
+ToolsModuleOpt = Annotated[
+    list[str] | None, typer.Option(help="Load @tool functions from a .py file or module (repeatable).")
+]
+DbOpt = Annotated[Path | None, typer.Option(help="SQLite database for query_database (opened read-only).")]
+AllowHostOpt = Annotated[
+    list[str] | None, typer.Option(help="Host http_get may reach (repeatable; default: none, offline).")
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON.")]
