@@ -30,6 +30,7 @@ from hermes_local.config import load_settings
 from hermes_local.errors import HermesError
 from hermes_local.eval_commands import eval_command, sessions_export, workflow_app
 from hermes_local.model_commands import doctor, models_app
+from hermes_local.textsafe import terminal_safe
 
 app = typer.Typer(
     help="A local, offline task agent on llama.cpp (Hermes 2 Pro tool calling).\n\n"
@@ -50,29 +51,6 @@ app.command()(doctor)
 app.add_typer(workflow_app, name="workflow")
 app.command("eval")(eval_command)
 sessions_app.command("export")(sessions_export)
-
-
-class TerminalPrinter:
-    """Shows agent events on stderr as they happen: streamed tokens, then the `sessions show` lines."""
-
-    SHOWN_LIVE = frozenset({"step_start", "llm_call", "tool_call", "tool_result", "compaction"})
-
-    def __init__(self, stream_tokens: bool) -> None:
-        self.stream_tokens = stream_tokens
-        self.mid_line = False
-
-    def __call__(self, kind: str, payload: dict[str, Any]) -> None:
-        from hermes_local.session import describe_event
-
-        if kind == "token":
-            if self.stream_tokens:
-                sys.stderr.write(payload["text"])
-                self.mid_line = True
-        elif kind in self.SHOWN_LIVE:
-            line = describe_event({"kind": kind, **payload})
-            sys.stderr.write(("\n" if self.mid_line else "") + f"{line}\n")
-            self.mid_line = False
-        sys.stderr.flush()
 
 
 def _floats(text: str | None, flag: str) -> list[float] | None:
@@ -98,8 +76,10 @@ def _prepare(
     session_id: str | None = None,
 ):
     """Settings, model, session log and agent for run/chat; user mistakes exit 2 with one line."""
+    from hermes_local.events import Event
     from hermes_local.runtime import build_agent, build_registry, load_llm
     from hermes_local.session import SessionLog
+    from hermes_local.terminal import TerminalPrinter
     from hermes_local.tools import Approver
 
     settings = load_settings(overrides)
@@ -110,10 +90,10 @@ def _prepare(
     session = SessionLog(session_id)
     printer = TerminalPrinter(stream_tokens=not as_json and sys.stderr.isatty())
 
-    def on_event(kind: str, payload: dict[str, Any]) -> None:
-        session.log(kind, payload)
+    def on_event(event: Event) -> None:
+        session.log(event)
         if not as_json:
-            printer(kind, payload)
+            printer(event)
 
     agent = build_agent(
         llm, settings, workspace=workspace, registry=registry, approver=approver, on_event=on_event, db_path=db
@@ -163,15 +143,11 @@ def run(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object with the result.")] = False,
 ) -> None:
     """Run the agent on TASK until it answers or reaches --max-steps (or continue one with --resume ID)."""
-    from hermes_local.session import read_events, session_path
+    from hermes_local.session import events_to_resume
 
     if (task is None) == (resume is None):
         fail("give a TASK, or --resume ID to continue a session (not both)")
-    events = []
-    if resume:
-        events = read_events(session_path(resume))
-        if not any(e.get("kind") == "run_start" for e in events):
-            fail(f"session {resume} has no recorded start; it cannot be resumed")
+    events = events_to_resume(resume) if resume else []
     overrides = dict(
         model=model,
         max_steps=max_steps,
@@ -196,17 +172,21 @@ def run(
         session_id=resume,
     )
     try:
-        result = agent.resume(events) if resume else agent.run(task or "")
+        with agent, session:
+            result = agent.resume(events) if resume else agent.run(task or "")
     except KeyboardInterrupt:
         fail(f"interrupted; continue with: hermes-local run --resume {session.id}", 130)
     result.session_id = session.id
-    session.close()
     if as_json:
-        typer.echo(json.dumps(result.to_json(), ensure_ascii=False))
+        typer.echo(json.dumps(result.to_json(), ensure_ascii=True))
     else:
-        typer.echo(result.answer if result.answer is not None else f"(no answer: stopped at {result.stopped})")
+        typer.echo(
+            terminal_safe(result.answer, keep_newlines=True)
+            if result.answer is not None
+            else f"(no answer: stopped at {result.stopped})"
+        )
         if result.error:
-            typer.echo(f"stopped: {result.error}", err=True)
+            typer.echo(f"stopped: {terminal_safe(result.error)}", err=True)
     leftover = getattr(llm, "remaining", 0)
     if leftover:
         fail(f"the replay file has {leftover} unused output(s); the run diverged from the recording", 1)
@@ -256,8 +236,10 @@ def chat(
         except KeyboardInterrupt:
             typer.echo("\n(interrupted)", err=True)
             continue
-        typer.echo(result.answer if result.answer is not None else f"(no answer: {result.error or result.stopped})")
+        shown = result.answer if result.answer is not None else f"(no answer: {result.error or result.stopped})"
+        typer.echo(terminal_safe(shown, keep_newlines=True))
     session.close()
+    agent.close()
 
 
 @tools_app.command("list")
@@ -285,7 +267,8 @@ def sessions_list() -> None:
     from hermes_local.session import list_sessions
 
     for info in list_sessions():
-        typer.echo(f"{info.id}  {info.stopped or 'unfinished':10}  {info.events:4} events  {info.goal[:60]}")
+        goal = terminal_safe(" ".join(info.goal.split())[:60])
+        typer.echo(f"{info.id}  {info.stopped or 'unfinished':10}  {info.events:4} events  {goal}")
 
 
 @sessions_app.command("show")
@@ -297,7 +280,7 @@ def sessions_show(
     from hermes_local.session import describe_events, read_events, session_path
 
     events = read_events(session_path(session_id))
-    for line in (json.dumps(e, ensure_ascii=False) for e in events) if as_json else describe_events(events):
+    for line in (json.dumps(e.to_dict(), ensure_ascii=True) for e in events) if as_json else describe_events(events):
         typer.echo(line)
 
 
@@ -310,7 +293,7 @@ def memory_list() -> None:
     if not facts:
         typer.echo("(nothing remembered yet)")
     for fact in facts:
-        typer.echo(f"{fact.id:4}  {fact.text}")
+        typer.echo(f"{fact.id:4}  {terminal_safe(fact.text)}")
 
 
 @memory_app.command("forget")

@@ -7,16 +7,18 @@ source checkout and in an installed wheel. Does not import llama_cpp or load mod
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from hermes_local.errors import UserError, one_line
 
 ENV_PREFIX = "HERMES_LOCAL_"
+T = TypeVar("T")
 _PACKAGE_DIR = Path(__file__).resolve().parent
 
 
@@ -94,3 +96,12 @@ def load_settings(cli_overrides: dict[str, Any] | None = None) -> Settings:
         return Settings.model_validate(merged)
     except ValidationError as exc:
         raise UserError(f"invalid setting {one_line(exc)} (check {path}, {ENV_PREFIX}* variables and flags)") from exc
+
+
+def settings_for(cls: type[T], settings: Settings, **overrides: Any) -> T:
+    """An instance of dataclass `cls` from the settings of the same names (the others keep their defaults).
+
+    This is how `LlamaParams` and `AgentConfig` are built: a field added to both is wired without code.
+    """
+    names = {f.name for f in dataclasses.fields(cls)} & set(Settings.model_fields)  # type: ignore[arg-type]
+    return cls(**{name: getattr(settings, name) for name in names if name not in overrides}, **overrides)

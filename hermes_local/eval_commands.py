@@ -79,7 +79,7 @@ def sessions_export(
     events = read_events(session_path(session_id))
     if not as_case:
         for event in events:
-            typer.echo(json.dumps(event, ensure_ascii=False))
+            typer.echo(json.dumps(event.to_dict(), ensure_ascii=True))
         return
     case, texts, warnings = session_to_case(events, case_id or f"session-{session_id}")
     folder = replay_dir or ((output.parent if output else Path(".")) / "replay")

@@ -16,9 +16,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from hermes_local.events import ToolOutcome
 from hermes_local.parsing import ToolCall
 from hermes_local.prompts import Segment, Segments, render
-from hermes_local.tools.registry import ToolResult
 
 TurnSink = Callable[["Turn"], None]
 _PLAN = re.compile(r"<plan>(.*?)(?:</plan>|$)", re.S | re.I)
@@ -37,25 +37,17 @@ def extract_plan(text: str) -> tuple[str | None, str | None, str]:
     return current, fields.get("todo"), (text[: m.start()] + text[m.end() :]).strip()
 
 
-@dataclass
-class LedgerEntry:
-    step: int
-    name: str
-    arguments: dict[str, Any]
-    ok: bool
-    summary: str
-    error_kind: str | None = None
-
-    def line(self) -> str:
-        args = json.dumps(self.arguments, ensure_ascii=False, default=str)
-        if len(args) > 60:
-            args = args[:60] + "…"
-        status = "ok" if self.ok else f"failed ({self.error_kind})"
-        summary = self.summary if len(self.summary) <= 90 else self.summary[:90] + "…"
-        return f"step {self.step}: {self.name}({args}) {status}: {summary}"
+def ledger_line(o: ToolOutcome) -> str:
+    """One line of the "what have I done" summary for a tool outcome."""
+    args = json.dumps(o.arguments, ensure_ascii=False, default=str)
+    if len(args) > 60:
+        args = args[:60] + "…"
+    status = "ok" if o.ok else f"failed ({o.error_kind})"
+    summary = o.summary if len(o.summary) <= 90 else o.summary[:90] + "…"
+    return f"step {o.step}: {o.name}({args}) {status}: {summary}"
 
 
-def summarize_ledger(entries: list[LedgerEntry], detailed: int) -> list[str]:
+def summarize_ledger(entries: list[ToolOutcome], detailed: int) -> list[str]:
     """One line per entry for the last `detailed` entries; older ones grouped per tool."""
     older, recent = entries[: max(0, len(entries) - detailed)], entries[len(entries) - detailed :] if detailed else []
     lines = []
@@ -66,7 +58,7 @@ def summarize_ledger(entries: list[LedgerEntry], detailed: int) -> list[str]:
             ok_fail[0 if e.ok else 1] += 1
         groups = ", ".join(f"{name} x{ok + fail} ({ok} ok)" for name, (ok, fail) in counts.items())
         lines.append(f"steps {older[0].step}-{older[-1].step}: {groups}")
-    return lines + [e.line() for e in recent]
+    return lines + [ledger_line(e) for e in recent]
 
 
 @dataclass
@@ -115,7 +107,7 @@ class Memory:
     system: Segments
     goal: str
     recalled: list[str] = field(default_factory=list)
-    ledger: list[LedgerEntry] = field(default_factory=list)
+    ledger: list[ToolOutcome] = field(default_factory=list)
     turns: list[Turn] = field(default_factory=list)
     compacted_through_step: int = 0
     plan_current: str = ""
@@ -131,6 +123,14 @@ class Memory:
 
     def add_assistant(self, step: int, text: str, calls: list[ToolCall]) -> None:
         """Store the reply with its calls in canonical form (trusted tags, untrusted JSON)."""
+        self._append(self._assistant_turn(step, text, calls))
+
+    def restore_assistant(self, step: int, text: str, calls: list[ToolCall]) -> None:
+        """Put back an assistant turn rebuilt from a session log (no event is emitted)."""
+        self.turns.append(self._assistant_turn(step, text, calls))
+
+    @staticmethod
+    def _assistant_turn(step: int, text: str, calls: list[ToolCall]) -> Turn:
         segs: list[Segment] = []
         if text:
             segs.append(Segment(text + ("\n" if calls else ""), False))
@@ -139,13 +139,13 @@ class Memory:
             segs += [Segment("<tool_call>\n", True), Segment(body, False), Segment("\n</tool_call>", True)]
             if i < len(calls) - 1:
                 segs.append(Segment("\n", True))
-        self._append(Turn("assistant", step, Segments(segs)))
+        return Turn("assistant", step, Segments(segs))
 
-    def add_tool_results(self, step: int, results: list[tuple[str, dict[str, Any], ToolResult]]) -> None:
+    def add_tool_results(self, step: int, outcomes: list[ToolOutcome]) -> None:
         responses = []
-        for name, arguments, result in results:
-            responses.append({"name": name, "content": result.envelope()})
-            self.ledger.append(LedgerEntry(step, name, arguments, result.ok, result.summary, result.error_kind))
+        for o in outcomes:
+            responses.append({"name": o.name, "content": o.result.envelope()})
+            self.ledger.append(o)
         self._append(Turn("tool", step, _render_responses(responses, None, False), responses))
 
     def add_user_note(self, step: int, content: Segments) -> None:

@@ -57,12 +57,12 @@ def models_info(
 ) -> None:
     """Read a GGUF's header: architecture, parameters, quant, trained context, template, memory estimate."""
     from hermes_local.gguf import gguf_info, human_bytes, human_count
-    from hermes_local.models import estimate_memory, format_memory, resolve_choice
+    from hermes_local.models import estimate_memory, format_memory, resolve
 
-    path, choice = resolve_choice(model)
-    info = gguf_info(path)
+    path, choice, header = resolve(model)
+    info = gguf_info(header)
     settings = load_settings(dict(n_ctx=n_ctx, n_gpu_layers=n_gpu_layers))
-    memory = estimate_memory(path, settings.n_ctx, settings.n_gpu_layers)
+    memory = estimate_memory(header, settings.n_ctx, settings.n_gpu_layers)
     if as_json:
         extra = {"registry": choice.label if choice else None, "memory": memory}
         typer.echo(json.dumps(info | extra, indent=2))
@@ -124,15 +124,10 @@ def backend() -> dict[str, Any]:
 
 def speed_check(path: Path, settings: Any, seconds: float = SPEED_SECONDS) -> dict[str, float]:
     """Load the model and measure prompt and decode tokens/s within about `seconds` after loading."""
+    from hermes_local.config import settings_for
     from hermes_local.llm import LlamaCppLLM, LlamaParams
 
-    params = LlamaParams(
-        n_ctx=min(settings.n_ctx, 2048),
-        n_gpu_layers=settings.n_gpu_layers,
-        n_threads=settings.n_threads,
-        n_batch=settings.n_batch,
-        seed=settings.seed,
-    )
+    params = settings_for(LlamaParams, settings, n_ctx=min(settings.n_ctx, 2048))
     start = time.perf_counter()
     llm = LlamaCppLLM(path, params)
     loaded = time.perf_counter()
@@ -164,13 +159,13 @@ def doctor(
     """Check this installation: Python, llama.cpp build, GPU offload, models, memory, offline status, speed."""
     from hermes_local.download import offline_requested
     from hermes_local.gguf import gguf_info, human_bytes
-    from hermes_local.models import estimate_memory, format_memory, physical_memory, registry_rows, resolve_choice
+    from hermes_local.models import estimate_memory, format_memory, physical_memory, registry_rows, resolve
 
     settings = load_settings(dict(model=model, n_ctx=n_ctx, n_gpu_layers=n_gpu_layers))
     if settings.model and settings.model.startswith("replay:"):
         raise UserError("doctor checks a real model; pass --model NAME or a .gguf path, not replay:")
-    path, choice = resolve_choice(settings.model)  # a bad model file ends here: one line, exit 2
-    info = gguf_info(path)
+    path, choice, header = resolve(settings.model)  # a bad model file ends here: one line, exit 2
+    info = gguf_info(header)
     rows = registry_rows()
     problems: list[str] = []
 
@@ -190,7 +185,7 @@ def doctor(
     show("gpu offload", {True: "supported by this build", False: "no (CPU-only build)", None: "unknown"}[gpu])
     layers = settings.n_gpu_layers if gpu is not False else 0
     requested = f"n_gpu_layers={settings.n_gpu_layers}"
-    memory = estimate_memory(path, settings.n_ctx, layers)
+    memory = estimate_memory(header, settings.n_ctx, layers)
     if gpu is False and settings.n_gpu_layers != 0:
         where = f"{requested} requested, but this build is CPU-only: everything runs on the CPU"
         where += " (for a GPU, reinstall llama-cpp-python with CMAKE_ARGS=-DGGML_CUDA=on or -DGGML_METAL=on)"

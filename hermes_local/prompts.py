@@ -21,6 +21,7 @@ import jinja2
 
 from hermes_local.config import data_path
 from hermes_local.llm import LLM
+from hermes_local.textsafe import scrub_surrogates
 
 _SENTINEL = re.compile("\ue000(\\d+)\ue001")
 SPECIAL_CANDIDATE = re.compile(r"<\|[^|<>\s]{1,40}\|>|</?(?:tool_call|tool_response|tools|think)>")
@@ -106,7 +107,7 @@ def to_tokens(segments: Sequence[Segment], llm: LLM, *, add_bos: bool = True) ->
 
     def flush() -> None:
         if run:
-            ids.extend(llm.tokenize("".join(run), special=False))
+            ids.extend(llm.tokenize(scrub_surrogates("".join(run)), special=False))
             run.clear()
 
     for seg in segments:

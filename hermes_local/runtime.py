@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from hermes_local.agent import Agent, AgentConfig, EventSink
-from hermes_local.config import Settings
+from hermes_local.config import Settings, settings_for
 from hermes_local.errors import UserError
 from hermes_local.llm import LLM, LlamaParams
 from hermes_local.replay import is_replay_spec, load_replay
@@ -23,17 +23,8 @@ _loaded: dict[tuple, LLM] = {}
 
 
 def llama_params(settings: Settings) -> LlamaParams:
-    return LlamaParams(
-        n_ctx=settings.n_ctx,
-        n_gpu_layers=settings.n_gpu_layers,
-        n_threads=settings.n_threads,
-        n_batch=settings.n_batch,
-        seed=settings.seed,
-        flash_attn=settings.flash_attn,
-        main_gpu=settings.main_gpu,
-        tensor_split=settings.tensor_split,
-        rpc_servers=settings.rpc_servers,
-    )
+    """llama.cpp load options from the settings of the same names."""
+    return settings_for(LlamaParams, settings)
 
 
 def load_llm(settings: Settings, on_info: Callable[[str], None] | None = None) -> LLM:
@@ -47,9 +38,9 @@ def load_llm(settings: Settings, on_info: Callable[[str], None] | None = None) -
     if is_replay_spec(spec):
         return load_replay(spec or "", n_ctx=settings.n_ctx)
     from hermes_local.llm import LlamaCppLLM, ModelLoadError
-    from hermes_local.models import memory_line, resolve_choice
+    from hermes_local.models import memory_line, resolve
 
-    path, choice = resolve_choice(spec)
+    path, choice, header = resolve(spec)
     params = llama_params(settings)
     if choice is not None:
         for name in ("n_ctx", "n_gpu_layers", "main_gpu", "tensor_split", "rpc_servers"):
@@ -59,7 +50,7 @@ def load_llm(settings: Settings, on_info: Callable[[str], None] | None = None) -
     key = (str(path.resolve()), repr(sorted(vars(params).items())))
     if key not in _loaded:
         if on_info:
-            on_info(memory_line(path, params.n_ctx, params.n_gpu_layers))
+            on_info(memory_line(header, params.n_ctx, params.n_gpu_layers))
         try:
             _loaded[key] = LlamaCppLLM(path, params)
         except ModelLoadError as exc:
@@ -128,20 +119,18 @@ def build_agent(
         timeout=settings.tool_timeout,
     )
     longterm = LongTermMemory()
-    context.extras["longterm"] = longterm
+    context.extras["longterm"] = longterm  # the `remember` tool writes through it
     executor = Executor(
         registry=registry or default_registry(),
         context=context,
         approver=approver or Approver(allow=settings.allow_tools, deny=settings.deny_tools),
     )
-    config = AgentConfig(
-        max_steps=settings.max_steps,
-        temperature=settings.temperature,
-        max_tokens=settings.max_tokens,
-        tool_choice=settings.tool_choice,
-        grammar=settings.grammar,
-        reminder_every=settings.reminder_every,
+    agent = Agent(
+        llm,
+        executor,
+        settings_for(AgentConfig, settings),
+        on_event=on_event,
+        recall=lambda goal: [f.text for f in longterm.search(goal, limit=3)],
     )
-    return Agent(
-        llm, executor, config, on_event=on_event, recall=lambda goal: [f.text for f in longterm.search(goal, limit=3)]
-    )
+    agent.closers.append(longterm.close)
+    return agent

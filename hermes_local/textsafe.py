@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
 _BIDI_AND_SEPARATORS = frozenset(
     "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u2028\u2029\u0085\ufeff"
 )
@@ -36,6 +37,11 @@ def terminal_safe(text: str, *, keep_newlines: bool = False) -> str:
     if text.isprintable() and (keep_newlines or "\n" not in text):
         return text
     return "".join(_escape(ch) if _unsafe(ch, keep_newlines) else ch for ch in text)
+
+
+def scrub_surrogates(text: str) -> str:
+    """`text` with lone surrogates (from non-UTF-8 bytes or `\\ud800` escapes) replaced by U+FFFD."""
+    return _SURROGATE.sub("\ufffd", text)
 
 
 _RUN = re.compile(r"[ \t]{8,}|\n{3,}")

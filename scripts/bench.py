@@ -32,13 +32,14 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from hermes_local.config import load_settings  # noqa: E402
+from hermes_local.events import StepStart  # noqa: E402
 from hermes_local.grammar import tool_call_grammar  # noqa: E402
 from hermes_local.llm import LlamaCppLLM, LlamaParams  # noqa: E402
 from hermes_local.models import resolve_model  # noqa: E402
 from hermes_local.parsing import parse_tool_calls  # noqa: E402
 from hermes_local.prompts import chat_tokens, render  # noqa: E402
+from hermes_local.replay import ReplayLLM  # noqa: E402
 from hermes_local.runtime import build_agent  # noqa: E402
-from hermes_local.testing import ScriptedLLM  # noqa: E402
 from hermes_local.tools import Approver, Executor, ToolContext, ToolRegistry, default_registry  # noqa: E402
 
 TASK = "What time is it? Note the time in my memo, then note one more fact about the day."
@@ -228,14 +229,14 @@ def grammar_overhead(llm: LlamaCppLLM) -> dict[str, float]:
 def soak(llm: LlamaCppLLM, steps: int = 200) -> dict[str, float]:
     call = '<tool_call>\n{"name": "list_dir", "arguments": {"path": "."}}\n</tool_call>'
     outputs = [call.replace('"."', f'"{"." if i % 2 else "./"}"') for i in range(steps)] + ["done"]
-    scripted = ScriptedLLM(outputs, n_ctx=2048, tokenizer=llm)
+    scripted = ReplayLLM(outputs, n_ctx=2048, tokenizer=llm)
     with tempfile.TemporaryDirectory() as ws:
         for i in range(50):
             (Path(ws) / f"file_{i:03}.txt").write_text("x" * i)
         settings = load_settings({"max_steps": steps, "n_ctx": 2048, "max_tokens": 128})
         agent = build_agent(scripted, settings, workspace=Path(ws), registry=task_registry())
         rss: list[float] = []
-        agent.on_event = lambda kind, payload: rss.append(rss_mb()) if kind == "step_start" else None
+        agent.on_event = lambda event: rss.append(rss_mb()) if isinstance(event, StepStart) else None
         t0 = time.perf_counter()
         result = agent.run(TASK)
         wall = time.perf_counter() - t0

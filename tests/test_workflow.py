@@ -13,8 +13,9 @@ from jinja2 import TemplateError
 from typer.testing import CliRunner
 
 from hermes_local.config import home_dir
+from hermes_local.cli_common import HermesGroup
 from hermes_local.eval_commands import workflow_app
-from hermes_local.session import read_events, session_path
+from hermes_local.session import read_records, session_path
 from hermes_local.workflow import render_value, template_env
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "scripts" / "examples"
@@ -22,7 +23,7 @@ runner = CliRunner()
 
 
 def make_app() -> typer.Typer:
-    app = typer.Typer()
+    app = typer.Typer(cls=HermesGroup)
     app.add_typer(workflow_app, name="workflow")
     return app
 
@@ -40,7 +41,7 @@ def make_db(path: Path, day: date) -> dict[str, float]:
 
 
 def workflow_events(session_id: str) -> list[dict]:
-    return [e for e in read_events(session_path(session_id)) if e["kind"].startswith("workflow_")]
+    return [e for e in read_records(session_path(session_id)) if e["kind"].startswith("workflow_")]
 
 
 def session_id_from(stderr: str) -> str:

@@ -22,7 +22,7 @@ from pydantic import ValidationError
 
 from hermes_local.tools.approval import Approver
 from hermes_local.tools.limits import clip_text
-from hermes_local.tools.registry import Tool, ToolContext, ToolFailure, ToolRegistry, ToolResult
+from hermes_local.tools.registry import Tool, ToolContext, ToolFailure, ToolRegistry, ToolResult, arguments_digest
 
 # Extra time given to a tool past its own limit, so tools that enforce `ctx.timeout` themselves report first.
 ABANDON_GRACE = 1.0
@@ -35,21 +35,16 @@ class Executor:
     context: ToolContext
     approver: Approver = field(default_factory=lambda: Approver(interactive=False))
     _done_writes: dict[str, ToolResult] = field(default_factory=dict)
-    last_approval: str = ""
 
-    def remember_done(self, name: str, arguments: dict[str, Any], result: ToolResult) -> None:
-        """Mark a write call as already done (a resumed session must not run it twice)."""
-        t = self.registry.get(name)
-        if t is None or t.permission == "read":
-            return
-        try:
-            args = t.arguments_model.model_validate(arguments).model_dump()
-        except ValidationError:
-            return
-        self._done_writes[t.name + json.dumps(args, sort_keys=True, default=str)] = result
+    def remember_done(self, digest: str, result: ToolResult) -> None:
+        """Mark a write call (by `events.arguments_digest` of the call as made) as done: never run it twice."""
+        self._done_writes[digest] = result
 
     def execute(self, name: str, arguments: dict[str, Any]) -> ToolResult:
-        self.last_approval = ""
+        """Run one call; the result carries how it was approved (`result.approval`)."""
+        return self._execute(name, arguments)
+
+    def _execute(self, name: str, arguments: dict[str, Any]) -> ToolResult:
         t = self.registry.get(name)
         if t is None:
             known = ", ".join(self.registry.names()) or "none"
@@ -60,25 +55,21 @@ class Executor:
             return ToolResult.failure("invalid_arguments", _validation_message(t, exc))
         args = validated.model_dump()
         approved, how = self.approver.decide(t, args)
-        self.last_approval = how
         if not approved:
-            return ToolResult.failure("permission_denied", denial_message(t.name, how))
-        key = t.name + json.dumps(args, sort_keys=True, default=str)
+            return dataclasses.replace(
+                ToolResult.failure("permission_denied", denial_message(t.name, how)), approval=how
+            )
+        key = arguments_digest(t.name, arguments)
         if t.permission != "read" and not t.repeatable and key in self._done_writes:
             first = self._done_writes[key]
-            return ToolResult(
-                ok=first.ok,
-                data=first.data,
-                error=first.error,
-                error_kind=first.error_kind,
-                summary=f"(already done earlier in this run; not repeated) {first.summary}",
+            return dataclasses.replace(
+                first, summary=f"(already done earlier in this run; not repeated) {first.summary}", approval=how
             )
-        result = self._run(t, args)
-        result = cap_result(result, self.context.output_cap)
+        result = cap_result(self._run(t, args), self.context.output_cap)
         if t.permission != "read" and (result.ok or result.error_kind == "timeout"):
             # A timed-out write may still be running in its abandoned thread: never start it twice.
             self._done_writes[key] = result
-        return result
+        return dataclasses.replace(result, approval=how)
 
     def _run(self, t: Tool, args: dict[str, Any]) -> ToolResult:
         kwargs = dict(args)

@@ -24,6 +24,14 @@ Permission = Literal["read", "write", "dangerous"]
 ErrorKind = Literal["invalid_arguments", "permission_denied", "timeout", "not_found", "tool_error"]
 
 
+def arguments_digest(name: str, arguments: dict[str, Any]) -> str:
+    """A stable hash of a call (tool name + arguments): identifies a finished write across a resume."""
+    import hashlib
+
+    blob = json.dumps([name, arguments], sort_keys=True, default=str, ensure_ascii=True)
+    return hashlib.sha256(blob.encode("ascii")).hexdigest()[:32]
+
+
 @dataclass
 class ToolContext:
     """What a tool may know about the run: its workspace and settings. Injected, never from the model."""
@@ -46,11 +54,14 @@ class ToolFailure(Exception):
 
 @dataclass
 class ToolResult:
+    """The envelope of one tool call's outcome; `approval` says how it was allowed (not shown to the model)."""
+
     ok: bool
     summary: str
     data: Any = None
     error: str | None = None
     error_kind: ErrorKind | None = None
+    approval: str = ""
 
     @classmethod
     def success(cls, data: Any, summary: str) -> ToolResult:
@@ -59,6 +70,18 @@ class ToolResult:
     @classmethod
     def failure(cls, kind: ErrorKind, error: str, summary: str | None = None) -> ToolResult:
         return cls(ok=False, error=error, error_kind=kind, summary=summary or f"{kind}: {error}")
+
+    @classmethod
+    def from_envelope(cls, d: dict[str, Any]) -> ToolResult:
+        """The result from its envelope (as logged); extra keys are ignored."""
+        return cls(
+            bool(d.get("ok")),
+            str(d.get("summary", "")),
+            d.get("data"),
+            d.get("error"),
+            d.get("error_kind"),
+            str(d.get("approval") or ""),
+        )
 
     def envelope(self) -> dict[str, Any]:
         if self.ok:
