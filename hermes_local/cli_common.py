@@ -9,14 +9,16 @@ once. Does not build agents or hold command logic.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
-import click
 import typer
 from typer.core import TyperGroup
 
 from hermes_local.errors import HermesError
 from hermes_local.textsafe import terminal_safe
+
+if TYPE_CHECKING:  # typer >= 0.29 vendors click; only the type checker needs its Context
+    from typer._click.core import Context
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
@@ -30,12 +32,12 @@ class HermesGroup(TyperGroup):
 
     default_command = "run"
 
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+    def parse_args(self, ctx: Context, args: list[str]) -> list[str]:
         if args and not args[0].startswith("-") and args[0] not in self.commands:
             args = [self.default_command, *args]
         return super().parse_args(ctx, args)
 
-    def invoke(self, ctx: click.Context) -> Any:
+    def invoke(self, ctx: Context) -> Any:
         try:
             return super().invoke(ctx)
         except HermesError as exc:

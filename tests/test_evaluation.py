@@ -10,8 +10,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from hermes_local.eval_cases import Case, check_run, value_matches
 from hermes_local.cli_common import HermesGroup
+from hermes_local.eval_cases import Case, check_run, value_matches
 from hermes_local.eval_commands import eval_command, sessions_export, workflow_app
 from hermes_local.testing import outcome as Call  # noqa: N812
 from hermes_local.testing import tool_call_text as call

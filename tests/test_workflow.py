@@ -12,8 +12,8 @@ import typer
 from jinja2 import TemplateError
 from typer.testing import CliRunner
 
-from hermes_local.config import home_dir
 from hermes_local.cli_common import HermesGroup
+from hermes_local.config import home_dir
 from hermes_local.eval_commands import workflow_app
 from hermes_local.session import read_records, session_path
 from hermes_local.workflow import render_value, template_env
