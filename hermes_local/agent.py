@@ -3,8 +3,12 @@
 `Agent.run(goal)` returns a `RunResult`; `Agent.resume(events)` continues a logged session;
 `Agent.chat(memory, message)` runs one turn of a multi-turn chat. Model mistakes (bad JSON,
 unknown tools, bad arguments) go back to the model as tool results and the loop continues. Guards:
-the context budget (compaction before ~75% of n_ctx), a goal reminder every few steps, no third
-identical call in a row, a cap on consecutive failures, and one final-answer request at max_steps.
+the context budget (compaction before ~75% of n_ctx), a goal reminder every few steps, the loop
+guard (identical repeats, call cycles, results already seen twice: `guards.LoopGuard`), the no-tool
+answer guard (one bounce of an answer given without any tool call when the goal needs a tool; the
+next step must call a tool), a cap on consecutive failures, and one final-answer request at
+max_steps. Under tool_choice=required the model ends the run with the `final_answer` tool. The
+calls of one turn run through `execution.run_grouped` (reads concurrently, others in order).
 Progress is reported as typed `events.Event` objects through `on_event`; every tool call becomes one
 `events.ToolOutcome`. This module never formats terminal output.
 """
@@ -19,6 +23,7 @@ from hermes_local.events import (
     AssistantText,
     Compaction,
     Event,
+    Guarded,
     LLMCall,
     RunEnd,
     RunResumed,
@@ -30,12 +35,14 @@ from hermes_local.events import (
     ToolOutcome,
     TurnAdded,
 )
+from hermes_local.guards import LoopGuard, bounce_note, needs_tool
 from hermes_local.llm import LLM, Usage, common_prefix_length
 from hermes_local.memory import Memory, Turn, extract_plan
 from hermes_local.parsing import ToolCall, parse_tool_calls
 from hermes_local.prompts import Segments, chat_tokens, render
-from hermes_local.tools.execution import Executor
-from hermes_local.tools.registry import ToolResult
+from hermes_local.tools.execution import Executor, run_grouped
+from hermes_local.tools.interaction import FINAL_ANSWER, final_answer
+from hermes_local.tools.registry import ToolRegistry, ToolResult
 
 EventSink = Callable[[Event], None]
 CALL_OPEN = "<tool_call>"
@@ -56,7 +63,9 @@ class AgentConfig:
     """How the loop behaves; built from `Settings` by `from_settings` (same field names)."""
 
     max_steps: int = 8
-    temperature: float = 0.2
+    temperature: float = 0.2  # tool-call steps
+    answer_temperature: float = 0.7  # the final-answer request (and tool_choice=none)
+    answer_guard: bool = True  # bounce one answer given without any tool call when the goal needs a tool
     max_tokens: int = 512
     tool_choice: str = "auto"  # auto | required | none
     grammar: bool = True
@@ -81,6 +90,7 @@ class RunResult:
     error: str | None = None
     session_id: str | None = None
     compactions: int = 0
+    guarded: int = 0  # answers sent back by the no-tool answer guard
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -96,6 +106,7 @@ class RunResult:
             },
             "llm_calls": [c.record() for c in self.llm_calls],
             "compactions": self.compactions,
+            "guarded": self.guarded,
             "error": self.error,
             "session_id": self.session_id,
         }
@@ -121,6 +132,9 @@ class Agent:
         self._previous_tokens: list[int] = []
         self._grammar_text: str | None = None
         self.closers: list[Callable[[], None]] = []
+        self.loop_guard = LoopGuard(max_identical=self.config.max_identical_calls)
+        if self.config.tool_choice == "required" and executor.registry.get(FINAL_ANSWER) is None:
+            executor.registry = ToolRegistry([*executor.registry, final_answer])  # the way to finish
 
     def close(self) -> None:
         """Release what the agent owns (long-term memory store, tool servers...)."""
@@ -192,7 +206,7 @@ class Agent:
         completion = self.llm.complete(
             tokens,
             max_tokens=max_new,
-            temperature=self.config.temperature,
+            temperature=self.config.answer_temperature if tool_choice == "none" else self.config.temperature,
             on_token=lambda piece: self.on_event(Token(piece)),
             grammar=grammar,
             grammar_trigger=None if (grammar and tool_choice == "required") else (grammar and CALL_OPEN),
@@ -286,7 +300,8 @@ class Agent:
     def _loop(self, memory: Memory, result: RunResult, first_step: int, step_limit: int | None = None) -> RunResult:
         limit = step_limit or self.config.max_steps
         tool_names = self.executor.registry.names()
-        failures = 0
+        self.executor.cache.invalidate()  # the per-run result cache starts empty
+        failures, force_tool = 0, False
         try:
             for step in range(first_step, limit + 1):
                 result.steps = step
@@ -294,22 +309,36 @@ class Agent:
                 if self.config.reminder_every and step > 1 and (step - 1) % self.config.reminder_every == 0:
                     note = render("goal_reminder.jinja", goal=memory.goal, progress=memory.progress_line())
                     memory.add_user_note(step, note)
-                text = self._complete(memory, step, self.config.tool_choice, result)
+                choice = "required" if force_tool and self._grammar() else self.config.tool_choice
+                text = self._complete(memory, step, choice, result)
+                force_tool = False
                 current, todo, text = extract_plan(text)
-                memory.note_plan(current, todo)
+                memory.note_plan(current, todo, step)
                 self.on_event(AssistantText(step, text))
                 parsed = parse_tool_calls(text, tool_names)
                 if self.config.tool_choice == "none" or (not parsed.calls and not parsed.errors):
-                    result.answer, result.stopped = parsed.text, "answer"
-                    break
+                    tool = self._guard_answer(memory, result)
+                    if tool is None:
+                        result.answer, result.stopped = parsed.text, "answer"
+                        break
+                    result.guarded += 1
+                    self.on_event(Guarded(step, tool, parsed.text))
+                    memory.add_assistant(step, parsed.text, [])
+                    memory.add_user_note(step, Segments.untrusted(bounce_note(tool)))
+                    force_tool = True
+                    continue
                 memory.add_assistant(step, parsed.text, parsed.calls)
-                outcomes = [self._execute(step, call, result) for call in parsed.calls]
+                outcomes = self._execute_turn(step, parsed.calls, result)
                 for error in parsed.errors:
                     failure = ToolResult.failure("invalid_arguments", error, "unreadable tool call")
                     outcome = ToolOutcome(step, "invalid_tool_call", {}, failure)
                     outcomes.append(outcome)
                     self.on_event(ToolFinished(outcome))
                 memory.add_tool_results(step, outcomes)
+                finished = next((o for o in outcomes if o.name == FINAL_ANSWER and o.ok), None)
+                if finished is not None:
+                    result.answer, result.stopped = str(finished.arguments.get("answer", "")), "answer"
+                    break
                 failures = 0 if any(o.ok for o in outcomes) else failures + 1
                 if failures >= self.config.max_consecutive_failures:
                     result.stopped = "error"
@@ -330,19 +359,41 @@ class Agent:
         self.on_event(AssistantText(step, text, final=True))
         return answer
 
-    def _execute(self, step: int, call: ToolCall, result: RunResult) -> ToolOutcome:
-        self.on_event(ToolCallStarted(step, call.name, call.arguments))
-        recent = [(c.name, c.arguments) for c in result.tool_calls[-(self.config.max_identical_calls - 1) :]]
-        if len(recent) == self.config.max_identical_calls - 1 and all(r == (call.name, call.arguments) for r in recent):
-            res = ToolResult.failure(
-                "tool_error",
-                f"You called {call.name} with the same arguments {self.config.max_identical_calls} times in a row; "
-                "it was not run again. Change strategy or give the final answer.",
-                "repeated call refused",
-            )
-        else:
-            res = self.executor.execute(call.name, call.arguments)
-        outcome = ToolOutcome(step, call.name, call.arguments, res)
-        result.tool_calls.append(outcome)
-        self.on_event(ToolFinished(outcome))
-        return outcome
+    def _guard_answer(self, memory: Memory, result: RunResult) -> str | None:
+        """The tool to name when bouncing this tool-less answer, or None to accept it."""
+        if not self.config.answer_guard or self.config.tool_choice != "auto" or result.guarded:
+            return None
+        if any(o.ok or o.error_kind == "permission_denied" for o in memory.ledger):
+            return None  # a tool answered (a denial is an answer too: bouncing cannot change it)
+        return needs_tool(memory.goal, self.executor.registry)
+
+    def _execute_turn(self, step: int, calls: list[ToolCall], result: RunResult) -> list[ToolOutcome]:
+        """Run one turn's calls: guarded in order, reads concurrently, outcomes in call order."""
+        refusals: list[str | None] = []
+        pending: list[str] = []
+        for call in calls:
+            refusal = self.loop_guard.refusal(result.tool_calls, pending, call.name, call.arguments)
+            refusals.append(refusal)
+            if refusal is None:
+                pending.append(ToolOutcome(step, call.name, call.arguments, ToolResult(True, "")).digest)
+
+        def job(i: int) -> Callable[[], ToolResult]:
+            refusal, call = refusals[i], calls[i]
+            if refusal is not None:
+                return lambda: ToolResult.failure("loop", refusal, "refused: looping")
+            return lambda: self.executor.execute(call.name, call.arguments)
+
+        def finish(i: int, res: ToolResult) -> None:
+            outcome = ToolOutcome(step, calls[i].name, calls[i].arguments, res)
+            result.tool_calls.append(outcome)
+            outcomes.append(outcome)
+            self.on_event(ToolFinished(outcome))
+
+        outcomes: list[ToolOutcome] = []
+        run_grouped(
+            [job(i) for i in range(len(calls))],
+            [refusals[i] is None and self.executor.concurrent(c.name) for i, c in enumerate(calls)],
+            before=lambda i: self.on_event(ToolCallStarted(step, calls[i].name, calls[i].arguments)),
+            after=finish,
+        )
+        return outcomes

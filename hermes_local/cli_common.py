@@ -51,7 +51,9 @@ ModelOpt = Annotated[
 NCtxOpt = Annotated[int | None, typer.Option(help="Context window in tokens (default 4096).")]
 GpuOpt = Annotated[int | None, typer.Option(help="Layers offloaded to the GPU; -1 = all, 0 = CPU only.")]
 WorkspaceOpt = Annotated[Path, typer.Option(help="Folder the tools may read and write.")]
-YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Approve every write/dangerous tool call.")]
+YesOpt = Annotated[
+    bool, typer.Option("--yes", "-y", help="Approve write tool calls (dangerous ones need --allow NAME).")
+]
 AllowOpt = Annotated[list[str] | None, typer.Option(help="Approve this tool without asking (repeatable).")]
 ToolsModuleOpt = Annotated[
     list[str] | None, typer.Option(help="Load @tool functions from a .py file or module (repeatable).")

@@ -83,11 +83,18 @@ class ToolOutcome:
             "digest": self.digest,
             "approval": self.result.approval,
             **self.result.envelope(),
+            **({"cached": True} if self.result.cached else {}),
         }
 
     def brief(self) -> dict[str, Any]:
-        """The `--json` view: name, arguments, ok, error_kind."""
-        return {"name": self.name, "arguments": self.arguments, "ok": self.ok, "error_kind": self.error_kind}
+        """The `--json` view: name, arguments, ok, error_kind, cached."""
+        return {
+            "name": self.name,
+            "arguments": self.arguments,
+            "ok": self.ok,
+            "error_kind": self.error_kind,
+            "cached": self.result.cached,
+        }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ToolOutcome:
@@ -147,6 +154,7 @@ class TurnAdded(Event):
     step: int
     content: list[list[Any]]
     responses: list[dict[str, Any]] | None = None
+    note: list[list[Any]] | None = None  # a tool turn's closing progress block (also inside `content`)
 
 
 @dataclass
@@ -223,6 +231,16 @@ class ToolFinished(Event):
 
 
 @dataclass
+class Guarded(Event):
+    """An answer given without any tool call was sent back once, naming the likely tool."""
+
+    kind: ClassVar[str] = "guarded"
+    step: int
+    tool: str
+    answer: str
+
+
+@dataclass
 class Compaction(Event):
     """History through `through_step` was folded into the summary to fit the context."""
 
@@ -292,6 +310,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         Token,
         ToolCallStarted,
         ToolFinished,
+        Guarded,
         Compaction,
         RunEnd,
     )

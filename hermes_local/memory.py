@@ -4,8 +4,11 @@
 goal, recalled facts), then the summary of compacted steps, then recent turns appended in order.
 The ledger records every tool call with its outcome, so the "what have I done" summary
 (`Completed / Current / Todo`) never depends on the model paraphrasing; `<plan>` notes from the
-model fill Current/Todo. `fit()` compacts history to a token budget. Does not call the model or
-run tools; it only lays out text.
+model fill Current/Todo and say what each step was for. Each tool turn ends with a progress block
+(the ledger with each call's key finding, `ledger.py`, and the plan), written once where new tokens
+go anyway, so the KV prefix stays reusable; compaction drops old blocks (the newest has it all).
+`fit()` compacts history to a token budget. Does not call the model or run tools; it only lays
+out text.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hermes_local.events import ToolOutcome
+from hermes_local.ledger import ledger_lines
 from hermes_local.parsing import ToolCall
 from hermes_local.prompts import Segment, Segments, render
 
@@ -37,30 +41,6 @@ def extract_plan(text: str) -> tuple[str | None, str | None, str]:
     return current, fields.get("todo"), (text[: m.start()] + text[m.end() :]).strip()
 
 
-def ledger_line(o: ToolOutcome) -> str:
-    """One line of the "what have I done" summary for a tool outcome."""
-    args = json.dumps(o.arguments, ensure_ascii=False, default=str)
-    if len(args) > 60:
-        args = args[:60] + "…"
-    status = "ok" if o.ok else f"failed ({o.error_kind})"
-    summary = o.summary if len(o.summary) <= 90 else o.summary[:90] + "…"
-    return f"step {o.step}: {o.name}({args}) {status}: {summary}"
-
-
-def summarize_ledger(entries: list[ToolOutcome], detailed: int) -> list[str]:
-    """One line per entry for the last `detailed` entries; older ones grouped per tool."""
-    older, recent = entries[: max(0, len(entries) - detailed)], entries[len(entries) - detailed :] if detailed else []
-    lines = []
-    if older:
-        counts: dict[str, list[int]] = {}
-        for e in older:
-            ok_fail = counts.setdefault(e.name, [0, 0])
-            ok_fail[0 if e.ok else 1] += 1
-        groups = ", ".join(f"{name} x{ok + fail} ({ok} ok)" for name, (ok, fail) in counts.items())
-        lines.append(f"steps {older[0].step}-{older[-1].step}: {groups}")
-    return lines + [ledger_line(e) for e in recent]
-
-
 @dataclass
 class Turn:
     """One message after the fixed prefix. Tool turns keep their responses so they can be shrunk."""
@@ -71,19 +51,25 @@ class Turn:
     responses: list[dict[str, Any]] | None = None
     cap: int | None = None  # characters of data kept per response after shrinking; None = all
     summarized: bool = False
+    note: Segments | None = None  # the progress block closing a tool turn (dropped when summarized)
 
     def to_event(self) -> dict[str, Any]:
-        return {
+        event = {
             "role": self.role,
             "step": self.step,
             "content": [[s.text, s.trusted] for s in self.content],
             "responses": self.responses,
         }
+        if self.note is not None:
+            event["note"] = [[s.text, s.trusted] for s in self.note]
+        return event
 
     @classmethod
     def from_event(cls, event: dict[str, Any]) -> Turn:
         segs = Segments(Segment(text, bool(trusted)) for text, trusted in event["content"])
-        return cls(event["role"], int(event["step"]), segs, event.get("responses"))
+        raw_note = event.get("note")
+        note = Segments(Segment(text, bool(trusted)) for text, trusted in raw_note) if raw_note else None
+        return cls(event["role"], int(event["step"]), segs, event.get("responses"), note=note)
 
 
 def _render_responses(responses: list[dict[str, Any]], cap: int | None, summarized: bool) -> Segments:
@@ -112,7 +98,9 @@ class Memory:
     compacted_through_step: int = 0
     plan_current: str = ""
     plan_todo: str = ""
-    summary_detail: int = 12  # ledger entries shown one per line in the summary; older ones are grouped
+    summary_detail: int = 12  # ledger entries shown with their findings in the summary; older ones shortened
+    progress_detail: int = 6  # ledger entries shown with their findings in each tool turn's progress block
+    purposes: dict[int, str] = field(default_factory=dict)  # step -> what the model said it was for
     on_turn: TurnSink | None = None
 
     # -- recording -------------------------------------------------------------------------
@@ -146,7 +134,9 @@ class Memory:
         for o in outcomes:
             responses.append({"name": o.name, "content": o.result.envelope()})
             self.ledger.append(o)
-        self._append(Turn("tool", step, _render_responses(responses, None, False), responses))
+        note = self.progress_block()
+        content = _render_responses(responses, None, False) + note
+        self._append(Turn("tool", step, content, responses, note=note))
 
     def add_user_note(self, step: int, content: Segments) -> None:
         self._append(Turn("user", step, content))
@@ -155,21 +145,38 @@ class Memory:
         """Put back a turn read from a session log (no event is emitted)."""
         self.turns.append(turn)
 
-    def note_plan(self, current: str | None, todo: str | None) -> None:
+    def note_plan(self, current: str | None, todo: str | None, step: int | None = None) -> None:
         if current:
             self.plan_current = current
+            if step is not None:
+                self.purposes[step] = current
         if todo:
             self.plan_todo = todo
 
     # -- layout ----------------------------------------------------------------------------
     def summary_block(self) -> Segments:
         folded = [e for e in self.ledger if e.step <= self.compacted_through_step]
-        completed = summarize_ledger(folded, self.summary_detail)
+        completed = ledger_lines(folded, self.goal, self.purposes, self.summary_detail, max(4, 2 * self.summary_detail))
         return render(
             "summary.jinja",
             completed=completed,
             current=self.plan_current or "continue toward the goal",
             todo=self.plan_todo or "whatever the goal still needs",
+        )
+
+    def progress_block(self) -> Segments:
+        """The ledger with findings and the plan, closing each tool turn (the model sees it from step 2)."""
+        return render(
+            "progress.jinja",
+            lines=ledger_lines(
+                [e for e in self.ledger if e.step > self.compacted_through_step],
+                self.goal,
+                self.purposes,
+                self.progress_detail,
+                max_short=8,
+            ),
+            current=self.plan_current,
+            todo=self.plan_todo,
         )
 
     def progress_line(self) -> str:
@@ -202,6 +209,8 @@ class Memory:
             return False
         turn.cap, turn.summarized = cap, summarized
         turn.content = _render_responses(turn.responses, cap, summarized)
+        if turn.note is not None and not summarized:
+            turn.content = turn.content + turn.note
         return True
 
     def compaction_moves(self, keep_steps: int = 2) -> list[Callable[[], bool]]:

@@ -13,6 +13,7 @@ from hermes_local.testing import ScriptedLLM
 from hermes_local.tools import Approver, Executor, Tool, ToolContext, default_registry
 from hermes_local.tools.builtins import append_to_memo, get_current_time
 from hermes_local.tools.execution import denial_message
+from hermes_local.tools.files import write_file
 from hermes_local.tools.shell import run_shell
 
 
@@ -39,9 +40,12 @@ def test_deny_list_beats_everything() -> None:
 
 
 def test_flags_and_policy() -> None:
-    assert Approver(approve_all=True, interactive=False).decide(run_shell, {}) == (True, "flag")
+    assert Approver(approve_all=True, interactive=False).decide(write_file, {}) == (True, "flag")
+    # --yes covers read and write tools; dangerous ones need --allow NAME (or a yes on a terminal)
+    assert Approver(approve_all=True, interactive=False).decide(run_shell, {}) == (False, "needs_allow")
     assert Approver(allow=["run_shell"], interactive=False).decide(run_shell, {}) == (True, "policy")
-    assert Approver(allow=["append_to_memo"], interactive=False).decide(run_shell, {}) == (False, "no_terminal")
+    assert Approver(allow=["append_to_memo"], interactive=False).decide(run_shell, {}) == (False, "needs_allow")
+    assert Approver(interactive=False).decide(write_file, {}) == (False, "no_terminal")
 
 
 def test_interactive_yes_no_always() -> None:
@@ -58,15 +62,16 @@ def test_default_config_pre_approves_only_the_memo() -> None:
     settings = load_settings()
     approver = Approver(allow=settings.allow_tools, deny=settings.deny_tools, interactive=False)
     assert approver.decide(append_to_memo, {"content": "x"})[0]
-    for name in ("write_file", "run_shell", "http_get"):
+    for name, how in (("write_file", "no_terminal"), ("run_shell", "needs_allow"), ("http_get", "needs_allow")):
         t = default_registry().get(name)
-        assert t is not None and approver.decide(t, {}) == (False, "no_terminal")
+        assert t is not None and approver.decide(t, {}) == (False, how)
 
 
 @pytest.mark.parametrize(
     ("how", "must_say"),
     [
         ("no_terminal", ["denied", "no terminal", "--allow run_shell", "--yes"]),
+        ("needs_allow", ["denied", "dangerous", "--allow run_shell", "--yes does not cover"]),
         ("denied_by_policy", ["denied", "deny_tools"]),
         ("user", ["denied", "said no", "--allow run_shell"]),
     ],

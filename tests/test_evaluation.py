@@ -185,11 +185,11 @@ def test_replay_that_runs_out_or_has_leftovers_fails(tmp_path: Path) -> None:
         tmp_path / "cases.jsonl",
         [
             {"id": "short", "task": "time?", "tools": ["get_current_time"]},
-            {"id": "long", "task": "time?", "tools": ["get_current_time"]},
+            {"id": "long", "task": "Say hello.", "tools": ["get_current_time"]},
         ],
     )
     write_replay(tmp_path / "rp", "short", [call("get_current_time")])  # no final answer: runs out at step 2
-    write_replay(tmp_path / "rp", "long", ["It is noon.", "an output nobody asked for"])
+    write_replay(tmp_path / "rp", "long", ["Hello.", "an output nobody asked for"])
     report = tmp_path / "r.json"
     res = run_eval(str(cases), "--model", f"replay:{tmp_path / 'rp'}", "--report", str(report))
     assert res.exit_code == 1

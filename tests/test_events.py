@@ -177,5 +177,5 @@ def test_disk_full_leaves_no_torn_line_and_the_next_append_starts_fresh() -> Non
 
 def test_task_shortcut_runs_without_the_run_word(workspace: Path) -> None:
     replay = write_replay(workspace.parent / "r.jsonl", ["It is noon."])
-    res = runner.invoke(app, ["What time is it?", "--model", f"replay:{replay}", "--workspace", str(workspace)])
+    res = runner.invoke(app, ["Say it is noon.", "--model", f"replay:{replay}", "--workspace", str(workspace)])
     assert res.exit_code == 0 and "It is noon." in res.output

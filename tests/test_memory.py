@@ -70,7 +70,7 @@ def test_compaction_keeps_recent_turns_and_summarizes_old_ones(workspace: Path) 
     assert result.stopped == "answer" and result.compactions >= 1
     last = llm.prompt_texts[-1]
     assert_goal_in_every_prompt(llm)
-    assert "Completed:" in last and 'fetch_page({"page": 0}) ok' in last
+    assert "Completed:" in last and "step 1: fetch_page 0 → " in last
     # The most recent page is still verbatim; the oldest is only a summary line.
     assert "page 5 line 5:" in last and "page 0 line 5:" not in last
 

@@ -18,6 +18,7 @@ TEMPLATE_CONTEXTS = {
     "summary.jinja": dict(completed=["step 1: t() ok: s"], current="c", todo="t"),
     "goal_reminder.jinja": dict(goal="g", progress="p"),
     "recalled.jinja": dict(facts=["likes tea"]),
+    "progress.jinja": dict(lines=["step 1: read_file a.txt → 3 lines; hi"], current="c", todo="t"),
 }
 
 

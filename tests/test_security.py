@@ -91,7 +91,7 @@ def run_agent(
         load_settings({"tool_timeout": TIMEOUT, **settings}),
         workspace=ws,
         registry=registry,
-        approver=approver or Approver(approve_all=True),
+        approver=approver or Approver(approve_all=True, allow=["run_shell", "http_get"]),
         db_path=db_path,
     )
     result = agent.run("Do what the script says.")
@@ -242,7 +242,7 @@ def test_reads_work_and_big_results_are_limited(arena: dict[str, Path]) -> None:
     outputs.append(ANSWER)
     result, llm = run_agent(arena["ws"], outputs, db_path=arena["db"])
     assert [c.ok for c in result.tool_calls] == [True, True]
-    assert "too many rows" in llm.prompt_texts[1] and "COUNT/GROUP BY" in llm.prompt_texts[1]
+    assert "more rows exist" in llm.prompt_texts[1] and "COUNT/GROUP BY" in llm.prompt_texts[1]
     assert "[[1500]]" in llm.prompt_texts[2]
     assert _db_hash(arena["db"]) == digest
 
@@ -260,10 +260,10 @@ def test_run_shell_denied_without_a_terminal(arena: dict[str, Path]) -> None:
     outputs = [("run_shell", {"command": "touch pwned && echo hi > ../outside/evil.txt"})]
     result, llm = assert_attack_failed(arena, outputs, "permission_denied", approver=settings_approver)
     message = llm.prompt_texts[1].rsplit("<tool_response>", 1)[1]
-    assert "no terminal" in message and "--allow run_shell" in message and "--yes" in message
+    assert "--allow run_shell" in message and "--yes does not cover dangerous tools" in message
 
 
-@pytest.mark.parametrize("approver", [Approver(approve_all=True), Approver(allow=["run_shell"], interactive=False)])
+@pytest.mark.parametrize("approver", [Approver(allow=["run_shell"]), Approver(allow=["run_shell"], interactive=False)])
 def test_run_shell_runs_when_approved(arena: dict[str, Path], approver: Approver) -> None:
     result, llm = run_agent(arena["ws"], [call("run_shell", command="touch made && pwd"), ANSWER], approver=approver)
     assert result.tool_calls[0].ok
@@ -475,8 +475,9 @@ def test_cli_run_shell_needs_approval(arena: dict[str, Path], cli_env: None) -> 
     out = run_cli(arena, shell, "--allow", "run_shell")
     assert out["tool_calls"][0]["ok"] and (arena["ws"] / "approved").exists()
     (arena["ws"] / "approved").unlink()
-    out = run_cli(arena, shell, "--yes")
-    assert out["tool_calls"][0]["ok"] and (arena["ws"] / "approved").exists()
+    out = run_cli(arena, shell, "--yes")  # --yes covers write tools only: dangerous ones need --allow NAME
+    assert out["tool_calls"][0]["error_kind"] == "permission_denied"
+    assert not (arena["ws"] / "approved").exists()
 
 
 def test_cli_run_shell_grandchild_and_http_get(arena: dict[str, Path], cli_env: None, no_dns: None) -> None:
@@ -485,7 +486,7 @@ def test_cli_run_shell_grandchild_and_http_get(arena: dict[str, Path], cli_env: 
         ("run_shell", {"command": 'sh -c "sleep 30.671 & echo started"'}),
         ("http_get", {"url": "http://example.com/"}),
     ]
-    out = run_cli(arena, calls, "--yes")
+    out = run_cli(arena, calls, "--allow", "run_shell", "--allow", "http_get")
     assert time.monotonic() - started < TIMEOUT + 1
     assert [(c["ok"], c["error_kind"]) for c in out["tool_calls"]] == [(True, None), (False, "permission_denied")]
     assert not _processes_with("sleep 30.671")

@@ -27,7 +27,8 @@ def make_executor(
     workspace: Path, *, registry: ToolRegistry | None = None, approve: bool = True, **context: object
 ) -> Executor:
     ctx = ToolContext(workspace=workspace.resolve(), **{"timeout": 2.0, **context})  # type: ignore[arg-type]
-    approver = Approver(approve_all=True) if approve else Approver(interactive=False)
+    dangerous = ["run_shell", "http_get"]  # --yes alone does not approve dangerous tools
+    approver = Approver(approve_all=True, allow=dangerous) if approve else Approver(interactive=False)
     return Executor(registry or default_registry(), ctx, approver)
 
 
@@ -41,10 +42,11 @@ def test_builtin_tools_and_permissions() -> None:
         "query_database": "read",
         "run_shell": "dangerous",
         "http_get": "dangerous",
+        "ask_user": "read",
     }
     props = {t.name: list(t.parameters_schema()["properties"]) for t in BUILTIN_TOOLS}
-    assert props["read_file"] == ["path"] and props["list_dir"] == ["path"]
-    assert props["write_file"] == ["path", "content"] and props["query_database"] == ["sql", "limit"]
+    assert props["read_file"] == ["path", "offset", "limit"] and props["list_dir"] == ["path"]
+    assert props["write_file"] == ["path", "content"] and props["query_database"] == ["sql", "limit", "offset"]
     assert props["run_shell"] == ["command"] and props["http_get"] == ["url"]
     assert all(len(t.description) < 80 for t in BUILTIN_TOOLS)  # the prompt budget of small models
 
@@ -112,7 +114,7 @@ def test_read_file_is_size_capped(workspace: Path) -> None:
     big.write_text("line of text ✓\n" * 200_000, encoding="utf-8")  # ~3 MB
     result = make_executor(workspace, output_cap=2000).execute("read_file", {"path": "big.log"})
     assert result.ok and len(result.data) < 2000
-    assert "file truncated" in result.data and "(truncated)" in result.summary
+    assert "offset=" in result.data and "next offset=" in result.summary
 
 
 def test_list_dir(workspace: Path) -> None:
@@ -203,7 +205,7 @@ def test_query_database_reads(workspace: Path, db: Path) -> None:
 def test_query_database_row_limit(workspace: Path, db: Path) -> None:
     ex = make_executor(workspace, db_path=db)
     result = ex.execute("query_database", {"sql": "SELECT id FROM items", "limit": 10})
-    assert result.data["row_count"] == 10 and "too many rows" in result.data["note"]
+    assert result.data["row_count"] == 10 and "offset=" in result.data["note"]
     assert "COUNT/GROUP BY" in result.data["note"] and "truncated" in result.summary
     exact = ex.execute("query_database", {"sql": "SELECT id FROM items", "limit": 50})
     assert exact.data["row_count"] == 50 and "note" not in exact.data
@@ -215,7 +217,7 @@ def test_query_database_keeps_results_structured_under_the_cap(workspace: Path, 
     ex = make_executor(workspace, db_path=db, output_cap=1000)
     result = ex.execute("query_database", {"sql": "SELECT id, name FROM items", "limit": 50})
     assert isinstance(result.data, dict) and 5 < result.data["row_count"] < 50
-    assert "too many rows" in result.data["note"] and len(result.to_json()) < 1200
+    assert "offset=" in result.data["note"] and len(result.to_json()) < 1200
 
 
 def test_query_database_errors(workspace: Path, db: Path, tmp_path: Path) -> None:

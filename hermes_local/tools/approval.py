@@ -1,8 +1,10 @@
 """Who may run `write` and `dangerous` tools: flags, the config policy, or a question on a terminal.
 
-`read` tools always run. Denied tools (config `deny_tools`) never run. `--yes` approves all,
-`--allow NAME` approves one tool. Otherwise a terminal user is asked yes / no / always; with no
-terminal (piped, CI, cron) the call is denied. Does not run tools.
+`read` tools always run. Denied tools (config `deny_tools`) never run. `--yes` approves `write`
+tools only; `dangerous` tools (`run_shell`, `http_get`, extension tools declared dangerous) need
+`--allow NAME` (or config `allow_tools`, or a yes on the terminal). Otherwise a terminal user is
+asked yes / no / always; with no terminal (piped, CI, cron) the call is denied, and the denial
+names the flag that would approve it. Does not run tools.
 """
 
 from __future__ import annotations
@@ -51,17 +53,17 @@ class Approver:
         self.ask = ask
 
     def decide(self, t: Tool, arguments: dict[str, Any]) -> tuple[bool, str]:
-        """(approved, how) where how is one of: read, denied_by_policy, flag, policy, user, no_terminal."""
+        """(approved, how): how is read, denied_by_policy, flag, policy, user, no_terminal or needs_allow."""
         if t.name in self.denied:
             return False, "denied_by_policy"
         if t.permission == "read":
             return True, "read"
-        if self.approve_all:
+        if self.approve_all and t.permission == "write":
             return True, "flag"
         if t.name in self.allowed:
             return True, "policy"
         if not self.interactive:
-            return False, "no_terminal"
+            return False, "needs_allow" if t.permission == "dangerous" else "no_terminal"
         answer = self.ask(t, arguments)
         if answer == "a":
             self.allowed.add(t.name)

@@ -12,6 +12,7 @@ from datetime import datetime
 
 from hermes_local.tools.database import query_database
 from hermes_local.tools.files import list_dir, read_file, write_file
+from hermes_local.tools.interaction import ask_user
 from hermes_local.tools.registry import Tool, ToolContext, tool
 from hermes_local.tools.shell import run_shell
 from hermes_local.tools.web import http_get
@@ -19,7 +20,7 @@ from hermes_local.tools.web import http_get
 MEMO_FILE = "memo.md"
 
 
-@tool
+@tool(volatile=True)
 def get_current_time() -> str:
     """Get the current local date and time (ISO 8601, with timezone)."""
     return datetime.now().astimezone().isoformat(timespec="seconds")
@@ -49,4 +50,5 @@ BUILTIN_TOOLS: list[Tool] = [
     query_database,
     run_shell,
     http_get,
+    ask_user,
 ]

@@ -109,12 +109,13 @@ def _explain(exc: sqlite3.Error, seconds: float) -> ToolFailure:
 
 
 @tool
-def query_database(sql: str, ctx: ToolContext, limit: int = 100) -> ToolResult:
-    """Run one read-only SQLite query on the user's database.
+def query_database(sql: str, ctx: ToolContext, limit: int = 100, offset: int = 0) -> ToolResult:
+    """Run one read-only SQLite query on the user's database (pages with offset).
 
     Args:
         sql: One SELECT statement.
         limit: Most rows to return (1-1000).
+        offset: Rows of the result to skip first (to read the next page).
     """
     if ctx.db_path is None:
         raise ToolFailure(
@@ -125,6 +126,8 @@ def query_database(sql: str, ctx: ToolContext, limit: int = 100) -> ToolResult:
         raise ToolFailure("not_found", f"the database file {db_path.name} does not exist; tell the user.")
     if not 1 <= limit <= MAX_ROWS:
         raise ToolFailure("invalid_arguments", f"limit must be between 1 and {MAX_ROWS}.")
+    if offset < 0:
+        raise ToolFailure("invalid_arguments", "offset counts rows to skip; give 0 or more.")
     seconds = max(0.1, min(QUERY_SECONDS, ctx.timeout * 0.8))
     deadline = time.monotonic() + seconds
     try:
@@ -135,6 +138,12 @@ def query_database(sql: str, ctx: ToolContext, limit: int = 100) -> ToolResult:
         conn.set_progress_handler(lambda: 1 if time.monotonic() > deadline else 0, 1000)
         try:
             cursor = conn.execute(sql)
+            skipped = 0
+            while skipped < offset:  # skip in batches; SQL text is never rewritten
+                batch = len(cursor.fetchmany(min(offset - skipped, 1000)))
+                if not batch:
+                    break
+                skipped += batch
             rows = cursor.fetchmany(limit + 1)
         except sqlite3.Error as exc:
             raise _explain(exc, seconds) from exc
@@ -152,11 +161,17 @@ def query_database(sql: str, ctx: ToolContext, limit: int = 100) -> ToolResult:
             break
         shown.append(cells)
     data: dict[str, Any] = {"columns": columns, "rows": shown, "row_count": len(shown)}
+    first, last = offset + 1, offset + len(shown)
+    if offset:
+        data["offset"] = offset
     if more:
         data["note"] = (
-            f"too many rows: only the first {len(shown)} are shown; aggregate with COUNT/GROUP BY or add LIMIT "
-            "(or a WHERE clause) to get what you need."
+            f"more rows exist: showing rows {first}-{last}; call query_database with the same sql and "
+            f"offset={last} to read on (or aggregate with COUNT/GROUP BY, or filter with WHERE)."
         )
-    rows = shown
-    summary = f"query_database: {len(rows)} row(s)" + (", more exist (truncated)" if more else "")
+    summary = f"query_database: {len(shown)} row(s)" + (f" from row {first}" if offset else "")
+    if more:
+        summary += f", more exist (truncated; next offset={last})"
+    if shown:
+        summary += f"; first: {json.dumps(shown[0], ensure_ascii=False, default=str)[:80]}"
     return ToolResult.success(data, summary)

@@ -6,7 +6,10 @@ or `ToolContext.timeout`); the tool sees that limit as `ctx.timeout` so it can s
 why, and a tool that does not is abandoned shortly after. Results longer than the context's
 `output_cap` are cut to a head and a tail with a notice. A write/dangerous call repeated with
 identical arguments in one run returns the first result instead of running twice, unless the tool
-is `repeatable` (failed calls may be retried). Does not parse model output or talk to the LLM, and
+is `repeatable` (failed calls may be retried). Identical read calls within a run come from the
+`ResultCache` (`tools/cache.py`), which any write or dangerous call clears. `run_grouped` runs one
+turn's calls: consecutive read calls concurrently (a bounded pool), every other call alone and in
+order, results in the order of the calls. Does not parse model output or talk to the LLM, and
 does not sandbox tools: confinement is each tool's job (see `tools/paths.py`).
 """
 
@@ -15,18 +18,23 @@ from __future__ import annotations
 import dataclasses
 import json
 import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
 from hermes_local.tools.approval import Approver
+from hermes_local.tools.cache import ResultCache
 from hermes_local.tools.limits import clip_text
 from hermes_local.tools.registry import Tool, ToolContext, ToolFailure, ToolRegistry, ToolResult, arguments_digest
 
 # Extra time given to a tool past its own limit, so tools that enforce `ctx.timeout` themselves report first.
 ABANDON_GRACE = 1.0
 MAX_ERROR_CHARS = 1500
+MAX_PARALLEL_CALLS = 4
+T = TypeVar("T")
 
 
 @dataclass
@@ -35,6 +43,12 @@ class Executor:
     context: ToolContext
     approver: Approver = field(default_factory=lambda: Approver(interactive=False))
     _done_writes: dict[str, ToolResult] = field(default_factory=dict)
+    cache: ResultCache = field(default_factory=ResultCache)
+
+    def concurrent(self, name: str) -> bool:
+        """Whether a call to this tool may run at the same time as other read calls of its turn."""
+        t = self.registry.get(name)
+        return t is None or (t.permission == "read" and not t.exclusive)
 
     def remember_done(self, digest: str, result: ToolResult) -> None:
         """Mark a write call (by `events.arguments_digest` of the call as made) as done: never run it twice."""
@@ -59,6 +73,12 @@ class Executor:
             return dataclasses.replace(
                 ToolResult.failure("permission_denied", denial_message(t.name, how)), approval=how
             )
+        if t.permission == "read":
+            hit = self.cache.get(t, args)
+            if hit is not None:
+                return dataclasses.replace(hit, approval=how)
+        else:
+            self.cache.invalidate()  # before and after: reads must not outlive a possible change
         key = arguments_digest(t.name, arguments)
         if t.permission != "read" and not t.repeatable and key in self._done_writes:
             first = self._done_writes[key]
@@ -66,6 +86,10 @@ class Executor:
                 first, summary=f"(already done earlier in this run; not repeated) {first.summary}", approval=how
             )
         result = cap_result(self._run(t, args), self.context.output_cap)
+        if t.permission == "read":
+            self.cache.put(t, args, result)
+        else:
+            self.cache.invalidate()
         if t.permission != "read" and (result.ok or result.error_kind == "timeout"):
             # A timed-out write may still be running in its abandoned thread: never start it twice.
             self._done_writes[key] = result
@@ -128,11 +152,17 @@ def denial_message(name: str, how: str) -> str:
             f"approve it with --allow {name} or --yes. Do not retry; finish without it or tell the user "
             f"to rerun with --allow {name} (or --yes)."
         )
+    if how == "needs_allow":
+        return (
+            f"{name} was denied: it is a dangerous tool, and --yes does not cover dangerous tools; only "
+            f"--allow {name} (or allow_tools in the config) approves it when there is no terminal. Do not "
+            f"retry; finish without it or tell the user to rerun with --allow {name}."
+        )
     if how == "denied_by_policy":
         return f"{name} was denied by the user's configuration (deny_tools). Do not retry; do without it."
     return (
         f"{name} was denied: the user said no. Do not retry the same call; do without it or explain "
-        f"why it is needed (they can approve it with --allow {name} or --yes)."
+        f"why it is needed (they can approve it with --allow {name})."
     )
 
 
@@ -149,3 +179,38 @@ def cap_result(result: ToolResult, cap: int) -> ToolResult:
         data=cut,
         summary=f"{result.summary} (output truncated: {len(text)} characters, showing the first and last part)",
     )
+
+
+def run_grouped(
+    jobs: Sequence[Callable[[], T]],
+    concurrent: Sequence[bool],
+    *,
+    before: Callable[[int], None] = lambda i: None,
+    after: Callable[[int, T], None] = lambda i, r: None,
+    max_workers: int = MAX_PARALLEL_CALLS,
+) -> list[T]:
+    """Run jobs in call order; a run of consecutive `concurrent` jobs runs in a bounded thread pool.
+
+    `before(i)` is called (in order, on this thread) just before job i's group starts and `after(i,
+    result)` (in order) once the group is done, so callers can log without locking.
+    """
+    results: list[T] = []
+    i = 0
+    while i < len(jobs):
+        j = i + 1
+        if concurrent[i]:
+            while j < len(jobs) and concurrent[j]:
+                j += 1
+        group = range(i, j)
+        for k in group:
+            before(k)
+        if len(group) == 1:
+            done = [jobs[i]()]
+        else:
+            with ThreadPoolExecutor(max_workers=min(max_workers, len(group)), thread_name_prefix="calls") as pool:
+                done = list(pool.map(lambda k: jobs[k](), group))
+        for k, r in zip(group, done, strict=True):
+            after(k, r)
+            results.append(r)
+        i = j
+    return results

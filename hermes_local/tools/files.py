@@ -1,8 +1,9 @@
 """File tools confined to the workspace: `read_file`, `list_dir`, `write_file`.
 
 Paths go through `tools/paths.py`, so nothing outside the workspace is read, listed or written.
-`read_file` returns at most about `ctx.output_cap` characters of a UTF-8 text file and refuses
-binary files and non-regular files (FIFOs, devices); `write_file` replaces a file atomically (a
+`read_file` returns a page of lines (`offset`, `limit`; at most about `ctx.output_cap` characters)
+of a UTF-8 text file, says how to read on when the page is cut, never holds more than a page in
+memory, and refuses binary files and non-regular files (FIFOs, devices); `write_file` replaces a file atomically (a
 temporary file in the same directory, then `os.replace`). Approval, timeouts and result capping are
 the executor's job (`tools/execution.py`), not this module's.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import codecs
 import contextlib
+import io
 import json
 import os
 import stat
@@ -35,12 +37,16 @@ def _open_nofollow(path: os.PathLike, flags: int) -> int:
 
 
 @tool
-def read_file(path: str, ctx: ToolContext) -> ToolResult:
-    """Read a text file in the workspace (long files are cut).
+def read_file(path: str, ctx: ToolContext, offset: int = 1, limit: int | None = None) -> ToolResult:
+    """Read a workspace text file by lines (a cut page says how to read on).
 
     Args:
         path: Path relative to the workspace, e.g. "notes.txt".
+        offset: First line to read (1 = the start).
+        limit: Most lines to return (default: as many as fit).
     """
+    if offset < 1 or (limit is not None and limit < 1):
+        raise ToolFailure("invalid_arguments", "offset and limit count lines from 1; give offset >= 1 and limit >= 1.")
     target = resolve_in_workspace(ctx, path, must_exist=True)
     name = relative_name(ctx, target)
     info = target.stat()
@@ -48,30 +54,85 @@ def read_file(path: str, ctx: ToolContext) -> ToolResult:
         raise ToolFailure("invalid_arguments", f"{name!r} is a directory; call list_dir with this path instead.")
     if not stat.S_ISREG(info.st_mode):
         raise ToolFailure("invalid_arguments", f"{name!r} is not a regular file; read_file only reads text files.")
-    limit = max(200, ctx.output_cap - 200)  # characters, leaving room for the notice
+    budget = max(200, ctx.output_cap - 300)  # characters, leaving room for the notice
     fd = _open_nofollow(target, os.O_RDONLY | os.O_NONBLOCK)  # O_NONBLOCK: a swapped-in FIFO cannot block us
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
         raise ToolFailure("invalid_arguments", f"{name!r} is not a regular file; read_file only reads text files.")
     with os.fdopen(fd, "rb") as fh:
-        raw = fh.read(limit * 4 + 1)  # enough bytes for `limit` characters; the file is never read whole
-    complete = len(raw) <= limit * 4
-    size = max(info.st_size, len(raw))
-    if b"\x00" in raw[:_BINARY_PROBE]:
-        raise ToolFailure(
-            "invalid_arguments", f"{name!r} is a binary file ({size} bytes); read_file only reads text files."
-        )
-    try:
-        text = codecs.getincrementaldecoder("utf-8")().decode(raw, final=complete)
-    except UnicodeDecodeError as exc:
-        raise ToolFailure(
-            "invalid_arguments", f"{name!r} is not UTF-8 text (bad byte at {exc.start}); read_file only reads text."
-        ) from exc
-    truncated = not complete or len(text) > limit
-    if truncated:
-        text = text[:limit] + f"\n[... file truncated: showing the first {limit} characters of {size} bytes ...]"
-    summary = f"read_file {name}: {size} bytes" + (" (truncated)" if truncated else "")
-    return ToolResult.success(text, summary)
+        size = max(info.st_size, os.fstat(fh.fileno()).st_size)
+        if b"\x00" in fh.read(_BINARY_PROBE):
+            raise ToolFailure(
+                "invalid_arguments", f"{name!r} is a binary file ({size} bytes); read_file only reads text files."
+            )
+        fh.seek(0)
+        page = _read_page(fh, name, offset, limit, budget)
+    return _page_result(name, size, offset, *page)
+
+
+def _read_page(
+    fh: io.BufferedReader, name: str, offset: int, limit: int | None, budget: int
+) -> tuple[str, int, int, bool]:
+    """(text of lines offset.., lines shown, total lines, whether the last shown line was cut)."""
+    line_no = 0
+    while line_no < offset - 1:  # skip whole lines without holding them
+        chunk = fh.readline(1 << 16)
+        if not chunk:
+            break
+        if chunk.endswith(b"\n") or not fh.peek(1):  # a last line without a newline counts too
+            line_no += 1
+    shown: list[str] = []
+    used, cut = 0, False
+    while limit is None or len(shown) < limit:
+        raw = fh.readline(budget * 4 + 1)
+        if not raw:
+            break
+        try:
+            partial = len(raw) > budget * 4 and not raw.endswith(b"\n")  # a line longer than a page
+            text = codecs.getincrementaldecoder("utf-8")().decode(raw, final=not partial)
+        except UnicodeDecodeError as exc:
+            raise ToolFailure(
+                "invalid_arguments", f"{name!r} is not UTF-8 text (bad byte in line {line_no + len(shown) + 1})."
+            ) from exc
+        if used + len(text) > budget:
+            if shown:
+                fh.seek(-len(raw), os.SEEK_CUR)  # the line belongs to the next page
+                break
+            text, cut = text[:budget] + "\n", True  # one line longer than a page: show its start
+            while raw and not raw.endswith(b"\n"):
+                raw = fh.readline(1 << 16)
+        shown.append(text)
+        used += len(text)
+        if cut:
+            break
+    rest, tail = 0, b""
+    for chunk in iter(lambda: fh.read(1 << 20), b""):  # count the remaining lines, a chunk at a time
+        rest, tail = rest + chunk.count(b"\n"), chunk
+    if tail and not tail.endswith(b"\n"):
+        rest += 1
+    return "".join(shown), len(shown), line_no + len(shown) + rest, cut
+
+
+def _page_result(name: str, size: int, offset: int, text: str, count: int, total: int, cut: bool) -> ToolResult:
+    last = offset + count - 1
+    if count == 0:
+        if offset == 1:
+            return ToolResult.success("", f"read_file {name}: empty file")
+        raise ToolFailure("invalid_arguments", f"{name!r} has {total} lines; offset {offset} is past the end.")
+    notes = []
+    if cut:
+        notes.append(f"line {last} is longer than one page and was cut")
+    if last < total:
+        notes.append(f"showing lines {offset}-{last} of {total}; call read_file with offset={last + 1} to read on")
+    if notes:
+        text = text + f"[... {'; '.join(notes)} ...]"
+    elif offset > 1:
+        text = text + f"[... lines {offset}-{last} of {total}: end of file ...]"
+    first_line = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    summary = f"read_file {name}: lines {offset}-{last} of {total} ({size} bytes)"
+    if last < total:
+        summary += f", next offset={last + 1}"
+    return ToolResult.success(text, summary + (f"; {first_line[:60]}" if first_line else ""))
 
 
 @tool

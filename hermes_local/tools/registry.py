@@ -21,7 +21,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, create_model
 
 Permission = Literal["read", "write", "dangerous"]
-ErrorKind = Literal["invalid_arguments", "permission_denied", "timeout", "not_found", "tool_error"]
+ErrorKind = Literal["invalid_arguments", "permission_denied", "timeout", "not_found", "tool_error", "loop"]
 
 
 def arguments_digest(name: str, arguments: dict[str, Any]) -> str:
@@ -62,6 +62,7 @@ class ToolResult:
     error: str | None = None
     error_kind: ErrorKind | None = None
     approval: str = ""
+    cached: bool = False  # an earlier identical call's result, returned without running the tool again
 
     @classmethod
     def success(cls, data: Any, summary: str) -> ToolResult:
@@ -81,6 +82,7 @@ class ToolResult:
             d.get("error"),
             d.get("error_kind"),
             str(d.get("approval") or ""),
+            bool(d.get("cached")),
         )
 
     def envelope(self) -> dict[str, Any]:
@@ -102,6 +104,9 @@ class Tool:
     timeout: float | None = None
     repeatable: bool = False
     context_param: str | None = None
+    volatile: bool = False  # its answer changes by itself (the clock): never served from the result cache
+    cache_ttl: float | None = None  # seconds an identical read call's result is reused across runs (off: None)
+    exclusive: bool = False  # never run concurrently with other calls (e.g. it talks to the user)
 
     def schema(self) -> dict[str, Any]:
         """OpenAI/Hermes function signature shown to the model inside <tools>."""
@@ -161,8 +166,15 @@ def tool(
     permission: Permission = "read",
     timeout: float | None = None,
     repeatable: bool = False,
+    volatile: bool = False,
+    cache_ttl: float | None = None,
+    exclusive: bool = False,
 ) -> Any:
-    """Decorator: `@tool` or `@tool(permission="write", timeout=10)`. Returns the `Tool`."""
+    """Decorator: `@tool` or `@tool(permission="write", timeout=10)`. Returns the `Tool`.
+
+    `volatile` read tools are never cached; `cache_ttl` (seconds) lets a read tool's results be
+    reused across runs; `exclusive` tools never run concurrently with other calls of the same turn.
+    """
 
     def wrap(fn: Callable[..., Any]) -> Tool:
         from pydantic import Field
@@ -190,6 +202,9 @@ def tool(
             timeout=timeout,
             repeatable=repeatable,
             context_param=context_param,
+            volatile=volatile,
+            cache_ttl=cache_ttl,
+            exclusive=exclusive,
         )
 
     return wrap(function) if function is not None else wrap
