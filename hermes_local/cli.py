@@ -16,15 +16,20 @@ import typer
 from hermes_local.cli_common import (
     AllowHostOpt,
     AllowOpt,
+    AnswerGuardOpt,
+    AnswerTemperatureOpt,
     DbOpt,
     GpuOpt,
     HermesGroup,
+    InstructionsOpt,
     ModelOpt,
     NCtxOpt,
+    TemperatureOpt,
     ToolsModuleOpt,
     WorkspaceOpt,
     YesOpt,
     fail,
+    read_instructions,
 )
 from hermes_local.config import load_settings
 from hermes_local.errors import HermesError
@@ -131,7 +136,10 @@ def run(
     no_grammar: Annotated[
         bool, typer.Option("--no-grammar", help="Do not constrain tool calls with a grammar.")
     ] = False,
-    temperature: Annotated[float | None, typer.Option(help="Sampling temperature (default 0.2).")] = None,
+    temperature: TemperatureOpt = None,
+    answer_temperature: AnswerTemperatureOpt = None,
+    answer_guard: AnswerGuardOpt = None,
+    instructions: InstructionsOpt = None,
     yes: YesOpt = False,
     allow: AllowOpt = None,
     tools_module: ToolsModuleOpt = None,
@@ -158,6 +166,9 @@ def run(
         rpc_servers=rpc_servers,
         tool_choice=tool_choice,
         temperature=temperature,
+        answer_temperature=answer_temperature,
+        answer_guard=answer_guard,
+        instructions=read_instructions(instructions),
         grammar=False if no_grammar else None,
     )
     llm, agent, session = _prepare(
@@ -197,16 +208,39 @@ def run(
 @app.command()
 def chat(
     model: ModelOpt = None,
+    max_steps: Annotated[int | None, typer.Option(help="Most model calls per message (default 8).")] = None,
     n_ctx: NCtxOpt = None,
     n_gpu_layers: GpuOpt = None,
     workspace: WorkspaceOpt = Path("."),
+    tool_choice: Annotated[
+        str | None, typer.Option(help="auto: model decides; required: every step calls a tool; none: no tools.")
+    ] = None,
+    no_grammar: Annotated[
+        bool, typer.Option("--no-grammar", help="Do not constrain tool calls with a grammar.")
+    ] = False,
+    temperature: TemperatureOpt = None,
+    answer_temperature: AnswerTemperatureOpt = None,
+    answer_guard: AnswerGuardOpt = None,
+    instructions: InstructionsOpt = None,
     yes: YesOpt = False,
     allow: AllowOpt = None,
     tools_module: ToolsModuleOpt = None,
     db: DbOpt = None,
+    allow_host: AllowHostOpt = None,
 ) -> None:
     """Interactive multi-turn chat with tools. /reset starts over, /exit (or Ctrl-D) quits."""
-    overrides = dict(model=model, n_ctx=n_ctx, n_gpu_layers=n_gpu_layers)
+    overrides = dict(
+        model=model,
+        max_steps=max_steps,
+        n_ctx=n_ctx,
+        n_gpu_layers=n_gpu_layers,
+        tool_choice=tool_choice,
+        temperature=temperature,
+        answer_temperature=answer_temperature,
+        answer_guard=answer_guard,
+        instructions=read_instructions(instructions),
+        grammar=False if no_grammar else None,
+    )
     llm, agent, session = _prepare(
         overrides,
         workspace=workspace,
@@ -214,7 +248,7 @@ def chat(
         allow=allow,
         tools_module=tools_module,
         db=db,
-        allow_host=None,
+        allow_host=allow_host,
         as_json=False,
     )
     memory = None

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 import typer
 from typer.core import TyperGroup
 
-from hermes_local.errors import HermesError
+from hermes_local.errors import HermesError, UserError
 from hermes_local.textsafe import terminal_safe
 
 if TYPE_CHECKING:  # typer >= 0.29 vendors click; only the type checker needs its Context
@@ -62,4 +62,31 @@ DbOpt = Annotated[Path | None, typer.Option(help="SQLite database for query_data
 AllowHostOpt = Annotated[
     list[str] | None, typer.Option(help="Host http_get may reach (repeatable; default: none, offline).")
 ]
+InstructionsOpt = Annotated[
+    str | None,
+    typer.Option(help="Standing rules for the agent: TEXT, or @FILE to read them from a file (config: instructions)."),
+]
+TemperatureOpt = Annotated[float | None, typer.Option(help="Sampling temperature of tool-call steps (default 0.2).")]
+AnswerTemperatureOpt = Annotated[
+    float | None, typer.Option(help="Sampling temperature of final answers (default 0.7).")
+]
+AnswerGuardOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--answer-guard/--no-answer-guard", help="Send back once an answer given without a tool the goal needs."
+    ),
+]
+
+
+def read_instructions(value: str | None) -> str | None:
+    """`--instructions` text, or the contents of FILE for `@FILE`; None when not given."""
+    if value is None or not value.startswith("@"):
+        return value
+    path = Path(value[1:]).expanduser()
+    try:
+        return path.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"--instructions {value}: cannot read {path} ({exc}); give an existing text file") from exc
+
+
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON.")]

@@ -50,7 +50,11 @@ class Settings(BaseModel):
     main_gpu: int = 0
     tensor_split: list[float] | None = None
     rpc_servers: str | None = None
-    temperature: float = Field(0.2, ge=0.0)
+    temperature: float = Field(0.2, ge=0.0)  # tool-call steps
+    answer_temperature: float = Field(0.7, ge=0.0)  # final answers (the step-limit request) and workflow summaries
+    answer_guard: bool = True  # send back once an answer given without any tool call when the goal needs a tool
+    instructions: str = ""  # the user's standing rules, added to the system prompt
+    cache_ttl: dict[str, float] = Field(default_factory=dict)  # tool name -> seconds its read results are reused
     max_tokens: int = Field(512, ge=1)
     max_steps: int = Field(8, ge=1)
     reminder_every: int = Field(3, ge=0)  # goal reminder every N steps; 0 = never
@@ -76,6 +80,9 @@ def _env_overrides() -> dict[str, Any]:
             continue
         if field.annotation in (list[str], list[str] | None, list[float] | None):
             out[name] = [part.strip() for part in raw.split(",") if part.strip()]
+        elif field.annotation == dict[str, float]:  # NAME=SECONDS,NAME=SECONDS
+            pairs = (part.partition("=") for part in raw.split(",") if part.strip())
+            out[name] = {k.strip(): v.strip() for k, _, v in pairs}
         else:
             out[name] = raw
     return out

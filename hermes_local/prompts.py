@@ -1,7 +1,9 @@
 """Jinja templates from `prompts/` rendered into trusted/untrusted segments, then token ids.
 
 Template text is trusted framing; every `{{ expression }}` is untrusted content unless it is
-already a `Segments` value rendered by another template. Tokenization turns only the special-token
+already a `Segments` value rendered by another template. A `NAME.jinja` in
+`$HERMES_LOCAL_HOME/prompts/` overrides the shipped template of that name (`check_overrides`
+validates them at start). Tokenization turns only the special-token
 strings found in *framing* (`<|im_start|>`, `<|im_end|>`, and `<tool_call>`-style tags where the
 vocabulary has them as special tokens) into special ids; all other text, including content that
 spells `<|im_end|>`, is tokenized as plain text. Plain runs between special tokens are tokenized
@@ -15,11 +17,13 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 import jinja2
 
-from hermes_local.config import data_path
+from hermes_local.config import data_path, home_dir
+from hermes_local.errors import UserError
 from hermes_local.llm import LLM
 from hermes_local.textsafe import scrub_surrogates
 
@@ -66,9 +70,16 @@ def _loader_root() -> str:
     return str(data_path("prompts"))
 
 
+def overrides_dir() -> Path:
+    """`$HERMES_LOCAL_HOME/prompts/`: a NAME.jinja there replaces the shipped template of that name."""
+    return home_dir() / "prompts"
+
+
 def _environment(state: _RenderState) -> jinja2.Environment:
     env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(_loader_root()),
+        loader=jinja2.ChoiceLoader(
+            [jinja2.FileSystemLoader(str(overrides_dir())), jinja2.FileSystemLoader(_loader_root())]
+        ),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
         trim_blocks=True,
@@ -98,6 +109,28 @@ def render(template_name: str, **context: Any) -> Segments:
 
 def template_names() -> list[str]:
     return sorted(p.name for p in data_path("prompts").glob("*.jinja"))
+
+
+def check_overrides() -> list[str]:
+    """Names of the user's template overrides; a misnamed or unparsable one is a `UserError` (one line)."""
+    folder = overrides_dir()
+    if not folder.is_dir():
+        return []
+    shipped = set(template_names())
+    found = []
+    for path in sorted(folder.glob("*.jinja")):
+        if path.name not in shipped:
+            raise UserError(
+                f"prompt override {path} does not replace a shipped template ({', '.join(sorted(shipped))})"
+            )
+        try:
+            _environment(_RenderState()).parse(path.read_text(encoding="utf-8"))
+        except jinja2.TemplateSyntaxError as exc:
+            raise UserError(f"prompt override {path} line {exc.lineno}: {exc.message}; fix or delete it") from exc
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UserError(f"prompt override {path} cannot be read ({exc}); fix or delete it") from exc
+        found.append(path.name)
+    return found
 
 
 def to_tokens(segments: Sequence[Segment], llm: LLM, *, add_bos: bool = True) -> list[int]:

@@ -107,8 +107,13 @@ def build_agent(
     on_event: EventSink | None = None,
     db_path: Path | None = None,
 ) -> Agent:
+    from hermes_local.config import home_dir
     from hermes_local.longterm import LongTermMemory
+    from hermes_local.prompts import check_overrides
+    from hermes_local.tools.cache import ResultCache
+    from hermes_local.tools.interaction import ASK_USER_KEY, ask_on_terminal
 
+    check_overrides()
     if not workspace.is_dir():
         raise UserError(f"workspace {workspace} is not a directory; create it or pass --workspace DIR")
     context = ToolContext(
@@ -124,7 +129,10 @@ def build_agent(
         registry=registry or default_registry(),
         context=context,
         approver=approver or Approver(allow=settings.allow_tools, deny=settings.deny_tools),
+        cache=ResultCache(ttl=dict(settings.cache_ttl), store=home_dir() / "cache"),
     )
+    if executor.approver.interactive:  # a person at a terminal can answer ask_user
+        context.extras[ASK_USER_KEY] = ask_on_terminal
     agent = Agent(
         llm,
         executor,
@@ -133,4 +141,11 @@ def build_agent(
         recall=lambda goal: [f.text for f in longterm.search(goal, limit=3)],
     )
     agent.closers.append(longterm.close)
+    try:
+        agent.system_prompt()  # a prompt override that fails to render is the user's to fix, now
+    except Exception as exc:  # noqa: BLE001 - jinja raises many kinds
+        agent.close()
+        raise UserError(
+            f"the system prompt does not render ({type(exc).__name__}: {exc}); check {home_dir() / 'prompts'}"
+        ) from exc
     return agent
