@@ -162,7 +162,14 @@ class ReplayLLM:
         prompt_text = self.detokenize(prompt)
         self.prompts.append(prompt)
         self.prompt_texts.append(prompt_text)
-        self.calls.append({"grammar": grammar, "grammar_trigger": grammar_trigger, "max_tokens": max_tokens})
+        self.calls.append(
+            {
+                "grammar": grammar,
+                "grammar_trigger": grammar_trigger,
+                "max_tokens": max_tokens,
+                "temperature": temperature,
+            }
+        )
         prefill = prompt_text.rsplit("<|im_start|>assistant\n", 1)[-1]
         if prefill and text.startswith(prefill):
             text = text[len(prefill) :]
