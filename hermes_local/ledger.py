@@ -20,6 +20,7 @@ from hermes_local.events import ToolOutcome
 
 KEY_ARGUMENTS = ("path", "sql", "url", "command", "question", "fact", "content", "answer")
 FINDING_CHARS = 90
+SHORT_FINDING_CHARS = 44  # older steps keep a shortened finding
 _WORD = re.compile(r"\w{3,}", re.UNICODE)
 
 
@@ -76,8 +77,9 @@ def ledger_line(o: ToolOutcome, goal: str = "", purpose: str = "", *, detailed: 
     why = f" ({_clip(purpose, 50)})" if purpose and detailed else ""
     if detailed:
         return f"step {o.step}: {what}{why} → {finding(o, goal)}"
-    status = "cached" if o.result.cached else ("ok" if o.ok else f"failed ({o.error_kind})")
-    return f"step {o.step}: {what} {status}"
+    if not o.ok:
+        return f"step {o.step}: {what} failed ({o.error_kind})"
+    return f"step {o.step}: {what} ok: {_clip(finding(o, goal), SHORT_FINDING_CHARS)}"
 
 
 def ledger_lines(
@@ -92,7 +94,7 @@ def ledger_lines(
     older = [o for o in entries[:cut] if o.name != "invalid_tool_call"]
     recent = [ledger_line(o, goal, purposes.get(o.step, "")) for o in entries[cut:]]
     if len(older) <= max_short:
-        return [ledger_line(o, detailed=False) for o in older] + recent
+        return [ledger_line(o, goal, detailed=False) for o in older] + recent
     runs: list[list[ToolOutcome]] = []
     for o in older:
         if runs and runs[-1][0].name == o.name:
