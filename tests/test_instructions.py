@@ -1,4 +1,4 @@
-"""User instructions (--instructions TEXT|@FILE, config), prompt overrides in $HERMES_LOCAL_HOME/prompts, chat options."""
+"""User instructions (--instructions TEXT|@FILE, config), prompt overrides in the home, chat options."""
 
 from __future__ import annotations
 
