@@ -29,6 +29,7 @@ from hermes_local.errors import UserError
 from hermes_local.events import (
     Compaction,
     Event,
+    Guarded,
     LLMCall,
     RunEnd,
     RunResumed,
@@ -217,7 +218,10 @@ def describe_event(e: Event) -> str | None:
     if isinstance(e, ToolCallStarted):
         return f"   → {_one_line(e.name, 80)}({_one_line(json.dumps(e.arguments, ensure_ascii=False, default=str))})"
     if isinstance(e, ToolFinished):
-        return f"     {'✓' if e.outcome.ok else '✗'} {_one_line(e.outcome.summary)}"
+        cached = " (cached)" if e.outcome.result.cached else ""
+        return f"     {'✓' if e.outcome.ok else '✗'} {_one_line(e.outcome.summary)}{cached}"
+    if isinstance(e, Guarded):
+        return f"   (answer sent back: the goal needs a tool such as {_one_line(e.tool, 80)})"
     if isinstance(e, Compaction):
         return f"   (memory compacted through step {e.through_step})"
     if isinstance(e, RunEnd):
