@@ -20,7 +20,7 @@ from hermes_local.events import ToolOutcome
 
 KEY_ARGUMENTS = ("path", "sql", "url", "command", "question", "fact", "content", "answer")
 FINDING_CHARS = 90
-SHORT_FINDING_CHARS = 44  # older steps keep a shortened finding
+SHORT_FINDING_CHARS = 40  # older steps keep a shortened finding
 _WORD = re.compile(r"\w{3,}", re.UNICODE)
 
 
@@ -67,6 +67,7 @@ def finding(o: ToolOutcome, goal: str = "") -> str:
         if isinstance(data.get("entries"), list):
             names = ", ".join(str(e.get("name")) for e in data["entries"][:6] if isinstance(e, Mapping))
             return _clip(f"{len(data['entries'])} entries: {names}", FINDING_CHARS)
+        return _clip(", ".join(f"{k}={v}" for k, v in data.items()), FINDING_CHARS)
     summary = o.summary.split(" -> ", 1)[-1] if " -> " in o.summary else o.summary
     return _clip(summary or json.dumps(data, ensure_ascii=False, default=str), FINDING_CHARS)
 

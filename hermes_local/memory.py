@@ -99,7 +99,7 @@ class Memory:
     plan_current: str = ""
     plan_todo: str = ""
     summary_detail: int = 12  # ledger entries shown with their findings in the summary; older ones shortened
-    progress_detail: int = 6  # ledger entries shown with their findings in each tool turn's progress block
+    progress_detail: int = 2  # ledger entries shown with their findings in each tool turn's progress block
     purposes: dict[int, str] = field(default_factory=dict)  # step -> what the model said it was for
     on_turn: TurnSink | None = None
 
@@ -173,7 +173,7 @@ class Memory:
                 self.goal,
                 self.purposes,
                 self.progress_detail,
-                max_short=8,
+                max_short=2,  # older steps are grouped: the block stays short, so each turn costs O(1)
             ),
             current=self.plan_current,
             todo=self.plan_todo,
