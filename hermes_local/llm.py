@@ -27,6 +27,8 @@ DEFAULT_STOP = ("<|im_end|>", "<|im_start|>", "<|endoftext|>")
 
 @dataclass
 class Usage:
+    """Token counts and timing of one or more model calls."""
+
     prompt_tokens: int = 0
     prompt_tokens_evaluated: int = 0
     completion_tokens: int = 0
@@ -36,6 +38,8 @@ class Usage:
 
 @dataclass
 class Completion:
+    """What one model call produced: text, token ids, usage and why it stopped."""
+
     text: str
     tokens: list[int] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)

@@ -22,12 +22,16 @@ _WORD = re.compile(r"[^\W_]{3,}", re.UNICODE)
 
 @dataclass
 class Fact:
+    """One remembered fact with its id."""
+
     id: int
     text: str
     created: float
 
 
 class LongTermMemory:
+    """Facts kept across sessions in SQLite FTS5 under HERMES_LOCAL_HOME."""
+
     def __init__(self, path: Path | None = None) -> None:
         self.path = path or home_dir() / "memory.db"
         self.path.parent.mkdir(parents=True, exist_ok=True)

@@ -104,6 +104,8 @@ def _render_responses(responses: list[dict[str, Any]], cap: int | None, summariz
 
 @dataclass
 class Memory:
+    """The history of one run: fixed prefix, ledger, turns and compaction state."""
+
     system: Segments
     goal: str
     recalled: list[str] = field(default_factory=list)

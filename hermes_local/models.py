@@ -52,6 +52,8 @@ def embedded_model_path() -> Path:
 
 # -- the registry ------------------------------------------------------------------------------
 class QuantSpec(BaseModel):
+    """One downloadable quant of a registry model: file, size and checksum."""
+
     model_config = ConfigDict(extra="forbid")
 
     file: str = Field(min_length=1)
@@ -60,6 +62,8 @@ class QuantSpec(BaseModel):
 
 
 class ModelEntry(BaseModel):
+    """One models.toml entry: repository, quants, formats and load settings."""
+
     model_config = ConfigDict(extra="forbid")
 
     description: str = ""
@@ -88,6 +92,8 @@ class ModelEntry(BaseModel):
 
 
 class Registry(BaseModel):
+    """The whole model registry (shipped models.toml plus the user's)."""
+
     model_config = ConfigDict(extra="forbid")
 
     models: dict[str, ModelEntry]

@@ -82,12 +82,16 @@ _Scan = tuple[int, list[str], str]
 
 @dataclass
 class ToolCall:
+    """A parsed tool call: tool name and arguments."""
+
     name: str
     arguments: dict[str, Any]
 
 
 @dataclass
 class ParseResult:
+    """What parsing a reply found: tool calls, the remaining text and errors."""
+
     calls: list[ToolCall] = field(default_factory=list)
     text: str = ""
     errors: list[str] = field(default_factory=list)

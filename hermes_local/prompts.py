@@ -29,6 +29,8 @@ SPECIAL_CANDIDATE = re.compile(r"<\|[^|<>\s]{1,40}\|>|</?(?:tool_call|tool_respo
 
 @dataclass(frozen=True)
 class Segment:
+    """A piece of prompt text and whether it is trusted framing."""
+
     text: str
     trusted: bool
 

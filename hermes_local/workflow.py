@@ -93,6 +93,8 @@ def _step(step_id: str, tool: str, status: str, result: ToolResult, params: Any 
 
 @dataclass
 class WorkflowResult:
+    """The outcomes of one workflow run, in step order."""
+
     name: str
     session_id: str
     outcomes: list[StepOutcome] = field(default_factory=list)

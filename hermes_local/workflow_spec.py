@@ -30,6 +30,8 @@ _SINGLE_EXPRESSION = re.compile(r"^\s*\{\{(?P<expr>(?:(?!\{\{|\}\}|\{%|%\}).)*)\
 
 
 class StepSpec(BaseModel):
+    """One `[[steps]]` entry of a workflow file."""
+
     model_config = ConfigDict(extra="forbid")
 
     id: str = Field(pattern=STEP_ID_PATTERN)
@@ -41,6 +43,8 @@ class StepSpec(BaseModel):
 
 
 class WorkflowSpec(BaseModel):
+    """The validated contents of a workflow file."""
+
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(pattern=NAME_PATTERN)
@@ -52,6 +56,8 @@ class WorkflowSpec(BaseModel):
 
 @dataclass
 class Workflow:
+    """A loaded workflow: steps in run order, variables and the tool registry."""
+
     name: str
     path: Path
     steps: list[StepSpec]  # in the order they run (topological, file order among equals)

@@ -35,6 +35,8 @@ def ask_on_terminal(t: Tool, arguments: dict[str, Any]) -> str:
 
 
 class Approver:
+    """Decides whether a write or dangerous call may run (flags, policy, or asking)."""
+
     def __init__(
         self,
         *,

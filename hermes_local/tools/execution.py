@@ -31,6 +31,8 @@ MAX_ERROR_CHARS = 1500
 
 @dataclass
 class Executor:
+    """Runs tool calls: look up, validate, approve, run with limits, one envelope."""
+
     registry: ToolRegistry
     context: ToolContext
     approver: Approver = field(default_factory=lambda: Approver(interactive=False))

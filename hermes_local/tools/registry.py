@@ -94,6 +94,8 @@ class ToolResult:
 
 @dataclass
 class Tool:
+    """A callable tool: name, description, argument model, permission and limits."""
+
     name: str
     description: str
     function: Callable[..., Any]
