@@ -55,11 +55,10 @@ _THINK_OPEN, _THINK_END = re.compile(r"<think>", re.I), re.compile(r"</think>", 
 _FN_NAME = re.compile(r"\s*([A-Za-z_][\w.\-]*)\s*</function>", re.I)
 _NAME_JSON = re.compile(r"([A-Za-z_][\w.\-]*)\s*(?=\{)")
 _MISTRAL_ARGS = re.compile(r"([A-Za-z_][\w.\-]*)\s*\[ARGS\]")
-_PARAM = re.compile(
-    r"\s*<parameter(?:=(?P<k>[^>]+)|\s+name\s*=\s*[\"'](?P<a>[^\"']+)[\"']\s*)>(?P<v>.*?)"
-    r"(?:(?P<e></parameter>)|(?=\s*<parameter[=\s])|(?=\s*</function>)|\Z)",
-    re.S | re.I,
-)
+_PARAM = re.compile(r"\s*<parameter(?:=(?P<k>[^>]+)|\s+name\s*=\s*[\"'](?P<a>[^\"']+)[\"']\s*)>", re.I)
+# Where a parameter value ends; whitespace before a next tag is not part of the value. Searched once per
+# value (a lazy `.*?` with a `\s*` lookahead re-scanned every whitespace run: quadratic on padding).
+_PARAM_END = re.compile(r"</parameter>|<parameter[=\s]|</function>", re.I)
 _LEFTOVER = re.compile(r"<\|im_start\|>(?:[a-z]+\n)?|<\|[a-z_]+\|>|</s>", re.I)
 _CUT_TAIL = re.compile(r"<\s*([a-z_]{4,})\Z", re.I)
 _CALLISH = re.compile(r"name|function|tool", re.I)
@@ -148,6 +147,8 @@ def _decode(src: str) -> tuple[Any, str | None]:
         why = f"{exc.msg} at character {exc.pos}"
     except RecursionError:
         return None, "it is nested too deeply"
+    except ValueError:  # an integer over Python's digit limit (4300): ast would refuse it too
+        return None, "a number in it has too many digits; send long numbers as strings"
 
     for py in (False, True):
         fixed = _TOKENS.sub(lambda m, py=py: _fix_token(m, py), src)
@@ -168,12 +169,15 @@ def _fix_token(m: re.Match[str], py: bool) -> str:
 def _value(s: str, i: int, scanned: _Scan | None = None) -> tuple[Any, str | None, int, bool]:
     """Decode the value opening at s[i]: (value, why not, end, whether the block end must be searched for)."""
     if scanned is None:  # inside tags a well-formed value is the common case: try it at C speed first
-        try:
-            value, end = _DECODER.raw_decode(s, i)
-            return value, None, end, False
-        except (ValueError, RecursionError):
-            pass
-    end, owed, state = scanned or _scan(s, i)
+        scanned = _scan(s, i)
+        if not scanned[2]:  # decode only the scanned extent: a JSON error counts lines from the start of
+            try:  # the text it is given, which made many failed values quadratic in the reply's length
+                value, used = _DECODER.raw_decode(s[i : scanned[0]])
+                if used == scanned[0] - i:
+                    return value, None, scanned[0], False
+            except (ValueError, RecursionError):
+                pass
+    end, owed, state = scanned
     if state == "string":
         return None, "it was cut off inside a string, so it cannot be completed", end, True
     if state == "mismatch":
@@ -220,6 +224,12 @@ def _call(obj: Any) -> ToolCall | str:
         args = {}
     if not isinstance(args, dict):
         return _error(f'"{key}" was of type {type(args).__name__}', shape=True)
+    try:  # a `\ud800` escape decodes to a lone surrogate, which is not text: no file name, log line or reply
+        json.dumps([name, args], ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return _error("it contains a lone surrogate escape such as \\ud800, which is not a character")
+    except (RecursionError, ValueError):
+        return _error("it is nested too deeply")
     return ToolCall(name.strip(), args)
 
 
@@ -233,12 +243,15 @@ def _params(s: str, pos: int) -> tuple[dict[str, Any], int, bool]:
     """`<parameter=k>v</parameter>` children -> (arguments, end, cut off inside a value)."""
     args: dict[str, Any] = {}
     while (m := _PARAM.match(s, pos)) is not None:
-        if m.group("e") is None and m.end() == len(s):
+        stop = _PARAM_END.search(s, m.end())
+        if stop is None:
             return args, len(s), True
-        raw = m.group("v").removeprefix("\n").removesuffix("\n")
+        closed = stop.group().lower() == "</parameter>"
+        raw = s[m.end() : stop.start()] if closed else s[m.end() : stop.start()].rstrip()
+        raw = raw.removeprefix("\n").removesuffix("\n")
         value, why = _decode(raw.strip()) if raw.strip()[:1] in ("{", "[") else (raw, None)
         args[(m.group("k") or m.group("a")).strip()] = raw if why else value
-        pos = m.end()
+        pos = stop.end() if closed else m.end() + len(s[m.end() : stop.start()].rstrip())
     return args, pos, False
 
 

@@ -7,7 +7,7 @@ why, and a tool that does not is abandoned shortly after. Results longer than th
 `output_cap` are cut to a head and a tail with a notice. A write/dangerous call repeated with
 identical arguments in one run returns the first result instead of running twice, unless the tool
 is `repeatable` (failed calls may be retried). Does not parse model output or talk to the LLM, and
-does not sandbox tools: confinement is each tool's job (see `tools/paths.py`).
+does not sandbox tools: confinement is each tool's job (see `tools/confined.py`).
 """
 
 from __future__ import annotations

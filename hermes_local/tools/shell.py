@@ -17,8 +17,8 @@ import signal
 import subprocess
 import time
 
+from hermes_local.tools.confined import workspace_root
 from hermes_local.tools.limits import HeadTailBuffer
-from hermes_local.tools.paths import workspace_root
 from hermes_local.tools.registry import ToolContext, ToolFailure, ToolResult, tool
 
 # After the command exits, how long background children may keep the pipes open before they are killed.
