@@ -6,8 +6,11 @@ resource limits of `sandbox.Limits` (setrlimit), and membership of a fresh pids 
 process may create one (`PidsCage`: caps the process count even for root, whom RLIMIT_NPROC does not
 bind, and finds descendants that left the process group with `setsid`). Every live command is in a
 registry; `kill_all()` runs from SIGINT/SIGTERM handlers (`install_signal_handlers`) and at exit.
-Without bwrap (see `sandbox.py`) a grandchild that calls `setsid` and the agent is then SIGKILLed can
-survive when no cgroup is available: that is the case the sandbox's PID namespace closes.
+A small reaper process (started on the first spawn, in its own session) holds the other end of a
+pipe: when the agent dies in a way no handler sees (SIGKILL, OOM killer), it reads EOF and kills the
+process groups and cages that were still live. Without bwrap (see `sandbox.py`) and without a pids
+cgroup, a grandchild that left the process group (`setsid`) can outlive a SIGKILLed agent: that is
+the case the sandbox's PID namespace closes.
 Does not decide what runs or where (sandbox.py, tools/shell.py).
 """
 
@@ -20,6 +23,7 @@ import itertools
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -95,6 +99,74 @@ def _handler(signum: int, previous: Any) -> Callable[[int, Any], None]:
 
     handle._hermes_kills_tools = True  # type: ignore[attr-defined]
     return handle
+
+
+# -- the reaper: kills what is left when the agent dies without running any handler (SIGKILL) ------
+
+REAPER = """
+import os, signal, sys, time
+for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+    signal.signal(s, signal.SIG_IGN)
+live = {}
+for line in sys.stdin:
+    op, _, rest = line.rstrip("\\n").partition(" ")
+    pgid, _, cage = rest.partition(" ")
+    if op == "+":
+        live[pgid] = cage
+    else:
+        live.pop(pgid, None)
+for pgid, cage in live.items():
+    try:
+        os.killpg(int(pgid), signal.SIGKILL)
+    except OSError:
+        pass
+    for _ in range(100 if cage else 0):
+        try:
+            pids = open(os.path.join(cage, "cgroup.procs")).read().split()
+        except OSError:
+            break
+        if not pids:
+            break
+        for pid in pids:
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except OSError:
+                pass
+        time.sleep(0.01)
+    for _ in range(50 if cage else 0):
+        try:
+            os.rmdir(cage)
+            break
+        except FileNotFoundError:
+            break
+        except OSError:
+            time.sleep(0.02)
+"""
+_reaper: list[subprocess.Popen] = []
+
+
+def _tell_reaper(line: str) -> None:
+    """Send one line to the reaper process, starting it on first use (best effort: never fails a call)."""
+    with _lock:
+        try:
+            if not _reaper or _reaper[0].poll() is not None:
+                _reaper[:] = [
+                    subprocess.Popen(
+                        [sys.executable, "-I", "-S", "-c", REAPER],
+                        stdin=subprocess.PIPE,
+                        stdout=subprocess.DEVNULL,
+                        stderr=subprocess.DEVNULL,
+                        start_new_session=True,
+                        close_fds=True,
+                        text=True,
+                    )
+                ]
+            stdin = _reaper[0].stdin
+            assert stdin is not None
+            stdin.write(line + "\n")
+            stdin.flush()
+        except (OSError, ValueError, AssertionError):
+            pass
 
 
 # -- pids cgroup ----------------------------------------------------------------------------------
@@ -263,6 +335,7 @@ class Running:
         if self.cage is not None:
             self.cage.remove()
         unregister(self.token)
+        _tell_reaper(f"- {self.proc.pid}")
         self.closed = True
 
 
@@ -289,4 +362,5 @@ def spawn(
         raise
     running = Running(proc, cage)
     running.token = register(running.kill)
+    _tell_reaper(f"+ {proc.pid} {cage.path if cage else ''}".rstrip())
     return running
