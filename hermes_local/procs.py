@@ -41,7 +41,7 @@ _counter = itertools.count(1)
 # -- the registry of live commands ----------------------------------------------------------------
 
 _live: dict[int, Callable[[], None]] = {}
-_lock = threading.Lock()
+_lock = threading.RLock()  # re-entrant: kill_all may run in a signal handler on the thread holding it
 
 
 def register(killer: Callable[[], None]) -> int:

@@ -242,7 +242,9 @@ class SandboxPolicy:
             return f"bwrap (sandbox = {self.mode}): {why}"
         if self.mode == "bwrap":
             return f"NONE, commands are refused (sandbox = bwrap): {why}"
-        return f"none, commands run unsandboxed (sandbox = {self.mode}): {why}"
+        if self.mode == "off":
+            return "none (sandbox = off): commands run with your rights, limited and with the filtered environment"
+        return f"none, commands run unsandboxed (sandbox = auto): {why}"
 
     def approval_note(self, *, allow_network: bool = False, writable: bool = True) -> str:
         """The line the approval prompt shows: sandboxed or not, and with which exceptions."""

@@ -243,3 +243,22 @@ def test_sandbox_settings_from_file_env_and_errors(monkeypatch: pytest.MonkeyPat
     monkeypatch.setenv("HERMES_LOCAL_SANDBOX_LIMITS", "processes")
     with pytest.raises(UserError, match="name=value"):
         load_settings()
+
+
+def test_doctor_reports_the_sandbox_in_force(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from test_gguf import make_gguf
+    from typer.testing import CliRunner
+
+    from hermes_local.cli import app
+
+    model = tmp_path / "tiny.gguf"
+    model.write_bytes(make_gguf())
+    runner = CliRunner()
+    res = runner.invoke(app, ["doctor", "--model", str(model), "--no-speed"])
+    line = next(x for x in res.stdout.splitlines() if x.startswith("sandbox:"))
+    assert ("bwrap (sandbox = auto)" if BWRAP_WORKS else "commands run unsandboxed") in line
+    monkeypatch.setenv("HERMES_LOCAL_SANDBOX", "off")
+    res = runner.invoke(app, ["doctor", "--model", str(model), "--no-speed"])
+    assert (
+        "sandbox:         none, commands run unsandboxed (sandbox = off): sandbox = off in the settings" in res.stdout
+    )

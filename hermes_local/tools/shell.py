@@ -111,20 +111,23 @@ def run_captured(
 
 
 def limit_reached(limits: Limits, code: int | None, stderr: str, *, cage_full: bool = False) -> str | None:
-    """Which resource limit stopped the command, judged from its exit status and error output, or None."""
+    """Which resource limit stopped the command, judged from its exit status and error output, or None.
+
+    Signals (SIGXCPU, SIGXFSZ) and a full pids cgroup are certain; a failed fork or allocation is read
+    from the error output of a command that failed, so a program printing "Cannot allocate memory" for
+    another reason is reported the same way.
+    """
     signum = -code if code is not None and code < 0 else code - 128 if code is not None and 128 < code < 193 else 0
     lowered = stderr.lower()
-    if cage_full or (
-        code != 0
-        and "fork" in lowered
-        and ("resource temporarily unavailable" in lowered or "cannot fork" in lowered or "retry" in lowered)
-    ):
+    failed_fork = "fork" in lowered and ("resource temporarily unavailable" in lowered or "cannot fork" in lowered)
+    if limits.processes and (cage_full or (code != 0 and failed_fork)):
         return f"the process limit ({limits.processes} processes) was reached"
-    if signum == signal.SIGXCPU:
+    if limits.cpu_seconds and signum == signal.SIGXCPU:
         return f"the CPU time limit ({limits.cpu_seconds} s) was reached"
-    if signum == signal.SIGXFSZ or (code and "file too large" in lowered):
+    if limits.file_size_mb and (signum == signal.SIGXFSZ or (code and "file too large" in lowered)):
         return f"the file size limit ({limits.file_size_mb} MB) was reached"
-    if code and any(m in lowered for m in ("memoryerror", "cannot allocate memory", "out of memory", "bad_alloc")):
+    no_memory = ("memoryerror", "cannot allocate memory", "out of memory", "bad_alloc")
+    if limits.memory_mb and code and any(m in lowered for m in no_memory):
         return f"the memory limit ({limits.memory_mb} MB) was reached"
     return None
 
@@ -164,7 +167,7 @@ def run_shell(command: str, ctx: ToolContext) -> ToolResult:
         partial = (out.text()[-200:] + err.text()[-200:]).strip()
         raise ToolFailure(
             "tool_error",
-            f"the command was stopped: {limit} (everything it started was killed). "
+            f"the command hit a resource limit: {limit}; everything it started was killed. "
             "Do the work with fewer processes or less data. " + (f"Last output: {partial}" if partial else ""),
         )
     if code is None:
