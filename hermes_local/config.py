@@ -39,10 +39,10 @@ class SandboxLimits(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    processes: int = Field(256, ge=0)
-    memory_mb: int = Field(4096, ge=0)
-    cpu_seconds: int = Field(120, ge=0)
-    file_size_mb: int = Field(1024, ge=0)
+    processes: int = Field(default=256, ge=0)
+    memory_mb: int = Field(default=4096, ge=0)
+    cpu_seconds: int = Field(default=120, ge=0)
+    file_size_mb: int = Field(default=1024, ge=0)
 
 
 class Settings(BaseModel):
@@ -75,7 +75,7 @@ class Settings(BaseModel):
     # Commands run in bubblewrap: auto = when it works (else unsandboxed, with a warning), bwrap = required.
     sandbox: str = Field("auto", pattern="^(auto|bwrap|off)$")
     sandbox_env: list[str] = Field(default_factory=lambda: list(DEFAULT_ENV))  # variables commands may see
-    sandbox_limits: SandboxLimits = Field(default_factory=SandboxLimits)
+    sandbox_limits: SandboxLimits = Field(default_factory=lambda: SandboxLimits())
 
     @field_validator("sandbox_limits", mode="before")
     @classmethod

@@ -59,6 +59,7 @@ def arena(tmp_path: Path, hermetic_home: Path) -> dict[str, Path]:
     outside.mkdir()
     (outside / "secret.txt").write_text(SECRET, encoding="utf-8")
     (hermetic_home / "home-secret.txt").write_text(SECRET, encoding="utf-8")
+    (ws / "link_out").symlink_to(outside / "secret.txt")
     return {"ws": ws, "outside": outside, "home": hermetic_home}
 
 
@@ -73,6 +74,8 @@ def test_sandboxed_command_cannot_read_or_write_outside_the_workspace(arena: dic
         f"mkdir -p {home}/hermes && echo pwned > {home}/hermes/evil.txt",
         "echo pwned > /tmp/evil-from-sandbox-9f2 && ls /tmp",
         "ls ~ /root /home",
+        "cat link_out",  # a symlink in the workspace pointing out: its target is not mounted
+        f"ln -s {out}/secret.txt made_link && cat made_link",
     ]
     result, responses = shell(arena["ws"], *attempts, "echo kept > inside.txt && cat inside.txt")
     assert not any(SECRET in r for r in responses)
