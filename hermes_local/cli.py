@@ -21,6 +21,7 @@ from hermes_local.cli_common import (
     HermesGroup,
     ModelOpt,
     NCtxOpt,
+    SandboxOpt,
     ToolsModuleOpt,
     WorkspaceOpt,
     YesOpt,
@@ -137,6 +138,7 @@ def run(
     tools_module: ToolsModuleOpt = None,
     db: DbOpt = None,
     allow_host: AllowHostOpt = None,
+    sandbox: SandboxOpt = None,
     resume: Annotated[
         str | None, typer.Option(help="Continue session ID (see `sessions list`); completed calls are not re-run.")
     ] = None,
@@ -159,6 +161,7 @@ def run(
         tool_choice=tool_choice,
         temperature=temperature,
         grammar=False if no_grammar else None,
+        sandbox=sandbox,
     )
     llm, agent, session = _prepare(
         overrides,
@@ -204,9 +207,10 @@ def chat(
     allow: AllowOpt = None,
     tools_module: ToolsModuleOpt = None,
     db: DbOpt = None,
+    sandbox: SandboxOpt = None,
 ) -> None:
     """Interactive multi-turn chat with tools. /reset starts over, /exit (or Ctrl-D) quits."""
-    overrides = dict(model=model, n_ctx=n_ctx, n_gpu_layers=n_gpu_layers)
+    overrides = dict(model=model, n_ctx=n_ctx, n_gpu_layers=n_gpu_layers, sandbox=sandbox)
     llm, agent, session = _prepare(
         overrides,
         workspace=workspace,

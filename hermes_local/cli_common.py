@@ -60,4 +60,8 @@ DbOpt = Annotated[Path | None, typer.Option(help="SQLite database for query_data
 AllowHostOpt = Annotated[
     list[str] | None, typer.Option(help="Host http_get may reach (repeatable; default: none, offline).")
 ]
+SandboxOpt = Annotated[
+    str | None,
+    typer.Option(help="Commands run in bubblewrap: auto (when it works), bwrap (required), off (default auto)."),
+]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON.")]

@@ -13,9 +13,10 @@ import tomllib
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from hermes_local.errors import UserError, one_line
+from hermes_local.sandbox import DEFAULT_ENV
 
 ENV_PREFIX = "HERMES_LOCAL_"
 T = TypeVar("T")
@@ -33,6 +34,17 @@ def data_path(name: str) -> Path:
         if candidate.exists():
             return candidate
     raise FileNotFoundError(f"hermes-local data file {name!r} is missing from this installation")
+
+
+class SandboxLimits(BaseModel):
+    """Resource limits for commands (`run_shell`, tool servers); 0 turns one off. Applied with or without bwrap."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    processes: int = Field(default=256, ge=0)
+    memory_mb: int = Field(default=4096, ge=0)
+    cpu_seconds: int = Field(default=120, ge=0)
+    file_size_mb: int = Field(default=1024, ge=0)
 
 
 class Settings(BaseModel):
@@ -62,6 +74,21 @@ class Settings(BaseModel):
     allow_tools: list[str] = Field(default_factory=lambda: ["append_to_memo", "remember"])
     deny_tools: list[str] = Field(default_factory=list)
     allow_hosts: list[str] = Field(default_factory=list)
+    # Commands run in bubblewrap: auto = when it works (else unsandboxed, with a warning), bwrap = required.
+    sandbox: str = Field("auto", pattern="^(auto|bwrap|off)$")
+    sandbox_env: list[str] = Field(default_factory=lambda: list(DEFAULT_ENV))  # variables commands may see
+    sandbox_limits: SandboxLimits = Field(default_factory=lambda: SandboxLimits())
+
+    @field_validator("sandbox_limits", mode="before")
+    @classmethod
+    def _limits_from_text(cls, value: Any) -> Any:
+        """`HERMES_LOCAL_SANDBOX_LIMITS="processes=64,memory_mb=512"` as well as a TOML table."""
+        if isinstance(value, str):
+            pairs = [part.split("=", 1) for part in value.split(",") if part.strip()]
+            if any(len(p) != 2 for p in pairs):
+                raise ValueError("write sandbox_limits as name=value pairs, e.g. processes=64,memory_mb=512")
+            return {k.strip(): v.strip() for k, v in pairs}
+        return value
 
 
 def config_file() -> Path:

@@ -12,12 +12,15 @@ import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from hermes_local import procs
 from hermes_local.agent import Agent, AgentConfig, EventSink
 from hermes_local.config import Settings, settings_for
 from hermes_local.errors import UserError
 from hermes_local.llm import LLM, LlamaParams
 from hermes_local.replay import is_replay_spec, load_replay
+from hermes_local.sandbox import SandboxPolicy
 from hermes_local.tools import Approver, Executor, Tool, ToolContext, ToolRegistry, default_registry
+from hermes_local.tools.shell import SANDBOXED_TOOLS
 
 _loaded: dict[tuple, LLM] = {}
 
@@ -120,11 +123,14 @@ def build_agent(
     )
     longterm = LongTermMemory()
     context.extras["longterm"] = longterm  # the `remember` tool writes through it
+    context.extras["sandbox"] = sandbox = SandboxPolicy.from_settings(settings)
+    procs.install_signal_handlers()  # Ctrl-C / SIGTERM kill every live command first (main thread only)
     executor = Executor(
         registry=registry or default_registry(),
         context=context,
         approver=approver or Approver(allow=settings.allow_tools, deny=settings.deny_tools),
     )
+    executor.approver.notes = lambda t: sandbox.approval_note() if t.name in SANDBOXED_TOOLS else ""
     agent = Agent(
         llm,
         executor,

@@ -82,6 +82,7 @@ class Approver:
         self.denied = set(deny)
         self.interactive = sys.stdin.isatty() if interactive is None else interactive
         self.ask = ask
+        self.notes: Callable[[Tool], str] = lambda t: ""  # e.g. whether the call runs sandboxed (runtime sets it)
 
     def decide(self, t: Tool, arguments: dict[str, Any]) -> tuple[bool, str]:
         """(approved, how) where how is one of: read, denied_by_policy, flag, policy, user, no_terminal."""
@@ -95,6 +96,8 @@ class Approver:
             return True, "policy"
         if not self.interactive:
             return False, "no_terminal"
+        if note := self.notes(t):
+            sys.stderr.write(f"\n{note}")
         answer = self.ask(t, arguments)
         if answer == "a":
             self.allowed.add(t.name)
