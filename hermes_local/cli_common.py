@@ -58,4 +58,11 @@ DbOpt = Annotated[Path | None, typer.Option(help="SQLite database for query_data
 AllowHostOpt = Annotated[
     list[str] | None, typer.Option(help="Host http_get may reach (repeatable; default: none, offline).")
 ]
+EngineOpt = Annotated[
+    str | None,
+    typer.Option(help="Where completions run: llama-cpp (in-process, default), llama-server or vllm (--engine-url)."),
+]
+EngineUrlOpt = Annotated[
+    str | None, typer.Option(help="Base URL of the llama-server / vLLM engine (loopback or an --allow-host host).")
+]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON.")]
