@@ -5,6 +5,9 @@
 #
 #     ${XDG_CACHE_HOME:-~/.cache}/hermes-local/llama.cpp-<version>/bin/{llama-server,rpc-server}
 #
+# plus, next to them, the Hermes 2 Pro tool_use chat template from the same sources (bin/templates/), which
+# scripts/bench.py gives llama-server --jinja for its OpenAI-style peer loop.
+#
 # The LAST line printed is that bin folder (`BIN=$(scripts/build_llama_cpp_tools.sh | tail -n1)`).
 # A second run finds the binaries and only prints the folder. hermes_local.engines.tools.tools_dir()
 # computes the same folder, so tests and `doctor` find what this script built.
@@ -21,8 +24,9 @@ VERSION="${LLAMA_CPP_PYTHON_VERSION:-0.3.36}"
 ROOT="${XDG_CACHE_HOME:-$HOME/.cache}/hermes-local/llama.cpp-${VERSION}"
 BIN="$ROOT/bin"
 JOBS="${JOBS:-2}"
+TEMPLATE="NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use.jinja"
 
-if [[ -x "$BIN/llama-server" && -x "$BIN/rpc-server" ]]; then
+if [[ -x "$BIN/llama-server" && -x "$BIN/rpc-server" && -f "$BIN/templates/$TEMPLATE" ]]; then
     echo "llama.cpp tools already built for llama-cpp-python $VERSION" >&2
     echo "$BIN"
     exit 0
@@ -78,9 +82,10 @@ cmake -S "$SRC" -B "$BUILD" "${GEN[@]}" \
 echo "building llama-server and rpc-server with -j$JOBS" >&2
 cmake --build "$BUILD" --config Release -j "$JOBS" --target llama-server ggml-rpc-server >&2
 
-mkdir -p "$BIN.tmp"
+mkdir -p "$BIN.tmp/templates"
 cp "$BUILD/bin/llama-server" "$BIN.tmp/llama-server"
 cp "$BUILD/bin/ggml-rpc-server" "$BIN.tmp/rpc-server"
+cp "$SRC/models/templates/$TEMPLATE" "$BIN.tmp/templates/$TEMPLATE"
 rm -rf "$BIN"
 mv "$BIN.tmp" "$BIN"
 echo "built in $(( $(date +%s) - start )) s" >&2
