@@ -351,3 +351,14 @@ def test_server_going_away_mid_run_is_one_line_and_resumable(
     assert res.exit_code in (0, 1) and out["steps"] >= 2, res.stderr
     kinds = [e["kind"] for e in read_events(session.path)]
     assert "run_resumed" in kinds and kinds[-1] == "run_end"
+
+
+def test_rpc_support_is_reported_for_doctor() -> None:
+    from hermes_local.engines.tools import rpc_line, rpc_support
+
+    info = rpc_support()
+    assert set(info) == {"in_process", "rpc_server", "llama_server"}
+    line = rpc_line({"in_process": False, "rpc_server": None, "llama_server": None})
+    assert "in-process: no" in line and "build_llama_cpp_tools.sh" in line
+    built = rpc_line({"in_process": True, "rpc_server": "/x/bin/rpc-server", "llama_server": "/x/bin/llama-server"})
+    assert built.startswith("in-process: yes") and "/x/bin" in built

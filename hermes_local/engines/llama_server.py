@@ -152,7 +152,8 @@ class LlamaServerLLM:
         )
         start = time.perf_counter()
         first: float | None = None
-        text, generated, final = "", [], None
+        text, final = "", None
+        generated: list[int] = []
         for event in self.http.stream("/completion", body):
             piece = str(event.get("content") or "")
             generated.extend(int(t) for t in event.get("tokens") or [])

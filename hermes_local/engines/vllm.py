@@ -149,7 +149,8 @@ class VLLMEngine:
         )
         start = time.perf_counter()
         first: float | None = None
-        text, generated, finish, usage_json = "", [], None, None
+        text, finish, usage_json = "", None, None
+        generated: list[int] = []
         for event in self.http.stream("/v1/completions", body):
             for choice in event.get("choices") or []:
                 piece = str(choice.get("text") or "")
