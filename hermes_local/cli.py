@@ -17,6 +17,8 @@ from hermes_local.cli_common import (
     AllowHostOpt,
     AllowOpt,
     DbOpt,
+    EngineOpt,
+    EngineUrlOpt,
     GpuOpt,
     HermesGroup,
     ModelOpt,
@@ -28,6 +30,7 @@ from hermes_local.cli_common import (
     fail,
 )
 from hermes_local.config import load_settings
+from hermes_local.engines.http import EngineError
 from hermes_local.errors import HermesError
 from hermes_local.eval_commands import eval_command, sessions_export, workflow_app
 from hermes_local.model_commands import doctor, models_app
@@ -115,6 +118,8 @@ RUN_EXAMPLES = (
 def run(
     task: Annotated[str | None, typer.Argument(help="What the agent should do, in plain words.")] = None,
     model: ModelOpt = None,
+    engine: EngineOpt = None,
+    engine_url: EngineUrlOpt = None,
     max_steps: Annotated[int | None, typer.Option(help="Most model calls before stopping (default 8).")] = None,
     n_ctx: NCtxOpt = None,
     n_gpu_layers: GpuOpt = None,
@@ -152,6 +157,8 @@ def run(
     events = events_to_resume(resume) if resume else []
     overrides = dict(
         model=model,
+        engine=engine,
+        engine_url=engine_url,
         max_steps=max_steps,
         n_ctx=n_ctx,
         n_gpu_layers=n_gpu_layers,
@@ -179,6 +186,8 @@ def run(
             result = agent.resume(events) if resume else agent.run(task or "")
     except KeyboardInterrupt:
         fail(f"interrupted; continue with: hermes-local run --resume {session.id}", 130)
+    except EngineError as exc:  # a remote engine went away mid-run: the session log is complete so far
+        fail(f"{exc.line}; continue with: hermes-local run --resume {session.id}", exc.exit_code)
     result.session_id = session.id
     if as_json:
         typer.echo(json.dumps(result.to_json(), ensure_ascii=True))
@@ -200,6 +209,8 @@ def run(
 @app.command()
 def chat(
     model: ModelOpt = None,
+    engine: EngineOpt = None,
+    engine_url: EngineUrlOpt = None,
     n_ctx: NCtxOpt = None,
     n_gpu_layers: GpuOpt = None,
     workspace: WorkspaceOpt = Path("."),
@@ -210,7 +221,9 @@ def chat(
     sandbox: SandboxOpt = None,
 ) -> None:
     """Interactive multi-turn chat with tools. /reset starts over, /exit (or Ctrl-D) quits."""
-    overrides = dict(model=model, n_ctx=n_ctx, n_gpu_layers=n_gpu_layers, sandbox=sandbox)
+    overrides = dict(
+        model=model, engine=engine, engine_url=engine_url, n_ctx=n_ctx, n_gpu_layers=n_gpu_layers, sandbox=sandbox
+    )
     llm, agent, session = _prepare(
         overrides,
         workspace=workspace,

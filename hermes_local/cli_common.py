@@ -64,4 +64,11 @@ SandboxOpt = Annotated[
     str | None,
     typer.Option(help="Commands run in bubblewrap: auto (when it works), bwrap (required), off (default auto)."),
 ]
+EngineOpt = Annotated[
+    str | None,
+    typer.Option(help="Where completions run: llama-cpp (in-process, default), llama-server or vllm (--engine-url)."),
+]
+EngineUrlOpt = Annotated[
+    str | None, typer.Option(help="Base URL of the llama-server / vLLM engine (loopback or an --allow-host host).")
+]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON.")]

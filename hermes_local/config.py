@@ -62,6 +62,12 @@ class Settings(BaseModel):
     main_gpu: int = 0
     tensor_split: list[float] | None = None
     rpc_servers: str | None = None
+    # Where completions run: in-process llama.cpp, or a llama-server / vLLM at engine_url (loopback or an
+    # allow_hosts host; the agent, tools and logs stay here). engine_token is sent as a bearer token.
+    engine: str = Field("llama-cpp", pattern="^(llama-cpp|llama-server|vllm)$")
+    engine_url: str | None = None
+    engine_token: str | None = None
+    engine_timeout: float = Field(120.0, gt=0)
     temperature: float = Field(0.2, ge=0.0)
     max_tokens: int = Field(512, ge=1)
     max_steps: int = Field(8, ge=1)

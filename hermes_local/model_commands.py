@@ -184,6 +184,9 @@ def doctor(
         show("llama.cpp build", str(build["system_info"]).strip()[:110])
     gpu = None if build.get("gpu_offload") is None else bool(build["gpu_offload"])
     show("gpu offload", {True: "supported by this build", False: "no (CPU-only build)", None: "unknown"}[gpu])
+    from hermes_local.engines.tools import rpc_line, rpc_support
+
+    show("rpc", rpc_line(rpc_support()))
     layers = settings.n_gpu_layers if gpu is not False else 0
     requested = f"n_gpu_layers={settings.n_gpu_layers}"
     memory = estimate_memory(header, settings.n_ctx, layers)

@@ -31,7 +31,8 @@ def llama_params(settings: Settings) -> LlamaParams:
 
 
 def load_llm(settings: Settings, on_info: Callable[[str], None] | None = None) -> LLM:
-    """`replay:FILE` -> ScriptedLLM; otherwise resolve and load the GGUF (once per process).
+    """`replay:FILE` -> ScriptedLLM; a remote `settings.engine` -> its HTTP engine; otherwise resolve and
+    load the GGUF (once per process).
 
     A registry entry's `n_ctx`, `n_gpu_layers`, `main_gpu`, `tensor_split` and `rpc_servers` apply unless
     the user set them (flag, env or config file).
@@ -40,6 +41,10 @@ def load_llm(settings: Settings, on_info: Callable[[str], None] | None = None) -
     spec = settings.model
     if is_replay_spec(spec):
         return load_replay(spec or "", n_ctx=settings.n_ctx)
+    if settings.engine != "llama-cpp":
+        from hermes_local.engines import load_engine
+
+        return load_engine(settings)
     from hermes_local.llm import LlamaCppLLM, ModelLoadError
     from hermes_local.models import memory_line, resolve
 
