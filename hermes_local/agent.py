@@ -43,6 +43,7 @@ class AgentConfig:
     tool_choice: str = "auto"  # auto | required | none
     grammar: bool = True
     instructions: str = ""
+    offered_tools: list[str] | None = None  # tools with full schemas in the prompt (None = all; see toolsets.py)
     reminder_every: int = 3
     max_identical_calls: int = 3
     max_consecutive_failures: int = 5
@@ -125,8 +126,18 @@ class Agent:
 
     # -- prompt ----------------------------------------------------------------------------
     def system_prompt(self) -> Segments:
-        tools = [] if self.config.tool_choice == "none" else self.executor.registry.schemas()
+        offered = self.config.offered_tools
+        registry = self.executor.registry
+        tools = (
+            []
+            if self.config.tool_choice == "none"
+            else [t.schema() for t in registry if offered is None or t.name in offered]
+        )
         return render("system.jinja", tools=tools, instructions=self.config.instructions)
+
+    def close(self) -> None:
+        """End of the run: stop what its tools started (MCP servers). Safe to call twice."""
+        self.executor.registry.close()
 
     def new_memory(self, goal: str) -> Memory:
         recalled = self.recall(goal) if self.recall else []

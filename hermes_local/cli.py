@@ -22,6 +22,7 @@ from hermes_local.cli_common import (
     ModelOpt,
     NCtxOpt,
     ToolsModuleOpt,
+    ToolsOpt,
     WorkspaceOpt,
     YesOpt,
     fail,
@@ -29,7 +30,9 @@ from hermes_local.cli_common import (
 from hermes_local.config import load_settings
 from hermes_local.errors import HermesError
 from hermes_local.eval_commands import eval_command, sessions_export, workflow_app
+from hermes_local.mcp_commands import mcp_app
 from hermes_local.model_commands import doctor, models_app
+from hermes_local.textsafe import terminal_safe
 
 app = typer.Typer(
     help="A local, offline task agent on llama.cpp (Hermes 2 Pro tool calling).\n\n"
@@ -43,6 +46,7 @@ tools_app = typer.Typer(help="Inspect the tools the agent can call.", no_args_is
 sessions_app = typer.Typer(help="Recorded runs under $HERMES_LOCAL_HOME/sessions.", no_args_is_help=True)
 app.add_typer(tools_app, name="tools")
 app.add_typer(models_app, name="models")
+app.add_typer(mcp_app, name="mcp")
 memory_app = typer.Typer(help="Long-term memory: facts kept across sessions.", no_args_is_help=True)
 app.add_typer(sessions_app, name="sessions")
 app.add_typer(memory_app, name="memory")
@@ -101,11 +105,17 @@ def _prepare(
     from hermes_local.runtime import build_agent, build_registry, load_llm
     from hermes_local.session import SessionLog
     from hermes_local.tools import Approver
+    from hermes_local.toolsets import check_spec
 
     settings = load_settings(overrides)
     settings = settings.model_copy(update={"allow_hosts": [*settings.allow_hosts, *(allow_host or [])]})
-    registry = build_registry(tools_module or [])
-    llm = load_llm(settings, on_info=None if as_json else lambda line: typer.echo(line, err=True))
+    registry = build_registry(tools_module or [], settings, on_notice=lambda line: typer.echo(line, err=True))
+    try:
+        check_spec(registry, settings.tools)  # a mistyped --tools name is one line, exit 2, before the model loads
+        llm = load_llm(settings, on_info=None if as_json else lambda line: typer.echo(line, err=True))
+    except BaseException:
+        registry.close()
+        raise
     approver = Approver(approve_all=yes, allow=[*settings.allow_tools, *(allow or [])], deny=settings.deny_tools)
     session = SessionLog(session_id)
     printer = TerminalPrinter(stream_tokens=not as_json and sys.stderr.isatty())
@@ -157,6 +167,7 @@ def run(
     tools_module: ToolsModuleOpt = None,
     db: DbOpt = None,
     allow_host: AllowHostOpt = None,
+    tools: ToolsOpt = None,
     resume: Annotated[
         str | None, typer.Option(help="Continue session ID (see `sessions list`); completed calls are not re-run.")
     ] = None,
@@ -183,6 +194,7 @@ def run(
         tool_choice=tool_choice,
         temperature=temperature,
         grammar=False if no_grammar else None,
+        tools=tools,
     )
     llm, agent, session = _prepare(
         overrides,
@@ -199,6 +211,8 @@ def run(
         result = agent.resume(events) if resume else agent.run(task or "")
     except KeyboardInterrupt:
         fail(f"interrupted; continue with: hermes-local run --resume {session.id}", 130)
+    finally:
+        agent.close()
     result.session_id = session.id
     session.close()
     if as_json:
@@ -224,9 +238,10 @@ def chat(
     allow: AllowOpt = None,
     tools_module: ToolsModuleOpt = None,
     db: DbOpt = None,
+    tools: ToolsOpt = None,
 ) -> None:
     """Interactive multi-turn chat with tools. /reset starts over, /exit (or Ctrl-D) quits."""
-    overrides = dict(model=model, n_ctx=n_ctx, n_gpu_layers=n_gpu_layers)
+    overrides = dict(model=model, n_ctx=n_ctx, n_gpu_layers=n_gpu_layers, tools=tools)
     llm, agent, session = _prepare(
         overrides,
         workspace=workspace,
@@ -257,26 +272,47 @@ def chat(
             typer.echo("\n(interrupted)", err=True)
             continue
         typer.echo(result.answer if result.answer is not None else f"(no answer: {result.error or result.stopped})")
+    agent.close()
     session.close()
 
 
 @tools_app.command("list")
 def tools_list(
     tools_module: Annotated[list[str] | None, typer.Option(help="Also load @tool functions from here.")] = None,
+    tools: ToolsOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the full JSON schemas.")] = False,
 ) -> None:
-    """Show every tool with its permission level and arguments."""
+    """Show every tool the model can use: toolset, source (builtin / module / mcp:NAME), permission, arguments."""
     from hermes_local.runtime import build_registry
+    from hermes_local.toolsets import group_of, route, select_tools
 
-    registry = build_registry(tools_module or [])
-    if as_json:
-        typer.echo(json.dumps([t.schema() | {"permission": t.permission} for t in registry], indent=2))
-        return
-    for t in registry:
-        props = t.parameters_schema().get("properties", {})
-        required = set(t.parameters_schema().get("required", []))
-        args = ", ".join(f"{p}: {s.get('type', 'any')}{'' if p in required else '?'}" for p, s in props.items())
-        typer.echo(f"{t.name}({args})  [{t.permission}]  {t.description}")
+    settings = load_settings({"tools": tools})
+    full = build_registry(tools_module or [], settings, on_notice=lambda line: typer.echo(line, err=True))
+    registry = select_tools(full, settings.tools, settings.deny_tools)
+    try:
+        plan = route(registry, settings.max_tools_in_prompt)
+        if as_json:
+            rows = [
+                t.schema()
+                | {"permission": t.permission, "source": registry.source(t.name), "toolset": group_of(registry, t.name)}
+                for t in registry
+            ]
+            typer.echo(json.dumps(rows, indent=2))
+            return
+        for t in registry:
+            props = t.parameters_schema().get("properties", {})
+            required = set(t.parameters_schema().get("required", []))
+            args = ", ".join(f"{p}: {s.get('type', 'any')}{'' if p in required else '?'}" for p, s in props.items())
+            where = f"{group_of(registry, t.name)}, {registry.source(t.name)}"
+            typer.echo(terminal_safe(f"{t.name}({args})  [{t.permission}] [{where}]  {t.description}"))
+        if plan.routed:
+            typer.echo(
+                f"({len(registry) - 1} tools > max_tools_in_prompt={settings.max_tools_in_prompt}: the prompt lists "
+                f"toolsets and offers {plan.offered[0] if plan.offered else ''})",
+                err=True,
+            )
+    finally:
+        registry.close()
 
 
 @sessions_app.command("list")

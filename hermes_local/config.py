@@ -8,11 +8,12 @@ source checkout and in an installed wheel. Does not import llama_cpp or load mod
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from hermes_local.errors import UserError, one_line
 
@@ -31,6 +32,43 @@ def data_path(name: str) -> Path:
         if candidate.exists():
             return candidate
     raise FileNotFoundError(f"hermes-local data file {name!r} is missing from this installation")
+
+
+class McpServerConfig(BaseModel):
+    """One `[mcp.servers.NAME]` table: a stdio command or a streamable-HTTP url, and how its tools are offered."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    command: str | None = None
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    cwd: str | None = None
+    url: str | None = None
+    permission: Literal["read", "write", "dangerous"] | None = None  # default: from the tools' annotations
+    tools: list[str] | None = None  # allow-list of the server's own tool names; None = all
+    timeout: float = Field(30.0, gt=0)  # per call, and for starting the server
+    cache: bool = False  # results may be served from a read cache (never unless set)
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> McpServerConfig:
+        if (self.command is None) == (self.url is None):
+            raise ValueError("give either command (stdio) or url (streamable HTTP)")
+        return self
+
+
+class McpConfig(BaseModel):
+    """The `[mcp]` table: `servers.NAME` entries (NAME becomes the tool prefix `NAME__` and the toolset name)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    servers: dict[str, McpServerConfig] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _names(self) -> McpConfig:
+        for name in self.servers:
+            if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_-]{0,31}", name) or "__" in name:
+                raise ValueError(f"server name {name!r}: use letters, digits, - or _ (no double underscore)")
+        return self
 
 
 class Settings(BaseModel):
@@ -60,6 +98,9 @@ class Settings(BaseModel):
     allow_tools: list[str] = Field(default_factory=lambda: ["append_to_memo", "remember"])
     deny_tools: list[str] = Field(default_factory=list)
     allow_hosts: list[str] = Field(default_factory=list)
+    tools: list[str] = Field(default_factory=list)  # toolsets/tool names offered; empty = all
+    max_tools_in_prompt: int = Field(8, ge=1)  # more enabled tools than this: route through open_toolset
+    mcp: McpConfig = Field(default_factory=McpConfig)
 
 
 def config_file() -> Path:
@@ -70,7 +111,7 @@ def _env_overrides() -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name, field in Settings.model_fields.items():
         raw = os.environ.get(ENV_PREFIX + name.upper())
-        if raw is None:
+        if raw is None or name == "mcp":  # nested tables come from the config file only
             continue
         if field.annotation in (list[str], list[str] | None, list[float] | None):
             out[name] = [part.strip() for part in raw.split(",") if part.strip()]
