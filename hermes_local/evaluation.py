@@ -129,6 +129,7 @@ def run_once(sc: SuiteCase, settings: Settings, llm: Any) -> RunOutcome:
                 error = f"{type(exc).__name__}: {exc}"
             finally:
                 agent.executor.context.extras["longterm"].close()
+                agent.close()
         seconds = time.perf_counter() - started
         calls = [
             Call(

@@ -45,7 +45,7 @@ def clean_schema(schema: dict[str, Any] | None) -> dict[str, Any]:
 
 def arguments_model(name: str, schema: dict[str, Any]) -> type[BaseModel]:
     """A pydantic model that accepts exactly what `schema` accepts (checked with jsonschema) and dumps it back."""
-    from jsonschema import validators
+    from jsonschema import validators  # type: ignore[import-untyped]
 
     validator_class = validators.validator_for(schema)
     validator = validator_class(schema)
@@ -100,16 +100,22 @@ def to_tool_result(name: str, result: Any) -> ToolResult:
     structured = result.structured_content
     if result.is_error:
         return ToolResult.failure("tool_error", f"{name} reported an error: {text or 'no details'}")
+    if isinstance(structured, dict) and set(structured) == {"result"}:
+        structured = structured["result"]  # a plain return value the server wrapped
     if structured is not None:
-        try:
-            same = json.loads(text) == structured
-        except (json.JSONDecodeError, TypeError):
-            same = structured == {"result": text}  # a plain return value, wrapped by the server
-        if structured == {"result": text}:
-            structured = text
-        data: Any = structured if same or not text else {"text": text, "structured": structured}
+        data: Any = structured if not text or _same(text, structured) else {"text": text, "structured": structured}
     else:
         data = text
     shown = text if text else json.dumps(structured, ensure_ascii=False, default=str)
     shown = " ".join(shown.split())
     return ToolResult.success(data, f"{name} -> {shown[:120]}{'…' if len(shown) > 120 else ''}")
+
+
+def _same(text: str, value: Any) -> bool:
+    """Whether `text` is just `value` written out (as JSON, or the string itself)."""
+    if text == value:
+        return True
+    try:
+        return json.loads(text) == value
+    except (json.JSONDecodeError, TypeError):
+        return False

@@ -188,7 +188,7 @@ class ToolRegistry:
 
     `source` is "builtin", "module:PATH" or "mcp:SERVER"; a second tool with a taken name is refused
     with one line naming both sources. `add_closer` registers cleanup (e.g. stopping MCP servers)
-    that `close()` runs once, last registered first.
+    that `close()` runs once, last registered first; a `subset()` shares the cleanup of its parent.
     """
 
     def __init__(self, tools: Iterable[Tool] = (), *, source: str = "builtin") -> None:
@@ -213,13 +213,13 @@ class ToolRegistry:
         return self._sources.get(name, "builtin")
 
     def subset(self, names: Iterable[str]) -> ToolRegistry:
-        """A registry with only `names` (in this registry's order); it takes over the closers."""
+        """A registry with only `names` (in this registry's order), sharing this one's cleanup hooks."""
         keep = set(names)
         out = ToolRegistry()
         for t in self._tools.values():
             if t.name in keep:
                 out.register(t, source=self._sources[t.name])
-        out._closers, self._closers = self._closers, []
+        out._closers = self._closers
         return out
 
     def add_closer(self, closer: Callable[[], None]) -> None:
@@ -227,8 +227,8 @@ class ToolRegistry:
 
     def close(self) -> None:
         """Run the cleanup hooks (once); errors in one do not stop the others."""
-        closers, self._closers = self._closers, []
-        for closer in reversed(closers):
+        while self._closers:
+            closer = self._closers.pop()
             try:
                 closer()
             except Exception:  # noqa: BLE001 - cleanup at the end of a run must not mask its result
