@@ -79,6 +79,11 @@ class TerminalPrinter:
         sys.stderr.flush()
 
 
+def notice(line: str) -> None:
+    """A one-line notice on stderr (e.g. an MCP server that did not start), terminal-safe."""
+    typer.echo(terminal_safe(line), err=True)
+
+
 def _floats(text: str | None, flag: str) -> list[float] | None:
     if not text:
         return None
@@ -109,25 +114,25 @@ def _prepare(
 
     settings = load_settings(overrides)
     settings = settings.model_copy(update={"allow_hosts": [*settings.allow_hosts, *(allow_host or [])]})
-    registry = build_registry(tools_module or [], settings, on_notice=lambda line: typer.echo(line, err=True))
+    registry = build_registry(tools_module or [], settings, on_notice=notice)
     try:
         check_spec(registry, settings.tools)  # a mistyped --tools name is one line, exit 2, before the model loads
         llm = load_llm(settings, on_info=None if as_json else lambda line: typer.echo(line, err=True))
+        approver = Approver(approve_all=yes, allow=[*settings.allow_tools, *(allow or [])], deny=settings.deny_tools)
+        session = SessionLog(session_id)
+        printer = TerminalPrinter(stream_tokens=not as_json and sys.stderr.isatty())
+
+        def on_event(kind: str, payload: dict[str, Any]) -> None:
+            session.log(kind, payload)
+            if not as_json:
+                printer(kind, payload)
+
+        agent = build_agent(
+            llm, settings, workspace=workspace, registry=registry, approver=approver, on_event=on_event, db_path=db
+        )
     except BaseException:
-        registry.close()
+        registry.close()  # MCP servers started for this run stop with it
         raise
-    approver = Approver(approve_all=yes, allow=[*settings.allow_tools, *(allow or [])], deny=settings.deny_tools)
-    session = SessionLog(session_id)
-    printer = TerminalPrinter(stream_tokens=not as_json and sys.stderr.isatty())
-
-    def on_event(kind: str, payload: dict[str, Any]) -> None:
-        session.log(kind, payload)
-        if not as_json:
-            printer(kind, payload)
-
-    agent = build_agent(
-        llm, settings, workspace=workspace, registry=registry, approver=approver, on_event=on_event, db_path=db
-    )
     return llm, agent, session
 
 
@@ -287,7 +292,7 @@ def tools_list(
     from hermes_local.toolsets import group_of, route, select_tools
 
     settings = load_settings({"tools": tools})
-    full = build_registry(tools_module or [], settings, on_notice=lambda line: typer.echo(line, err=True))
+    full = build_registry(tools_module or [], settings, on_notice=notice)
     registry = select_tools(full, settings.tools, settings.deny_tools)
     try:
         plan = route(registry, settings.max_tools_in_prompt)

@@ -53,7 +53,10 @@ def mcp_list(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")
         typer.echo(json.dumps(rows, ensure_ascii=False, indent=2))
         return
     for row in rows:
-        line = f"{row['name']:12} {row['status']:8} {row['tools']:3} tools  {row['transport']:5} {row['target']}"
+        typer.echo(
+            terminal_safe(
+                f"{row['name']:12} {row['status']:8} {row['tools']:3} tools  {row['transport']:5} {row['target']}"
+            )
+        )
         if row["error"]:
-            line += f"\n    {row['error']}"
-        typer.echo(terminal_safe(line))
+            typer.echo(terminal_safe(f"    {row['error']}"))

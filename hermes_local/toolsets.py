@@ -39,7 +39,9 @@ ROUTING_NOTE = (
 
 
 def group_of(registry: ToolRegistry, name: str) -> str:
-    """The toolset a registered tool belongs to."""
+    """The toolset a registered tool belongs to (`open_toolset` itself: "routing")."""
+    if name == OPEN_TOOLSET:
+        return "routing"
     source = registry.source(name)
     if source.startswith("mcp:"):
         return source[len("mcp:") :]

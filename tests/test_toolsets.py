@@ -167,5 +167,7 @@ def test_tools_list_shows_sources_and_routing(tmp_path: Path) -> None:
     assert f"shout(text: string)  [read] [loud, module:{module}]" in res.stdout
     assert "read_file(path: string)  [read] [files, builtin]" in res.stdout
     assert "max_tools_in_prompt=8" in res.stderr
-    js = json.loads(runner.invoke(app, ["tools", "list", "--json", "--tools", "loud"]).stdout)
+    js = json.loads(
+        runner.invoke(app, ["tools", "list", "--json", "--tools", "loud", "--tools-module", str(module)]).stdout
+    )
     assert [(r["function"]["name"], r["source"], r["toolset"]) for r in js] == [("shout", f"module:{module}", "loud")]
