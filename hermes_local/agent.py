@@ -61,6 +61,7 @@ class AgentConfig:
     tool_choice: str = "auto"  # auto | required | none
     grammar: bool = True
     instructions: str = ""
+    offered_tools: list[str] | None = None  # tools with full schemas in the prompt (None = all; see toolsets.py)
     reminder_every: int = 3
     max_identical_calls: int = 3
     max_consecutive_failures: int = 5
@@ -123,9 +124,10 @@ class Agent:
         self.closers: list[Callable[[], None]] = []
 
     def close(self) -> None:
-        """Release what the agent owns (long-term memory store, tool servers...)."""
+        """End of the run: stop what its tools started (MCP servers), close its stores. Safe to call twice."""
         while self.closers:
             self.closers.pop()()
+        self.executor.registry.close()
 
     def __enter__(self) -> Agent:
         return self
@@ -139,7 +141,13 @@ class Agent:
 
     # -- prompt ----------------------------------------------------------------------------
     def system_prompt(self) -> Segments:
-        tools = [] if self.config.tool_choice == "none" else self.executor.registry.schemas()
+        offered = self.config.offered_tools
+        registry = self.executor.registry
+        tools = (
+            []
+            if self.config.tool_choice == "none"
+            else [t.schema() for t in registry if offered is None or t.name in offered]
+        )
         return render("system.jinja", tools=tools, instructions=self.config.instructions)
 
     def new_memory(self, goal: str) -> Memory:

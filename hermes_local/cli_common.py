@@ -56,6 +56,14 @@ AllowOpt = Annotated[list[str] | None, typer.Option(help="Approve this tool with
 ToolsModuleOpt = Annotated[
     list[str] | None, typer.Option(help="Load @tool functions from a .py file or module (repeatable).")
 ]
+ToolsOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--tools",
+        help="Toolsets or tools the model may use, comma-separated or repeated, e.g. files,time__get_current_time "
+        "(default: all; see `hermes-local tools list`).",
+    ),
+]
 DbOpt = Annotated[Path | None, typer.Option(help="SQLite database for query_database (opened read-only).")]
 AllowHostOpt = Annotated[
     list[str] | None, typer.Option(help="Host http_get may reach (repeatable; default: none, offline).")

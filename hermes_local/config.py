@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import tomllib
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from hermes_local.errors import UserError, one_line
 from hermes_local.sandbox import DEFAULT_ENV
@@ -45,6 +46,43 @@ class SandboxLimits(BaseModel):
     memory_mb: int = Field(default=4096, ge=0)
     cpu_seconds: int = Field(default=120, ge=0)
     file_size_mb: int = Field(default=1024, ge=0)
+
+
+class McpServerConfig(BaseModel):
+    """One `[mcp.servers.NAME]` table: a stdio command or a streamable-HTTP url, and how its tools are offered."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    command: str | None = None
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    cwd: str | None = None
+    url: str | None = None
+    permission: Literal["read", "write", "dangerous"] | None = None  # default: from the tools' annotations
+    tools: list[str] | None = None  # allow-list of the server's own tool names; None = all
+    timeout: float = Field(30.0, gt=0)  # per call, and for starting the server
+    cache: bool = False  # results may be served from a read cache (never unless set)
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> McpServerConfig:
+        if (self.command is None) == (self.url is None):
+            raise ValueError("give either command (stdio) or url (streamable HTTP)")
+        return self
+
+
+class McpConfig(BaseModel):
+    """The `[mcp]` table: `servers.NAME` entries (NAME becomes the tool prefix `NAME__` and the toolset name)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    servers: dict[str, McpServerConfig] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _names(self) -> McpConfig:
+        for name in self.servers:
+            if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_-]{0,31}", name) or "__" in name:
+                raise ValueError(f"server name {name!r}: use letters, digits, - or _ (no double underscore)")
+        return self
 
 
 class Settings(BaseModel):
@@ -96,6 +134,10 @@ class Settings(BaseModel):
             return {k.strip(): v.strip() for k, v in pairs}
         return value
 
+    tools: list[str] = Field(default_factory=list)  # toolsets/tool names offered; empty = all
+    max_tools_in_prompt: int = Field(8, ge=1)  # more enabled tools than this: route through open_toolset
+    mcp: McpConfig = Field(default_factory=McpConfig)
+
 
 def config_file() -> Path:
     return home_dir() / "config.toml"
@@ -105,7 +147,7 @@ def _env_overrides() -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name, field in Settings.model_fields.items():
         raw = os.environ.get(ENV_PREFIX + name.upper())
-        if raw is None:
+        if raw is None or name == "mcp":  # nested tables come from the config file only
             continue
         if field.annotation in (list[str], list[str] | None, list[float] | None):
             out[name] = [part.strip() for part in raw.split(",") if part.strip()]

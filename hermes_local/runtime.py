@@ -21,6 +21,7 @@ from hermes_local.replay import is_replay_spec, load_replay
 from hermes_local.sandbox import SandboxPolicy
 from hermes_local.tools import Approver, Executor, Tool, ToolContext, ToolRegistry, default_registry
 from hermes_local.tools.shell import SANDBOXED_TOOLS
+from hermes_local.toolsets import route, select_tools
 
 _loaded: dict[tuple, LLM] = {}
 
@@ -93,7 +94,17 @@ def load_tools_module(spec: str) -> list[Tool]:
     return found
 
 
-def build_registry(tools_modules: Iterable[str] = ()) -> ToolRegistry:
+def build_registry(
+    tools_modules: Iterable[str] = (),
+    settings: Settings | None = None,
+    *,
+    on_notice: Callable[[str], None] | None = None,
+) -> ToolRegistry:
+    """Built-ins, `remember`, `--tools-module` tools and (with `settings`) the MCP servers' tools, with sources.
+
+    MCP servers start here, once for the run; `registry.close()` (called by `Agent.close()`) stops them.
+    A server that fails to start is one `on_notice` line and its tools are left out.
+    """
     from hermes_local.longterm import LONGTERM_TOOLS
 
     registry = default_registry()
@@ -101,7 +112,18 @@ def build_registry(tools_modules: Iterable[str] = ()) -> ToolRegistry:
         registry.register(t)
     for spec in tools_modules:
         for t in load_tools_module(spec):
-            registry.register(t)
+            registry.register(t, source=f"module:{spec}")
+    if settings is not None and settings.mcp.servers:
+        from hermes_local.mcp_client import McpManager
+
+        manager = McpManager(settings.mcp.servers, allow_hosts=list(settings.allow_hosts), on_notice=on_notice)
+        registry.add_closer(manager.close)
+        try:
+            for t, source in manager.tools():
+                registry.register(t, source=source)
+        except BaseException:
+            registry.close()
+            raise
     return registry
 
 
@@ -130,16 +152,20 @@ def build_agent(
     context.extras["longterm"] = longterm  # the `remember` tool writes through it
     context.extras["sandbox"] = sandbox = SandboxPolicy.from_settings(settings)
     procs.install_signal_handlers()  # Ctrl-C / SIGTERM kill every live command first (main thread only)
+    # --tools / config `tools` and deny_tools decide what exists for this run; routing decides what the prompt shows.
+    registry = select_tools(registry or default_registry(), settings.tools, settings.deny_tools, strict=False)
+    plan = route(registry, settings.max_tools_in_prompt)
     executor = Executor(
-        registry=registry or default_registry(),
+        registry=registry,
         context=context,
         approver=approver or Approver(allow=settings.allow_tools, deny=settings.deny_tools),
     )
     executor.approver.notes = lambda t: sandbox.approval_note() if t.name in SANDBOXED_TOOLS else ""
+    config = settings_for(AgentConfig, settings, instructions=plan.instructions, offered_tools=plan.offered)
     agent = Agent(
         llm,
         executor,
-        settings_for(AgentConfig, settings),
+        config,
         on_event=on_event,
         recall=lambda goal: [f.text for f in longterm.search(goal, limit=3)],
     )
