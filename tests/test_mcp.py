@@ -25,7 +25,7 @@ from hermes_local.config import McpServerConfig, load_settings
 from hermes_local.errors import UserError
 from hermes_local.mcp_client import McpManager
 from hermes_local.runtime import build_agent, build_registry
-from hermes_local.session import read_events, sessions_dir
+from hermes_local.session import read_records, sessions_dir
 from hermes_local.testing import tool_call_text, write_replay
 from hermes_local.tools import Approver, Executor, ToolContext, ToolRegistry
 
@@ -237,7 +237,7 @@ def test_end_to_end_replay_approval_cap_log_and_resume(
         ("time__get_current_time", True, None),
     ]
     assert mcp_test_server.NOTES == []
-    events = read_events(sessions_dir() / f"{out['session_id']}.jsonl")
+    events = read_records(sessions_dir() / f"{out['session_id']}.jsonl")
     results = {e["name"]: e for e in events if e["kind"] == "tool_result"}
     assert results["notes__save_note"]["approval"] == "no_terminal"
     assert "output truncated" in results["notes__big_output"]["summary"]
@@ -279,7 +279,7 @@ def test_end_to_end_replay_approval_cap_log_and_resume(
     assert resumed.exit_code == 0, resumed.stderr
     assert json.loads(resumed.stdout)["answer"] == "Resumed."
     assert mcp_test_server.NOTES == ["first"]
-    again = [e for e in read_events(path) if e["kind"] == "tool_result" and e["step"] == 2]
+    again = [e for e in read_records(path) if e["kind"] == "tool_result" and e["step"] == 2]
     assert "already done" in again[0]["summary"]
 
 

@@ -263,5 +263,5 @@ def test_doctor_reports_the_sandbox_in_force(tmp_path: Path, monkeypatch: pytest
     monkeypatch.setenv("HERMES_LOCAL_SANDBOX", "off")
     res = runner.invoke(app, ["doctor", "--model", str(model), "--no-speed"])
     assert (
-        "sandbox:         none, commands run unsandboxed (sandbox = off): sandbox = off in the settings" in res.stdout
+        "none, commands run unsandboxed (sandbox = off): sandbox = off in the settings" in res.stdout
     )
