@@ -332,6 +332,12 @@ class Running:
             self.proc.kill()
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=2.0)
+        for _ in range(20):  # a process forked while the group was being killed escaped that killpg
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                break
+            time.sleep(0.002)
         if self.cage is not None:
             self.cage.remove()
         unregister(self.token)
