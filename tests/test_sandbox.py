@@ -263,3 +263,31 @@ def test_doctor_reports_the_sandbox_in_force(tmp_path: Path, monkeypatch: pytest
     monkeypatch.setenv("HERMES_LOCAL_SANDBOX", "off")
     res = runner.invoke(app, ["doctor", "--model", str(model), "--no-speed"])
     assert "sandbox:          none (sandbox = off): commands run with your rights" in res.stdout
+
+
+@needs_bwrap
+def test_reference_mcp_time_server_works_inside_the_sandbox(arena: dict[str, Path]) -> None:
+    """An MCP stdio server started from `sandboxed_command`'s argv and env: initialize, list, call."""
+    pytest.importorskip("mcp_server_time", reason="the reference MCP time server (mcp-server-time) is not installed")
+    import anyio
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    argv, env = sandboxed_command(
+        [sys.executable, "-m", "mcp_server_time", "--local-timezone", "UTC"],
+        workspace=arena["ws"],
+        writable=False,
+        limits=Limits(),
+    )
+    assert "--unshare-all" in argv and "--share-net" not in argv
+    params = StdioServerParameters(command=argv[0], args=argv[1:], env=env)
+
+    async def session() -> tuple[list[str], str]:
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as client:
+            await client.initialize()
+            listed = await client.list_tools()
+            result = await client.call_tool("get_current_time", {"timezone": "UTC"})
+            return [t.name for t in listed.tools], " ".join(getattr(c, "text", "") for c in result.content)
+
+    names, text = anyio.run(session)
+    assert "get_current_time" in names and '"timezone": "UTC"' in text
