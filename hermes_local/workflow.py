@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from hermes_local.config import Settings, home_dir
 from hermes_local.errors import HermesError, UserError
 from hermes_local.llm import LLM
+from hermes_local.sandbox import SandboxPolicy
 from hermes_local.tools import Approver, Executor, ToolContext, ToolRegistry, ToolResult
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
@@ -332,6 +333,7 @@ def run_workflow(
         output_cap=OUTPUT_CAP,
         timeout=settings.tool_timeout,
     )
+    context.extras["sandbox"] = SandboxPolicy.from_settings(settings)  # run_shell steps honour the sandbox settings
     executor = Executor(registry=wf.registry, context=context, approver=approver)
     session = SessionLog()
     result = WorkflowResult(wf.name, session.id)

@@ -291,3 +291,27 @@ def test_reference_mcp_time_server_works_inside_the_sandbox(arena: dict[str, Pat
 
     names, text = anyio.run(session)
     assert "get_current_time" in names and '"timezone": "UTC"' in text
+
+
+def test_workflow_run_shell_steps_use_the_sandbox_settings(
+    arena: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hermes_local.workflow import load_workflow, run_workflow
+
+    monkeypatch.setenv("MY_API_TOKEN", SECRET)
+    flow = tmp_path / "flow.toml"
+    flow.write_text(
+        'name = "envcheck"\n\n[[steps]]\nid = "show"\ntool = "run_shell"\n'
+        'params = { command = "echo token=$MY_API_TOKEN" }\n',
+        encoding="utf-8",
+    )
+    for env_allow, expected in ((None, "token=\n"), (["PATH", "MY_API_TOKEN"], f"token={SECRET}\n")):
+        overrides = {"sandbox_env": env_allow} if env_allow else {}
+        result = run_workflow(
+            load_workflow(flow),
+            load_settings(overrides),
+            workspace=arena["ws"],
+            db_path=None,
+            approver=Approver(approve_all=True),
+        )
+        assert result.outcomes[0].ok and result.outcomes[0].data["stdout"] == expected
