@@ -252,33 +252,64 @@ class PidsCage:
         return False
 
     def kill(self) -> None:
-        """SIGKILL every process in the cage until it is empty (a fork bomb is refilling it meanwhile)."""
+        """SIGKILL every process in the cage, again while new ones appear (a fork bomb refills it meanwhile).
+
+        A killed process cannot fork any more, so once a read of the cage after a short pause shows
+        no process that was not already killed, nothing is left that can run; the dying ones may
+        still be listed for a while (namespace teardown) and are not waited for.
+        """
         kill_file = self.path / "cgroup.kill"
         if kill_file.exists():
             with contextlib.suppress(OSError):
                 kill_file.write_text("1")
-        for _ in range(200):
-            pids = self.pids()
-            if not pids:
-                return
-            for pid in pids:
+        killed: set[int] = set()
+        for _ in range(500):
+            fresh = [pid for pid in self.pids() if pid not in killed]
+            if not fresh:
+                time.sleep(0.001)
+                if not [pid for pid in self.pids() if pid not in killed]:
+                    return
+                continue
+            for pid in fresh:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(pid, signal.SIGKILL)
-            time.sleep(0.005)
+            killed.update(fresh)
 
     def remove(self) -> None:
+        """Kill everything and remove the cgroup; if dying processes still hold it, retry on a later call."""
         self.kill()
         if self.procs_fd >= 0:
             os.close(self.procs_fd)
             self.procs_fd = -1
-        for _ in range(100):
-            try:
-                self.path.rmdir()
-                return
-            except FileNotFoundError:
-                return
-            except OSError:  # killed processes not reaped yet
-                time.sleep(0.01)
+        _leftover_cages.append(self.path)
+        sweep_cages()
+
+
+_leftover_cages: list[Path] = []
+
+
+def sweep_cages() -> None:
+    """Remove the cgroups of finished commands that are empty by now (cheap; never waits)."""
+    for path in list(_leftover_cages):
+        try:
+            path.rmdir()
+        except FileNotFoundError:
+            pass
+        except OSError:
+            continue
+        with contextlib.suppress(ValueError):
+            _leftover_cages.remove(path)
+
+
+def _sweep_at_exit() -> None:
+    for _ in range(50):
+        sweep_cages()
+        if not _leftover_cages:
+            return
+        time.sleep(0.02)
+
+
+atexit.register(_sweep_at_exit)
 
 
 # -- spawning -------------------------------------------------------------------------------------
@@ -332,6 +363,12 @@ class Running:
             self.proc.kill()
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=2.0)
+        for _ in range(20):  # a process forked while the group was being killed escaped that killpg
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                break
+            time.sleep(0.002)
         if self.cage is not None:
             self.cage.remove()
         unregister(self.token)

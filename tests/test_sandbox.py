@@ -262,6 +262,56 @@ def test_doctor_reports_the_sandbox_in_force(tmp_path: Path, monkeypatch: pytest
     assert ("bwrap (sandbox = auto)" if BWRAP_WORKS else "commands run unsandboxed") in line
     monkeypatch.setenv("HERMES_LOCAL_SANDBOX", "off")
     res = runner.invoke(app, ["doctor", "--model", str(model), "--no-speed"])
-    assert (
-        "none, commands run unsandboxed (sandbox = off): sandbox = off in the settings" in res.stdout
+    assert "sandbox:          none (sandbox = off): commands run with your rights" in res.stdout
+
+
+@needs_bwrap
+def test_reference_mcp_time_server_works_inside_the_sandbox(arena: dict[str, Path]) -> None:
+    """An MCP stdio server started from `sandboxed_command`'s argv and env: initialize, list, call."""
+    pytest.importorskip("mcp_server_time", reason="the reference MCP time server (mcp-server-time) is not installed")
+    import anyio
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    argv, env = sandboxed_command(
+        [sys.executable, "-m", "mcp_server_time", "--local-timezone", "UTC"],
+        workspace=arena["ws"],
+        writable=False,
+        limits=Limits(),
     )
+    assert "--unshare-all" in argv and "--share-net" not in argv
+    params = StdioServerParameters(command=argv[0], args=argv[1:], env=env)
+
+    async def session() -> tuple[list[str], str]:
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as client:
+            await client.initialize()
+            listed = await client.list_tools()
+            result = await client.call_tool("get_current_time", {"timezone": "UTC"})
+            return [t.name for t in listed.tools], " ".join(getattr(c, "text", "") for c in result.content)
+
+    names, text = anyio.run(session)
+    assert "get_current_time" in names and '"timezone": "UTC"' in text
+
+
+def test_workflow_run_shell_steps_use_the_sandbox_settings(
+    arena: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hermes_local.workflow import load_workflow, run_workflow
+
+    monkeypatch.setenv("MY_API_TOKEN", SECRET)
+    flow = tmp_path / "flow.toml"
+    flow.write_text(
+        'name = "envcheck"\n\n[[steps]]\nid = "show"\ntool = "run_shell"\n'
+        'params = { command = "echo token=$MY_API_TOKEN" }\n',
+        encoding="utf-8",
+    )
+    for env_allow, expected in ((None, "token=\n"), (["PATH", "MY_API_TOKEN"], f"token={SECRET}\n")):
+        overrides = {"sandbox_env": env_allow} if env_allow else {}
+        result = run_workflow(
+            load_workflow(flow),
+            load_settings(overrides),
+            workspace=arena["ws"],
+            db_path=None,
+            approver=Approver(approve_all=True),
+        )
+        assert result.outcomes[0].ok and result.outcomes[0].data["stdout"] == expected
