@@ -224,3 +224,15 @@ def test_memo_symlink_swap_race_never_appends_outside(arena: dict[str, Path], tm
         swapper.wait(timeout=30)
     print(f"memo race: {appended} of 300 appends succeeded")
     assert (outside / "rc").read_text() == "original\n" and sorted(p.name for p in outside.iterdir()) == ["rc"]
+
+
+def test_very_deep_and_very_long_paths_are_refused_cleanly(arena: dict[str, Path]) -> None:
+    ws = arena["ws"]
+    ex = make_executor(ws)
+    deep = ex.execute("write_file", {"path": "a/" * 5000 + "x.txt", "content": "x"})
+    assert deep.error_kind == "invalid_arguments" and "too deep" in deep.error
+    assert list(ws.iterdir()) == []  # refused before creating any folder
+    dots = ex.execute("read_file", {"path": "./" * 100_000 + "x"})
+    assert dots.error_kind in ("not_found", "invalid_arguments")
+    ok = ex.execute("write_file", {"path": "b/" * 30 + "x.txt", "content": "x"})
+    assert ok.ok and ex.execute("read_file", {"path": "b/" * 30 + "x.txt"}).data == "x"

@@ -16,7 +16,8 @@ database, corrupt, interrupted write with a hot journal) rather than as a mistak
 
 A database in WAL mode is opened `immutable=1` when it has no `-wal` file (nothing unmerged, no
 writer), because `mode=ro` would leave new `-wal`/`-shm` files next to the user's file; when a
-`-wal` file exists it is opened `mode=ro` (those files are already there). Does not open any file
+`-wal` file exists it is opened `mode=ro` (that file is already there; SQLite may add the `-shm` index
+if a crashed writer left none). Does not open any file
 other than `ctx.db_path` and does not decide who may call it.
 """
 
