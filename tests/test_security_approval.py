@@ -169,3 +169,28 @@ def test_cli_run_escapes_bidi_in_a_write_and_runs_it_when_approved(tmp_path: Pat
     assert "\\u202eexe.txt\\u202c \\x1b]0;owned\\x07 end" in question
     assert "\u202e" not in question and "\x1b" not in question  # (live progress is the printers' job)
     assert (tmp_path / "ws" / "notes.txt").read_text() == content
+
+
+def test_question_is_not_asked_blind_when_stderr_is_not_a_terminal(tmp_path: Path) -> None:
+    master, slave = os.openpty()
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    err = tmp_path / "stderr.log"
+    with open(err, "w") as err_fh:
+        child = subprocess.Popen(
+            [sys.executable, "-c", _CHILD, "run_shell", json.dumps({"command": "ls"})],
+            stdin=slave,
+            stdout=slave,
+            stderr=err_fh,
+            env=env,
+            close_fds=True,
+        )
+        os.close(slave)
+        shown = bytearray()
+        os.write(master, b"y\n")  # typed ahead, blind: must not count as approval
+        try:
+            _read_until(master, b")\r\n", shown)
+        finally:
+            child.wait(timeout=60)
+            os.close(master)
+    assert "RESULT (False, 'user')" in shown.decode()
+    assert "stderr is not a terminal" in err.read_text()
