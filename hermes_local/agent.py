@@ -14,15 +14,16 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from hermes_local.llm import LLM, Usage, common_prefix_length
+from hermes_local.dialects import Dialect
+from hermes_local.dialects.hermes import HermesDialect
+from hermes_local.llm import DEFAULT_STOP, LLM, Usage, common_prefix_length
 from hermes_local.memory import LedgerEntry, Memory, Turn, extract_plan
-from hermes_local.parsing import ToolCall, parse_tool_calls
-from hermes_local.prompts import Segments, chat_tokens, render
+from hermes_local.parsing import ToolCall
+from hermes_local.prompts import Segments, render
 from hermes_local.tools.execution import Executor
 from hermes_local.tools.registry import ToolResult
 
 EventSink = Callable[[str, dict[str, Any]], None]
-CALL_OPEN = "<tool_call>"
 FINAL_ANSWER_REQUEST = (
     "You have reached the step limit. Do not call any more tools: reply now with your final answer "
     "to the goal from what you have found so far."
@@ -114,8 +115,10 @@ class Agent:
         *,
         on_event: EventSink | None = None,
         recall: Callable[[str], list[str]] | None = None,
+        dialect: Dialect | None = None,
     ) -> None:
         self.llm = llm
+        self.dialect = dialect or HermesDialect()
         self.executor = executor
         self.config = config or AgentConfig()
         self.on_event = on_event or (lambda kind, payload: None)
@@ -124,13 +127,17 @@ class Agent:
         self._grammar_text: str | None = None
 
     # -- prompt ----------------------------------------------------------------------------
+    def tool_schemas(self) -> list[dict[str, Any]]:
+        """The tools offered to the model (none with tool_choice "none")."""
+        return [] if self.config.tool_choice == "none" else self.executor.registry.schemas()
+
     def system_prompt(self) -> Segments:
-        tools = [] if self.config.tool_choice == "none" else self.executor.registry.schemas()
-        return render("system.jinja", tools=tools, instructions=self.config.instructions)
+        """hermes-local's own rules and the user's instructions (the dialect adds the tool block)."""
+        return render("system.jinja", tools=self.tool_schemas(), instructions=self.config.instructions)
 
     def new_memory(self, goal: str) -> Memory:
         recalled = self.recall(goal) if self.recall else []
-        memory = Memory(system=self.system_prompt(), goal=goal, recalled=recalled)
+        memory = Memory(system=self.system_prompt(), goal=goal, recalled=recalled, dialect=self.dialect)
         memory.on_turn = lambda turn: self.on_event("turn", turn.to_event())
         return memory
 
@@ -138,13 +145,11 @@ class Agent:
         if not self.config.grammar or self.config.tool_choice == "none" or not len(self.executor.registry):
             return None
         if self._grammar_text is None:
-            from hermes_local.grammar import tool_call_grammar
-
-            self._grammar_text = tool_call_grammar(list(self.executor.registry))
+            self._grammar_text = self.dialect.grammar(list(self.executor.registry))
         return self._grammar_text
 
     def _prompt_tokens(self, memory: Memory, prefill: str) -> list[int]:
-        return chat_tokens(memory.messages(), self.llm, prefill=prefill)
+        return self.dialect.tokens(memory.messages(), self.tool_schemas(), self.llm, prefill=prefill)
 
     def _fitted_prompt(self, memory: Memory, prefill: str, result: RunResult) -> tuple[list[int], int]:
         """Prompt tokens within budget (compacting memory if needed) and the max_tokens left."""
@@ -172,16 +177,19 @@ class Agent:
         return tokens, min(max_new, room)
 
     def _complete(self, memory: Memory, step: int, tool_choice: str, result: RunResult) -> str:
-        prefill = CALL_OPEN + "\n" if tool_choice == "required" else ""
+        required = tool_choice == "required"
+        prefill = self.dialect.required_prefill if required else ""
         tokens, max_new = self._fitted_prompt(memory, prefill, result)
-        grammar = self._grammar() if tool_choice != "none" else None
+        trigger = None if required else self.dialect.call_open
+        grammar = self._grammar() if required or (tool_choice == "auto" and trigger) else None
         completion = self.llm.complete(
             tokens,
             max_tokens=max_new,
             temperature=self.config.temperature,
+            stop=self.dialect.stop or DEFAULT_STOP,
             on_token=lambda piece: self.on_event("token", {"text": piece}),
             grammar=grammar,
-            grammar_trigger=None if (grammar and tool_choice == "required") else (grammar and CALL_OPEN),
+            grammar_trigger=trigger if grammar else None,
         )
         new = len(tokens) - common_prefix_length(tokens, self._previous_tokens)
         self._previous_tokens = tokens + completion.tokens
@@ -219,7 +227,9 @@ class Agent:
         start = next((e for e in events if e.get("kind") == "run_start"), None)
         if start is None:
             raise ValueError("the session log has no run_start event")
-        memory = Memory(system=self.system_prompt(), goal=start["goal"], recalled=start.get("recalled") or [])
+        memory = Memory(
+            system=self.system_prompt(), goal=start["goal"], recalled=start.get("recalled") or [], dialect=self.dialect
+        )
         for e in events:
             if e.get("kind") == "turn":
                 memory.restore_turn(Turn.from_event(e))
@@ -247,7 +257,7 @@ class Agent:
     def _settle_interrupted_step(self, memory: Memory, step: int, events: list[dict[str, Any]]) -> None:
         """Give the last logged step its tool turn: logged results, or interrupted/not-started errors."""
         text = next(e["text"] for e in reversed(events) if e.get("kind") == "assistant" and e.get("step") == step)
-        parsed = parse_tool_calls(text, self.executor.registry.names())
+        parsed = self.dialect.parse(text, self.executor.registry.names())
         started = [e for e in events if e.get("kind") == "tool_call" and e.get("step") == step]
         finished = [e for e in events if e.get("kind") == "tool_result" and e.get("step") == step]
         outcomes: list[tuple[str, dict[str, Any], ToolResult]] = []
@@ -280,7 +290,7 @@ class Agent:
                 current, todo, text = extract_plan(text)
                 memory.note_plan(current, todo)
                 self.on_event("assistant", {"step": step, "text": text})
-                parsed = parse_tool_calls(text, tool_names)
+                parsed = self.dialect.parse(text, tool_names)
                 if self.config.tool_choice == "none" or (not parsed.calls and not parsed.errors):
                     result.answer, result.stopped = parsed.text, "answer"
                     break
@@ -307,7 +317,7 @@ class Agent:
     def _final_answer(self, memory: Memory, step: int, result: RunResult) -> str | None:
         memory.add_user_note(step, Segments.untrusted(FINAL_ANSWER_REQUEST))
         text = self._complete(memory, step, "none", result)
-        answer = parse_tool_calls(extract_plan(text)[2]).text or None
+        answer = self.dialect.parse(extract_plan(text)[2]).text or None
         self.on_event("assistant", {"step": step, "text": text, "final": True})
         return answer
 

@@ -28,6 +28,7 @@ from typing import Any
 from hermes_local.json_repair import decode as _decode
 from hermes_local.json_repair import scan as _scan
 from hermes_local.json_repair import value_at as _value
+from hermes_local.parse_variants import normalize_variants
 
 CALL_EXAMPLE = '<tool_call>{"name": "TOOL_NAME", "arguments": {...}}</tool_call>'
 
@@ -328,9 +329,13 @@ def _clean(parts: list[str]) -> str:
     return _BLANK_LINES.sub("\n\n", "".join(out)).strip()
 
 
-def parse_tool_calls(text: str, tool_names: Iterable[str] | None = None) -> ParseResult:
-    """Extract the tool calls in one model reply; see the module docstring for what is understood."""
+def parse_tool_calls(text: str, tool_names: Iterable[str] | None = None, dialect: str | None = None) -> ParseResult:
+    """Extract the tool calls in one model reply; see the module docstring for what is understood.
+
+    `dialect` (a dialect name) also reads that family's own variants (see `parse_variants.py`); with
+    None every family's variants are read."""
     names = None if tool_names is None else frozenset(tool_names)
+    text = normalize_variants(text, dialect)
     close, open_ = _THINK_END.search(text), _THINK_OPEN.search(text)
     if close is not None and (open_ is None or close.start() < open_.start()):
         text = text[close.end() :]  # the prompt opened the reasoning block: all before `</think>` is reasoning
