@@ -27,6 +27,7 @@ from hermes_local.errors import UserError
 from hermes_local.prompts import SPECIAL_CANDIDATE, Segment, Segments
 
 _SENTINEL = re.compile("\ue002(\\d+)\ue003")
+_NEXT_RESULT = Segment("\ue004", True)  # separates results in one results turn: each becomes a tool message
 
 
 def _raise_exception(message: str) -> None:
@@ -73,6 +74,14 @@ class GGUFDialect(Dialect):
         self.eos_token = eos_token
         self.stop = tuple(dict.fromkeys([*stop, *([eos_token] if eos_token else [])]))
 
+    def tool_results(self, step: int, responses: Sequence[dict[str, Any]]) -> Segments:
+        """One `tool` message per result holding {"name", "content"}; the template frames each."""
+        segs: list[Segment] = []
+        for i, r in enumerate(responses):
+            segs += [_NEXT_RESULT] if i else []
+            segs.append(Segment(dumps(r), False))
+        return Segments(segs)
+
     def render(
         self,
         messages: Sequence[Message],
@@ -88,8 +97,15 @@ class GGUFDialect(Dialect):
         values: list[Segments] = []
         hf_messages = []
         for m in messages:
-            values.append(m["content"])
-            hf_messages.append({"role": m["role"], "content": f"\ue002{len(values) - 1}\ue003"})
+            parts: list[list[Segment]] = [[]]
+            for seg in m["content"]:
+                if seg == _NEXT_RESULT:
+                    parts.append([])
+                else:
+                    parts[-1].append(seg)
+            for part in parts:
+                values.append(Segments(part))
+                hf_messages.append({"role": m["role"], "content": f"\ue002{len(values) - 1}\ue003"})
         try:
             rendered = compile_template(self.source).render(
                 messages=hf_messages,
