@@ -17,6 +17,7 @@ from hermes_local.cli_common import (
     AllowHostOpt,
     AllowOpt,
     DbOpt,
+    DialectOpt,
     GpuOpt,
     HermesGroup,
     ModelOpt,
@@ -30,6 +31,7 @@ from hermes_local.config import load_settings
 from hermes_local.errors import HermesError
 from hermes_local.eval_commands import eval_command, sessions_export, workflow_app
 from hermes_local.model_commands import doctor, models_app
+from hermes_local.prompt_command import prompt_command
 
 app = typer.Typer(
     help="A local, offline task agent on llama.cpp (Hermes 2 Pro tool calling).\n\n"
@@ -49,6 +51,7 @@ app.add_typer(memory_app, name="memory")
 app.command()(doctor)
 app.add_typer(workflow_app, name="workflow")
 app.command("eval")(eval_command)
+app.command("prompt")(prompt_command)
 sessions_app.command("export")(sessions_export)
 
 
@@ -98,13 +101,14 @@ def _prepare(
     session_id: str | None = None,
 ):
     """Settings, model, session log and agent for run/chat; user mistakes exit 2 with one line."""
-    from hermes_local.runtime import build_agent, build_registry, load_llm
+    from hermes_local.runtime import build_agent, build_registry, dialect_for, load_llm, load_tokenizer
     from hermes_local.session import SessionLog
     from hermes_local.tools import Approver
 
     settings = load_settings(overrides)
     settings = settings.model_copy(update={"allow_hosts": [*settings.allow_hosts, *(allow_host or [])]})
     registry = build_registry(tools_module or [])
+    dialect = dialect_for(settings, load_tokenizer(settings), check=True)  # refuse before loading weights
     llm = load_llm(settings, on_info=None if as_json else lambda line: typer.echo(line, err=True))
     approver = Approver(approve_all=yes, allow=[*settings.allow_tools, *(allow or [])], deny=settings.deny_tools)
     session = SessionLog(session_id)
@@ -116,7 +120,14 @@ def _prepare(
             printer(kind, payload)
 
     agent = build_agent(
-        llm, settings, workspace=workspace, registry=registry, approver=approver, on_event=on_event, db_path=db
+        llm,
+        settings,
+        workspace=workspace,
+        registry=registry,
+        approver=approver,
+        on_event=on_event,
+        db_path=db,
+        dialect=dialect,
     )
     return llm, agent, session
 
@@ -134,6 +145,7 @@ RUN_EXAMPLES = (
 def run(
     task: Annotated[str | None, typer.Argument(help="What the agent should do, in plain words.")] = None,
     model: ModelOpt = None,
+    dialect: DialectOpt = None,
     max_steps: Annotated[int | None, typer.Option(help="Most model calls before stopping (default 8).")] = None,
     n_ctx: NCtxOpt = None,
     n_gpu_layers: GpuOpt = None,
@@ -174,6 +186,7 @@ def run(
             fail(f"session {resume} has no recorded start; it cannot be resumed")
     overrides = dict(
         model=model,
+        dialect=dialect,
         max_steps=max_steps,
         n_ctx=n_ctx,
         n_gpu_layers=n_gpu_layers,
@@ -217,6 +230,7 @@ def run(
 @app.command()
 def chat(
     model: ModelOpt = None,
+    dialect: DialectOpt = None,
     n_ctx: NCtxOpt = None,
     n_gpu_layers: GpuOpt = None,
     workspace: WorkspaceOpt = Path("."),
@@ -226,7 +240,7 @@ def chat(
     db: DbOpt = None,
 ) -> None:
     """Interactive multi-turn chat with tools. /reset starts over, /exit (or Ctrl-D) quits."""
-    overrides = dict(model=model, n_ctx=n_ctx, n_gpu_layers=n_gpu_layers)
+    overrides = dict(model=model, dialect=dialect, n_ctx=n_ctx, n_gpu_layers=n_gpu_layers)
     llm, agent, session = _prepare(
         overrides,
         workspace=workspace,

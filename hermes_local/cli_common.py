@@ -58,4 +58,11 @@ DbOpt = Annotated[Path | None, typer.Option(help="SQLite database for query_data
 AllowHostOpt = Annotated[
     list[str] | None, typer.Option(help="Host http_get may reach (repeatable; default: none, offline).")
 ]
+DialectOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="Prompt format: hermes, qwen, mistral, mistral-v3, llama3, or gguf (the model's own chat template). "
+        "Default: models.toml chat_format, else detected from the GGUF."
+    ),
+]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON.")]

@@ -232,6 +232,7 @@ class LlamaCppLLM:
             decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
             text = ""
             finish = "length"
+            search_from = 0  # where to look for the grammar trigger next
             budget = min(max_tokens, self.n_ctx - len(prompt))
             try:
                 while len(generated) < budget:
@@ -251,12 +252,21 @@ class LlamaCppLLM:
                     if len(generated) >= budget:
                         break
                     if grammar and grammar_trigger:
-                        switch_on = not constrained and text.endswith(grammar_trigger)
+                        # The trigger may appear anywhere (also inside one token, or followed by more
+                        # text in it): the text after it is replayed into the grammar, as llama.cpp does.
+                        at = -1 if constrained else text.find(grammar_trigger, search_from)
                         switch_off = constrained and text.rstrip().endswith("</tool_call>")
-                        if switch_on or switch_off:
-                            constrained = switch_on
+                        if at >= 0 or switch_off:
+                            constrained = at >= 0
+                            search_from = len(text)
                             sampler.close()
                             sampler = _TokenSampler(self, temperature, grammar if constrained else None)
+                            if constrained and not sampler.feed(text[at + len(grammar_trigger) :]):
+                                constrained = False  # the call already went off-grammar: leave it to the parser
+                                sampler.close()
+                                sampler = _TokenSampler(self, temperature, None)
+                        elif not constrained:
+                            search_from = max(search_from, len(text) - len(grammar_trigger) + 1)
                     self._llama.eval([token])
             finally:
                 sampler.close()
@@ -284,6 +294,7 @@ class _TokenSampler:
 
         lib = owner._llama_cpp
         self._lib, self._np = lib, np
+        self._owner = owner
         self._ctx = owner._llama.ctx
         self._n_vocab = owner._llama.n_vocab()
         self.chain = lib.llama_sampler_chain_init(lib.llama_sampler_chain_default_params())
@@ -353,6 +364,18 @@ class _TokenSampler:
             self._lib.llama_sampler_accept(self.grammar, token)
         self._lib.llama_sampler_accept(self.chain, token)
         return token
+
+    def feed(self, text: str) -> bool:
+        """Advance the grammar over `text` (already generated); False if the grammar rejects it."""
+        if self.grammar is None or not text:
+            return True
+        for token in self._owner.tokenize(text, special=False):
+            self._one["id"], self._one["logit"], self._one["p"] = token, 1.0, 0.0
+            self._apply(self.grammar, self._one)
+            if self._one["logit"][0] == float("-inf"):
+                return False
+            self._lib.llama_sampler_accept(self.grammar, token)
+        return True
 
     def close(self) -> None:
         if self.chain:
