@@ -11,6 +11,7 @@ from __future__ import annotations
 import codecs
 import contextlib
 import ctypes
+import io
 import os
 import threading
 import time
@@ -102,7 +103,7 @@ class LlamaParams:
 
 @contextlib.contextmanager
 def _quiet_stderr():
-    """llama.cpp logs to fd 2 from C; hide it unless HERMES_LOCAL_DEBUG is set."""
+    """llama.cpp logs to fd 2 from C (and through Python's sys.stderr); hide it unless HERMES_LOCAL_DEBUG is set."""
     if os.environ.get("HERMES_LOCAL_DEBUG"):
         yield
         return
@@ -110,7 +111,8 @@ def _quiet_stderr():
     devnull = os.open(os.devnull, os.O_WRONLY)
     try:
         os.dup2(devnull, 2)
-        yield
+        with contextlib.redirect_stderr(io.StringIO()):  # llama-cpp-python's log callback prints to sys.stderr
+            yield
     finally:
         os.dup2(saved, 2)
         os.close(saved)

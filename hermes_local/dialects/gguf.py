@@ -5,7 +5,8 @@ one) runs in a sandboxed Jinja environment with the globals transformers passes 
 `bos_token`, `eos_token`, `add_generation_prompt`, `raise_exception`, `strftime_now`) and its
 `tojson`. Every message content is replaced by a unique sentinel before rendering and put back
 afterwards with its own trust flags, so only the template's text can become special tokens. Tool
-definitions are template data: they are refused if they spell special-token text. Calls in the
+definitions are template data: they are refused if they spell special-token text; a template that
+does not use `tools` gets the Hermes tool block at the top of the system message instead (as content). Calls in the
 history are written in the Hermes `<tool_call>` form inside the assistant content, results as `tool`
 messages (most tool-capable templates accept both). Stop strings are the GGUF's EOS/EOT token texts.
 """
@@ -27,6 +28,7 @@ from hermes_local.errors import UserError
 from hermes_local.prompts import SPECIAL_CANDIDATE, Segment, Segments
 
 _SENTINEL = re.compile("\ue002(\\d+)\ue003")
+_USES_TOOLS = re.compile(r"\btools\b")
 _NEXT_RESULT = Segment("\ue004", True)  # separates results in one results turn: each becomes a tool message
 
 
@@ -56,6 +58,14 @@ def compile_template(source: str) -> jinja2.Template:
         return env.from_string(source)
     except jinja2.TemplateError as exc:
         raise UserError(f"the model's chat template does not compile ({exc}); pick a format with --dialect") from exc
+
+
+def tool_offer_text(tools: Sequence[dict[str, Any]]) -> str:
+    """The Hermes tool block's text (without its framing), for templates that cannot offer tools."""
+    from hermes_local.dialects.hermes import HermesDialect
+
+    text = HermesDialect().render([], tools, add_generation_prompt=False).text
+    return text.removeprefix("<|im_start|>system\n").removesuffix("<|im_end|>\n")
 
 
 class GGUFDialect(Dialect):
@@ -94,6 +104,14 @@ class GGUFDialect(Dialect):
             raise UserError("this model has no tokenizer.chat_template; pick a format with --dialect NAME")
         if tools and SPECIAL_CANDIDATE.search(dumps(list(tools))):
             raise UserError("a tool definition contains special-token text such as <|...|>; rename or reword it")
+        messages = list(messages)
+        if tools and not _USES_TOOLS.search(self.source):  # a template without tool support: offer them ourselves
+            offer = Segments.untrusted(tool_offer_text(tools))
+            if messages and messages[0]["role"] == "system":
+                messages[0] = {"role": "system", "content": offer + Segments.untrusted("\n\n") + messages[0]["content"]}
+            else:
+                messages.insert(0, {"role": "system", "content": offer})
+            tools = ()
         values: list[Segments] = []
         hf_messages = []
         for m in messages:
