@@ -136,11 +136,11 @@ class GGUFDialect(Dialect):
             raise UserError(f"the model's chat template failed: {exc}; pick a format with --dialect NAME") from exc
         out: list[Segment] = []
         pos = 0
-        for m in _SENTINEL.finditer(rendered):
-            if m.start() > pos:
-                out.append(Segment(rendered[pos : m.start()], True))
-            out.extend(values[int(m.group(1))])
-            pos = m.end()
+        for hit in _SENTINEL.finditer(rendered):
+            if hit.start() > pos:
+                out.append(Segment(rendered[pos : hit.start()], True))
+            out.extend(values[int(hit.group(1))])
+            pos = hit.end()
         out.append(Segment(rendered[pos:], True))
         if prefill:
             out.append(Segment(prefill, True))
