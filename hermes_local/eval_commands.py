@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from hermes_local.cli_common import fail
+from hermes_local.cli_common import DialectOpt, fail
 from hermes_local.config import load_settings
 
 workflow_app = typer.Typer(help="Run TOML workflows: tool steps in dependency order, no model.", no_args_is_help=True)
@@ -40,12 +40,15 @@ def eval_command(
     max_steps: Annotated[int | None, typer.Option(help="Default step limit for cases without max_steps.")] = None,
     n_ctx: Annotated[int | None, typer.Option(help="Context window in tokens.")] = None,
     n_gpu_layers: Annotated[int | None, typer.Option(help="Layers offloaded to the GPU; -1 = all.")] = None,
+    dialect: DialectOpt = None,
 ) -> None:
     """Run every case of CASES.jsonl in a fresh temporary workspace and score it; exit 1 if any case fails."""
     from hermes_local.eval_cases import load_cases
     from hermes_local.evaluation import format_table, run_suite, suite_report
 
-    settings = load_settings(dict(model=model, max_steps=max_steps, n_ctx=n_ctx, n_gpu_layers=n_gpu_layers))
+    settings = load_settings(
+        dict(model=model, max_steps=max_steps, n_ctx=n_ctx, n_gpu_layers=n_gpu_layers, dialect=dialect)
+    )
     suite = load_cases(cases, only=case)
 
     def progress(line: str) -> None:

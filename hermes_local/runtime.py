@@ -15,6 +15,7 @@ from pathlib import Path
 from hermes_local.agent import Agent, AgentConfig, EventSink
 from hermes_local.config import Settings
 from hermes_local.dialects import Dialect, require_framing, select_dialect
+from hermes_local.dialects.gguf import GGUFDialect
 from hermes_local.errors import UserError
 from hermes_local.llm import LLM, LlamaParams
 from hermes_local.replay import is_replay_spec, load_replay
@@ -97,6 +98,9 @@ def dialect_for(settings: Settings, llm: LLM, *, check: bool = False) -> Dialect
     path = getattr(llm, "model_path", None)
     header = read_header(path) if path is not None else None
     dialect = select_dialect(settings.dialect, chat_format=choice.entry.chat_format if choice else None, header=header)
+    if isinstance(dialect, GGUFDialect) and header is not None and hasattr(llm, "detokenize"):
+        ids = [header.metadata.get(f"tokenizer.ggml.{k}_token_id") for k in ("eos", "eot")]
+        dialect.add_stops(llm.detokenize([i]) for i in ids if isinstance(i, int))  # the GGUF's EOS/EOT texts
     if check:
         require_framing(dialect, llm)
     return dialect

@@ -16,7 +16,7 @@ from __future__ import annotations
 import datetime
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -83,6 +83,12 @@ class GGUFDialect(Dialect):
         self.bos_token = bos_token
         self.eos_token = eos_token
         self.stop = tuple(dict.fromkeys([*stop, *([eos_token] if eos_token else [])]))
+
+    def add_stops(self, texts: Iterable[str]) -> None:
+        """Also stop at these texts (the model's EOS/EOT tokens, known once its vocabulary is loaded)."""
+        self.stop = tuple(dict.fromkeys([*self.stop, *(t for t in texts if t)]))
+        if not self.eos_token and self.stop:
+            self.eos_token = self.stop[0]
 
     def tool_results(self, step: int, responses: Sequence[dict[str, Any]]) -> Segments:
         """One `tool` message per result holding {"name", "content"}; the template frames each."""
