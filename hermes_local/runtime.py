@@ -97,7 +97,8 @@ def dialect_for(settings: Settings, llm: LLM, *, check: bool = False) -> Dialect
     choice = lookup(settings.model) if settings.model else None
     path = getattr(llm, "model_path", None)
     header = read_header(path) if path is not None else None
-    dialect = select_dialect(settings.dialect, chat_format=choice.entry.chat_format if choice else None, header=header)
+    chat_format = choice.entry.chat_format if choice else None
+    dialect = select_dialect(settings.dialect, chat_format=chat_format, header=header, llm=llm)
     if isinstance(dialect, GGUFDialect) and header is not None and hasattr(llm, "detokenize"):
         ids = [header.metadata.get(f"tokenizer.ggml.{k}_token_id") for k in ("eos", "eot")]
         dialect.add_stops(llm.detokenize([i]) for i in ids if isinstance(i, int))  # the GGUF's EOS/EOT texts

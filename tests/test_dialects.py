@@ -195,6 +195,18 @@ def test_detection_falls_back_to_the_models_template_then_hermes() -> None:
     assert detect_dialect(None) == "hermes"
 
 
+def test_detection_probes_the_vocabulary_when_the_gguf_has_no_template() -> None:
+    from hermes_local.testing import ScriptedLLM
+
+    assert detect_dialect(_Header("", arch="llama"), ScriptedLLM([])) == "hermes"  # it has <|im_start|>
+
+    class Llama3Vocab(ScriptedLLM):
+        def special_token_id(self, text: str) -> int | None:
+            return 7 if text == "<|start_header_id|>" else None
+
+    assert detect_dialect(_Header("", arch="llama"), Llama3Vocab([])) == "llama3"
+
+
 def test_selection_precedence_and_unknown_names() -> None:
     header = _Header((TEMPLATES / "Qwen-Qwen2.5-7B-Instruct.jinja").read_text(encoding="utf-8"))
     assert select_dialect("llama3", chat_format="chatml", header=header).name == "llama3"

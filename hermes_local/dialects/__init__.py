@@ -68,8 +68,12 @@ def get_dialect(name: str, header: Any | None = None) -> Dialect:
     return _FIXED[key]()
 
 
-def detect_dialect(header: Any | None) -> str:
-    """A dialect name from GGUF metadata: template markers first, then tokenizer and architecture."""
+_VOCAB_PROBES = (("<|im_start|>", "hermes"), ("<|start_header_id|>", "llama3"), ("[AVAILABLE_TOOLS]", "mistral"))
+
+
+def detect_dialect(header: Any | None, llm: LLM | None = None) -> str:
+    """A dialect name from GGUF metadata: template markers first, then tokenizer and architecture, then
+    the special tokens of the vocabulary (when `llm` is given)."""
     if header is None:
         return "hermes"
     meta = header.metadata
@@ -88,12 +92,17 @@ def detect_dialect(header: Any | None) -> str:
         return "qwen"
     if pre == "llama-bpe" or arch == "llama" and pre.startswith("llama3"):
         return "llama3"
+    for token, name in _VOCAB_PROBES if llm is not None else ():
+        if llm.special_token_id(token) is not None:
+            return name if name != "mistral" or pre == "tekken" else "mistral-v3"
     return "hermes"
 
 
-def select_dialect(name: str | None, *, chat_format: str | None = None, header: Any | None = None) -> Dialect:
-    """`--dialect` wins, then the registry's `chat_format`, then the GGUF's metadata."""
-    chosen = name or chat_format or detect_dialect(header)
+def select_dialect(
+    name: str | None, *, chat_format: str | None = None, header: Any | None = None, llm: LLM | None = None
+) -> Dialect:
+    """`--dialect` wins, then the registry's `chat_format`, then the GGUF's metadata and vocabulary."""
+    chosen = name or chat_format or detect_dialect(header, llm)
     return get_dialect(chosen, header)
 
 
