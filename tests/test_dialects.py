@@ -126,12 +126,21 @@ def test_hermes_trained_block_is_unchanged_and_our_rules_follow_in_their_own_tur
     assert '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"' in text
 
 
-def test_qwen_matches_the_official_template() -> None:
-    assert ours("qwen") == official("Qwen-Qwen2.5-7B-Instruct.jinja", hf_messages(HERMES_RESULT))
+@pytest.mark.parametrize("template", ["Qwen-Qwen2.5-7B-Instruct.jinja", "Qwen-Qwen3-0.6B.jinja"])
+def test_qwen_matches_the_official_templates(template: str) -> None:
+    assert ours("qwen") == official(template, hf_messages(HERMES_RESULT))
 
 
-def test_llama3_matches_the_official_template() -> None:
-    assert ours("llama3") == official("meta-llama-Llama-3.1-8B-Instruct.jinja", hf_messages(RESULT))
+@pytest.mark.parametrize(
+    "template",
+    [
+        "meta-llama-Llama-3.1-8B-Instruct.jinja",
+        "meta-llama-Llama-3.2-3B-Instruct.jinja",
+        "meta-llama-Llama-3.3-70B-Instruct.jinja",
+    ],
+)
+def test_llama3_matches_the_official_templates(template: str) -> None:
+    assert ours("llama3") == official(template, hf_messages(RESULT), date_string="26 Jul 2024")
 
 
 def test_mistral_matches_the_official_nemo_template() -> None:
