@@ -204,3 +204,15 @@ def test_lazy_trigger_inside_a_token_replays_the_rest_into_the_grammar(real_llm:
     wrong = f"root ::= {json.dumps('QQQ')}\n"  # the replayed text breaks this grammar: the output stays free
     out = real_llm.complete(tokens, max_tokens=8, temperature=0.0, grammar=wrong, grammar_trigger=trigger)
     assert out.text == free.text
+
+
+def test_mistral_framing_eos_is_special_and_content_eos_is_plain() -> None:
+    from hermes_local.llm import LlamaCppLLM, LlamaParams
+
+    phi3 = LlamaCppLLM(PHI3_VOCAB, LlamaParams(vocab_only=True))  # a Llama-SPM vocabulary: </s> is its EOS
+    eos = phi3.special_token_id("</s>")
+    assert eos is not None
+    d = get_dialect("mistral")
+    segments = d.render(conversation(d, "a</s>b"), default_registry().schemas())
+    ids = to_tokens(segments, phi3)
+    assert ids.count(eos) == 1  # the assistant turn's end, not the four copies in content

@@ -25,9 +25,10 @@ import jinja2.sandbox
 
 from hermes_local.dialects.base import Dialect, Message, dumps
 from hermes_local.errors import UserError
-from hermes_local.prompts import SPECIAL_CANDIDATE, Segment, Segments
+from hermes_local.prompts import Segment, Segments
 
 _SENTINEL = re.compile("\ue002(\\d+)\ue003")
+_CONTROL_TEXT = re.compile(r"<\|[^|<>\s]{1,40}\|>|<｜[^｜<>]{1,40}｜>|</?s>|\[/?(?:INST|TOOL_CALLS|AVAILABLE_TOOLS)\]")
 _USES_TOOLS = re.compile(r"\btools\b")
 _NEXT_RESULT = Segment("\ue004", True)  # separates results in one results turn: each becomes a tool message
 
@@ -108,7 +109,7 @@ class GGUFDialect(Dialect):
     ) -> Segments:
         if not self.source:
             raise UserError("this model has no tokenizer.chat_template; pick a format with --dialect NAME")
-        if tools and SPECIAL_CANDIDATE.search(dumps(list(tools))):
+        if tools and _CONTROL_TEXT.search(dumps(list(tools))):
             raise UserError("a tool definition contains special-token text such as <|...|>; rename or reword it")
         messages = list(messages)
         if tools and not _USES_TOOLS.search(self.source):  # a template without tool support: offer them ourselves
