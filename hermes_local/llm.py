@@ -254,8 +254,7 @@ class LlamaCppLLM:
                     if len(generated) >= budget:
                         break
                     if grammar and grammar_trigger:
-                        # The trigger may appear anywhere (also inside one token, or followed by more
-                        # text in it): the text after it is replayed into the grammar, as llama.cpp does.
+                        # The trigger anywhere (even mid-token): the text after it is replayed into the grammar.
                         at = -1 if constrained else text.find(grammar_trigger, search_from)
                         switch_off = constrained and text.rstrip().endswith("</tool_call>")
                         if at >= 0 or switch_off:
@@ -264,7 +263,7 @@ class LlamaCppLLM:
                             sampler.close()
                             sampler = _TokenSampler(self, temperature, grammar if constrained else None)
                             if constrained and not sampler.feed(text[at + len(grammar_trigger) :]):
-                                constrained = False  # the call already went off-grammar: leave it to the parser
+                                constrained = False  # already off-grammar: leave it to the parser
                                 sampler.close()
                                 sampler = _TokenSampler(self, temperature, None)
                         elif not constrained:
@@ -369,9 +368,7 @@ class _TokenSampler:
 
     def feed(self, text: str) -> bool:
         """Advance the grammar over `text` (already generated); False if the grammar rejects it."""
-        if self.grammar is None or not text:
-            return True
-        for token in self._owner.tokenize(text, special=False):
+        for token in self._owner.tokenize(text, special=False) if self.grammar is not None else []:
             self._one["id"], self._one["logit"], self._one["p"] = token, 1.0, 0.0
             self._apply(self.grammar, self._one)
             if self._one["logit"][0] == float("-inf"):
