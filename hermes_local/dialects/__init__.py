@@ -92,8 +92,8 @@ def detect_dialect(header: Any | None, llm: LLM | None = None) -> str:
         return "qwen"
     if pre == "llama-bpe" or arch == "llama" and pre.startswith("llama3"):
         return "llama3"
-    for token, name in _VOCAB_PROBES if llm is not None else ():
-        if llm.special_token_id(token) is not None:
+    for token, name in _VOCAB_PROBES:
+        if llm is not None and llm.special_token_id(token) is not None:
             return name if name != "mistral" or pre == "tekken" else "mistral-v3"
     return "hermes"
 
