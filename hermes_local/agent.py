@@ -15,6 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from hermes_local.dialects import Dialect
+from hermes_local.dialects.hermes import HermesDialect
 from hermes_local.events import (
     AssistantText,
     Compaction,
@@ -30,15 +32,14 @@ from hermes_local.events import (
     ToolOutcome,
     TurnAdded,
 )
-from hermes_local.llm import LLM, Usage, common_prefix_length
+from hermes_local.llm import DEFAULT_STOP, LLM, Usage, common_prefix_length
 from hermes_local.memory import Memory, Turn, extract_plan
-from hermes_local.parsing import ToolCall, parse_tool_calls
-from hermes_local.prompts import Segments, chat_tokens, render
+from hermes_local.parsing import ToolCall
+from hermes_local.prompts import Segments, render
 from hermes_local.tools.execution import Executor
 from hermes_local.tools.registry import ToolResult
 
 EventSink = Callable[[Event], None]
-CALL_OPEN = "<tool_call>"
 FINAL_ANSWER_REQUEST = (
     "You have reached the step limit. Do not call any more tools: reply now with your final answer "
     "to the goal from what you have found so far."
@@ -113,8 +114,10 @@ class Agent:
         *,
         on_event: EventSink | None = None,
         recall: Callable[[str], list[str]] | None = None,
+        dialect: Dialect | None = None,
     ) -> None:
         self.llm = llm
+        self.dialect = dialect or HermesDialect()
         self.executor = executor
         self.config = config or AgentConfig()
         self.on_event: EventSink = on_event or (lambda event: None)
@@ -140,19 +143,20 @@ class Agent:
             self.on_event(TurnAdded(**turn.to_event()))
 
     # -- prompt ----------------------------------------------------------------------------
-    def system_prompt(self) -> Segments:
+    def tool_schemas(self) -> list[dict[str, Any]]:
+        """The tools offered to the model: none with tool_choice "none", else the routed selection (or all)."""
+        if self.config.tool_choice == "none":
+            return []
         offered = self.config.offered_tools
-        registry = self.executor.registry
-        tools = (
-            []
-            if self.config.tool_choice == "none"
-            else [t.schema() for t in registry if offered is None or t.name in offered]
-        )
-        return render("system.jinja", tools=tools, instructions=self.config.instructions)
+        return [t.schema() for t in self.executor.registry if offered is None or t.name in offered]
+
+    def system_prompt(self) -> Segments:
+        """hermes-local's own rules and the user's instructions (the dialect adds the tool block)."""
+        return render("system.jinja", tools=self.tool_schemas(), instructions=self.config.instructions)
 
     def new_memory(self, goal: str) -> Memory:
         recalled = self.recall(goal) if self.recall else []
-        memory = Memory(system=self.system_prompt(), goal=goal, recalled=recalled)
+        memory = Memory(system=self.system_prompt(), goal=goal, recalled=recalled, dialect=self.dialect)
         memory.on_turn = self._on_turn
         return memory
 
@@ -160,13 +164,11 @@ class Agent:
         if not self.config.grammar or self.config.tool_choice == "none" or not len(self.executor.registry):
             return None
         if self._grammar_text is None:
-            from hermes_local.grammar import tool_call_grammar
-
-            self._grammar_text = tool_call_grammar(list(self.executor.registry))
+            self._grammar_text = self.dialect.grammar(list(self.executor.registry))
         return self._grammar_text
 
     def _prompt_tokens(self, memory: Memory, prefill: str) -> list[int]:
-        return chat_tokens(memory.messages(), self.llm, prefill=prefill)
+        return self.dialect.tokens(memory.messages(), self.tool_schemas(), self.llm, prefill=prefill)
 
     def _fitted_prompt(self, memory: Memory, prefill: str, result: RunResult) -> tuple[list[int], int]:
         """Prompt tokens within budget (compacting memory if needed) and the max_tokens left."""
@@ -194,16 +196,19 @@ class Agent:
         return tokens, min(max_new, room)
 
     def _complete(self, memory: Memory, step: int, tool_choice: str, result: RunResult) -> str:
-        prefill = CALL_OPEN + "\n" if tool_choice == "required" else ""
+        required = tool_choice == "required"
+        prefill = self.dialect.required_prefill if required else ""
         tokens, max_new = self._fitted_prompt(memory, prefill, result)
-        grammar = self._grammar() if tool_choice != "none" else None
+        trigger = None if required else self.dialect.call_open
+        grammar = self._grammar() if required or (tool_choice == "auto" and trigger) else None
         completion = self.llm.complete(
             tokens,
             max_tokens=max_new,
             temperature=self.config.temperature,
+            stop=self.dialect.stop or DEFAULT_STOP,
             on_token=lambda piece: self.on_event(Token(piece)),
             grammar=grammar,
-            grammar_trigger=None if (grammar and tool_choice == "required") else (grammar and CALL_OPEN),
+            grammar_trigger=trigger if grammar else None,
         )
         new = len(tokens) - common_prefix_length(tokens, self._previous_tokens)
         self._previous_tokens = tokens + completion.tokens
@@ -248,13 +253,15 @@ class Agent:
         start = next((e for e in events if isinstance(e, RunStart)), None)
         if start is None:
             raise ValueError("the session log has no run_start event")
-        memory = Memory(system=self.system_prompt(), goal=start.goal, recalled=list(start.recalled))
+        memory = Memory(
+            system=self.system_prompt(), goal=start.goal, recalled=list(start.recalled), dialect=self.dialect
+        )
         tool_names = self.executor.registry.names()
         for e in events:
             if isinstance(e, TurnAdded):
                 memory.restore_turn(Turn.from_event(e.to_dict()))
             elif isinstance(e, AssistantText) and not e.final:
-                parsed = parse_tool_calls(e.text, tool_names)
+                parsed = self.dialect.parse(e.text, tool_names)
                 if parsed.calls or parsed.errors:
                     memory.restore_assistant(e.step, parsed.text, parsed.calls)
         tool_steps = {t.step for t in memory.turns if t.role == "tool"}
@@ -276,7 +283,7 @@ class Agent:
     def _settle_interrupted_step(self, memory: Memory, step: int, events: list[Event]) -> None:
         """Give the last logged step its tool turn: logged results, or interrupted/not-started errors."""
         text = next(e.text for e in reversed(events) if isinstance(e, AssistantText) and e.step == step)
-        parsed = parse_tool_calls(text, self.executor.registry.names())
+        parsed = self.dialect.parse(text, self.executor.registry.names())
         started = [e for e in events if isinstance(e, ToolCallStarted) and e.step == step]
         finished = [e.outcome for e in events if isinstance(e, ToolFinished) and e.outcome.step == step]
         outcomes: list[ToolOutcome] = []
@@ -306,7 +313,7 @@ class Agent:
                 current, todo, text = extract_plan(text)
                 memory.note_plan(current, todo)
                 self.on_event(AssistantText(step, text))
-                parsed = parse_tool_calls(text, tool_names)
+                parsed = self.dialect.parse(text, tool_names)
                 if self.config.tool_choice == "none" or (not parsed.calls and not parsed.errors):
                     result.answer, result.stopped = parsed.text, "answer"
                     break
@@ -334,7 +341,7 @@ class Agent:
     def _final_answer(self, memory: Memory, step: int, result: RunResult) -> str | None:
         memory.add_user_note(step, Segments.untrusted(FINAL_ANSWER_REQUEST))
         text = self._complete(memory, step, "none", result)
-        answer = parse_tool_calls(extract_plan(text)[2]).text or None
+        answer = self.dialect.parse(extract_plan(text)[2]).text or None
         self.on_event(AssistantText(step, text, final=True))
         return answer
 

@@ -17,6 +17,7 @@ from hermes_local.cli_common import (
     AllowHostOpt,
     AllowOpt,
     DbOpt,
+    DialectOpt,
     EngineOpt,
     EngineUrlOpt,
     GpuOpt,
@@ -36,6 +37,7 @@ from hermes_local.errors import HermesError
 from hermes_local.eval_commands import eval_command, sessions_export, workflow_app
 from hermes_local.mcp_commands import mcp_app
 from hermes_local.model_commands import doctor, models_app
+from hermes_local.prompt_command import prompt_command
 from hermes_local.textsafe import terminal_safe
 
 app = typer.Typer(
@@ -57,6 +59,7 @@ app.add_typer(memory_app, name="memory")
 app.command()(doctor)
 app.add_typer(workflow_app, name="workflow")
 app.command("eval")(eval_command)
+app.command("prompt")(prompt_command)
 sessions_app.command("export")(sessions_export)
 
 
@@ -89,7 +92,7 @@ def _prepare(
 ):
     """Settings, model, session log and agent for run/chat; user mistakes exit 2 with one line."""
     from hermes_local.events import Event
-    from hermes_local.runtime import build_agent, build_registry, load_llm
+    from hermes_local.runtime import build_agent, build_registry, dialect_for, load_llm, load_tokenizer
     from hermes_local.session import SessionLog
     from hermes_local.terminal import TerminalPrinter
     from hermes_local.tools import Approver
@@ -100,6 +103,7 @@ def _prepare(
     registry = build_registry(tools_module or [], settings, on_notice=notice)
     try:
         check_spec(registry, settings.tools)  # a mistyped --tools name is one line, exit 2, before the model loads
+        dialect = dialect_for(settings, load_tokenizer(settings), check=True)  # refuse before loading weights
         llm = load_llm(settings, on_info=None if as_json else lambda line: typer.echo(line, err=True))
         approver = Approver(approve_all=yes, allow=[*settings.allow_tools, *(allow or [])], deny=settings.deny_tools)
         session = SessionLog(session_id)
@@ -111,7 +115,14 @@ def _prepare(
                 printer(event)
 
         agent = build_agent(
-            llm, settings, workspace=workspace, registry=registry, approver=approver, on_event=on_event, db_path=db
+            llm,
+            settings,
+            workspace=workspace,
+            registry=registry,
+            approver=approver,
+            on_event=on_event,
+            db_path=db,
+            dialect=dialect,
         )
     except BaseException:
         registry.close()  # MCP servers started for this run stop with it
@@ -134,6 +145,7 @@ def run(
     model: ModelOpt = None,
     engine: EngineOpt = None,
     engine_url: EngineUrlOpt = None,
+    dialect: DialectOpt = None,
     max_steps: Annotated[int | None, typer.Option(help="Most model calls before stopping (default 8).")] = None,
     n_ctx: NCtxOpt = None,
     n_gpu_layers: GpuOpt = None,
@@ -174,6 +186,7 @@ def run(
         model=model,
         engine=engine,
         engine_url=engine_url,
+        dialect=dialect,
         max_steps=max_steps,
         n_ctx=n_ctx,
         n_gpu_layers=n_gpu_layers,
@@ -227,6 +240,7 @@ def chat(
     model: ModelOpt = None,
     engine: EngineOpt = None,
     engine_url: EngineUrlOpt = None,
+    dialect: DialectOpt = None,
     n_ctx: NCtxOpt = None,
     n_gpu_layers: GpuOpt = None,
     workspace: WorkspaceOpt = Path("."),
@@ -246,6 +260,7 @@ def chat(
         n_gpu_layers=n_gpu_layers,
         sandbox=sandbox,
         tools=tools,
+        dialect=dialect,
     )
     llm, agent, session = _prepare(
         overrides,

@@ -79,4 +79,11 @@ EngineOpt = Annotated[
 EngineUrlOpt = Annotated[
     str | None, typer.Option(help="Base URL of the llama-server / vLLM engine (loopback or an --allow-host host).")
 ]
+DialectOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="Prompt format: hermes, qwen, mistral, mistral-v3, llama3, or gguf (the model's own chat template). "
+        "Default: models.toml chat_format, else detected from the GGUF."
+    ),
+]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON.")]

@@ -112,6 +112,7 @@ class Settings(BaseModel):
     max_steps: int = Field(8, ge=1)
     reminder_every: int = Field(3, ge=0)  # goal reminder every N steps; 0 = never
     tool_choice: str = Field("auto", pattern="^(auto|required|none)$")
+    dialect: str | None = None  # prompt format (hermes, qwen, mistral, llama3, gguf...); default: from the model
     grammar: bool = True
     tool_timeout: float = Field(30.0, gt=0, le=MAX_TOOL_TIMEOUT, allow_inf_nan=False)
     # Pre-approved: append_to_memo only appends a line to memo.md in the workspace, and remember only

@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from hermes_local.cli_common import ToolsOpt, fail
+from hermes_local.cli_common import DialectOpt, ToolsOpt, fail
 from hermes_local.config import load_settings
 
 workflow_app = typer.Typer(help="Run TOML workflows: tool steps in dependency order, no model.", no_args_is_help=True)
@@ -41,6 +41,7 @@ def eval_command(
     n_ctx: Annotated[int | None, typer.Option(help="Context window in tokens.")] = None,
     n_gpu_layers: Annotated[int | None, typer.Option(help="Layers offloaded to the GPU; -1 = all.")] = None,
     tools: ToolsOpt = None,
+    dialect: DialectOpt = None,
 ) -> None:
     """Run every case of CASES.jsonl in a fresh temporary workspace and score it; exit 1 if any case fails."""
     from hermes_local.eval_cases import load_cases
@@ -48,7 +49,9 @@ def eval_command(
     from hermes_local.runtime import build_registry
     from hermes_local.toolsets import check_spec
 
-    overrides = dict(model=model, max_steps=max_steps, n_ctx=n_ctx, n_gpu_layers=n_gpu_layers, tools=tools)
+    overrides = dict(
+        model=model, max_steps=max_steps, n_ctx=n_ctx, n_gpu_layers=n_gpu_layers, tools=tools, dialect=dialect
+    )
     settings = load_settings(overrides)
     check_spec(build_registry(), settings.tools)  # each case then keeps the named tools it has
     suite = load_cases(cases, only=case)

@@ -74,7 +74,7 @@ class ModelEntry(BaseModel):
     quants: dict[str, QuantSpec] = Field(min_length=1)
     aliases: list[str] = Field(default_factory=list)
     license: str = "unknown"
-    chat_format: Literal["chatml"] = "chatml"
+    chat_format: Literal["chatml", "hermes", "qwen", "mistral", "mistral-v3", "llama3", "gguf"] = "chatml"
     tool_call_format: Literal["hermes", "none"] = "hermes"
     n_ctx: int = Field(4096, ge=256)
     n_gpu_layers: int | None = None

@@ -15,6 +15,8 @@ from pathlib import Path
 from hermes_local import procs
 from hermes_local.agent import Agent, AgentConfig, EventSink
 from hermes_local.config import Settings, settings_for
+from hermes_local.dialects import Dialect, require_framing, select_dialect
+from hermes_local.dialects.gguf import GGUFDialect
 from hermes_local.errors import UserError
 from hermes_local.llm import LLM, LlamaParams
 from hermes_local.replay import is_replay_spec, load_replay
@@ -65,6 +67,44 @@ def load_llm(settings: Settings, on_info: Callable[[str], None] | None = None) -
         except ModelLoadError as exc:
             raise UserError(f"{exc}; check the file or re-download it") from exc
     return _loaded[key]
+
+
+def load_tokenizer(settings: Settings) -> LLM:
+    """The model's tokenizer only (llama.cpp vocab_only: no weights), or the replay model."""
+    if is_replay_spec(settings.model):
+        return load_replay(settings.model or "", n_ctx=settings.n_ctx)
+    from hermes_local.llm import LlamaCppLLM, ModelLoadError
+    from hermes_local.models import resolve_choice
+
+    path, _ = resolve_choice(settings.model)
+    try:
+        return LlamaCppLLM(path, LlamaParams(n_ctx=settings.n_ctx, vocab_only=True))
+    except ModelLoadError as exc:
+        raise UserError(f"{exc}; check the file or re-download it") from exc
+
+
+def dialect_for(settings: Settings, llm: LLM, *, check: bool = False) -> Dialect:
+    """The prompt format: `--dialect`, else the registry's `chat_format`, else the GGUF's metadata.
+
+    With `check`, a real model whose vocabulary lacks the dialect's framing tokens is refused (one line,
+    exit 2, naming --dialect); the replay model has no real vocabulary and is never refused.
+    """
+    if is_replay_spec(settings.model):
+        return select_dialect(settings.dialect or "hermes")
+    from hermes_local.gguf import read_header
+    from hermes_local.models import lookup
+
+    choice = lookup(settings.model) if settings.model else None
+    path = getattr(llm, "model_path", None)
+    header = read_header(path) if path is not None else None
+    chat_format = choice.entry.chat_format if choice else None
+    dialect = select_dialect(settings.dialect, chat_format=chat_format, header=header, llm=llm)
+    if isinstance(dialect, GGUFDialect) and header is not None and hasattr(llm, "detokenize"):
+        ids = [header.metadata.get(f"tokenizer.ggml.{k}_token_id") for k in ("eos", "eot")]
+        dialect.add_stops(llm.detokenize([i]) for i in ids if isinstance(i, int))  # the GGUF's EOS/EOT texts
+    if check:
+        require_framing(dialect, llm)
+    return dialect
 
 
 def load_tools_module(spec: str) -> list[Tool]:
@@ -145,6 +185,7 @@ def build_agent(
     approver: Approver | None = None,
     on_event: EventSink | None = None,
     db_path: Path | None = None,
+    dialect: Dialect | None = None,
 ) -> Agent:
     from hermes_local.longterm import LongTermMemory
 
@@ -177,6 +218,7 @@ def build_agent(
         config,
         on_event=on_event,
         recall=longterm.recall,
+        dialect=dialect or dialect_for(settings, llm),
     )
     agent.closers.append(longterm.close)
     return agent

@@ -35,12 +35,13 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from hermes_local.config import load_settings  # noqa: E402
+from hermes_local.dialects.hermes import HermesDialect  # noqa: E402
 from hermes_local.events import StepStart  # noqa: E402
 from hermes_local.grammar import tool_call_grammar  # noqa: E402
 from hermes_local.llm import LlamaCppLLM, LlamaParams  # noqa: E402
 from hermes_local.models import resolve_model  # noqa: E402
 from hermes_local.parsing import parse_tool_calls  # noqa: E402
-from hermes_local.prompts import chat_tokens, render  # noqa: E402
+from hermes_local.prompts import render  # noqa: E402
 from hermes_local.replay import ReplayLLM  # noqa: E402
 from hermes_local.runtime import build_agent  # noqa: E402
 from hermes_local.tools import Approver, Executor, ToolContext, ToolRegistry, default_registry  # noqa: E402
@@ -216,7 +217,7 @@ def grammar_overhead(llm: LlamaCppLLM) -> dict[str, float]:
     grammar = tool_call_grammar(list(registry))
     system = render("system.jinja", tools=registry.schemas(), instructions="")
     messages = [{"role": "system", "content": system}, {"role": "user", "content": TASK}]
-    tokens = chat_tokens(messages, llm, prefill="<tool_call>\n")
+    tokens = HermesDialect().tokens(messages, registry.schemas(), llm, prefill="<tool_call>\n")
     out: dict[str, float] = {}
     for label, g in (("unconstrained", None), ("constrained", grammar)):
         total_tokens, decode_s = 0, 0.0
