@@ -77,6 +77,8 @@ def user_process_count(uid: int | None = None) -> int:
     """How many processes (threads included, as RLIMIT_NPROC counts them) the user runs now."""
     uid = os.getuid() if uid is None else uid
     count = 0
+    if not os.path.isdir("/proc"):
+        return 0
     for entry in os.scandir("/proc"):
         if entry.name.isdigit():
             try:
