@@ -35,7 +35,7 @@ from hermes_local.sandbox import Limits, user_process_count
 
 PR_SET_PDEATHSIG = 1
 _libc = ctypes.CDLL(None, use_errno=True)
-_prctl = _libc.prctl
+_prctl = getattr(_libc, "prctl", None)  # Linux only; elsewhere no parent-death signal (the reaper still runs)
 _counter = itertools.count(1)
 
 # -- the registry of live commands ----------------------------------------------------------------
@@ -322,15 +322,17 @@ def _child_setup(rlimits: list[tuple[int, int]], cage_fd: int, parent: int) -> C
     def setup() -> None:
         if cage_fd >= 0:
             os.write(cage_fd, b"0")
-        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if _prctl is not None:
+            _prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         if os.getppid() != parent:  # the agent died before the line above
             os._exit(137)
-        for res, value in rlimits:
-            _, hard = resource.getrlimit(res)
+        for res, value in rlimits:  # never looser than a limit the user already set (ulimit)
+            soft, hard = resource.getrlimit(res)
             # CPU: SIGXCPU at the soft limit (reported as such), SIGKILL one second later.
             want = value + 1 if res == resource.RLIMIT_CPU else value
             top = want if hard == resource.RLIM_INFINITY else min(want, hard)
-            resource.setrlimit(res, (min(value, top), top))
+            low = value if soft == resource.RLIM_INFINITY else min(value, soft)
+            resource.setrlimit(res, (min(low, top), top))
 
     return setup
 

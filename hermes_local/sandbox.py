@@ -9,7 +9,10 @@ read-only), new user/PID/IPC/UTS/network namespaces (no network unless `allow_ne
 caller that can only pass argv and env (an MCP stdio client) gets them too; callers that run
 `subprocess.Popen` themselves use `hermes_local.procs.spawn`, which applies them in the child instead.
 `SandboxPolicy` is the run's setting (`sandbox = auto | bwrap | off`) with the answer to "is it in
-force, and why". Does not start or kill processes (see `procs.py`) and knows nothing about tools.
+force, and why"; `SandboxPolicy.command(argv, workspace=...)` applies it to a long-lived program (an
+MCP stdio server), making the program's own virtual environment visible (`program_dirs`) and raising
+`SandboxRefused` when bwrap is required but missing. Does not start or kill processes (see
+`procs.py`) and knows nothing about tools.
 """
 
 from __future__ import annotations
@@ -74,6 +77,8 @@ def user_process_count(uid: int | None = None) -> int:
     """How many processes (threads included, as RLIMIT_NPROC counts them) the user runs now."""
     uid = os.getuid() if uid is None else uid
     count = 0
+    if not os.path.isdir("/proc"):
+        return 0
     for entry in os.scandir("/proc"):
         if entry.name.isdigit():
             try:
@@ -189,6 +194,66 @@ def sandboxed_command(
     return [*prefix, *argv], sandbox_env(env_allow, sandboxed=use_bwrap, environ=environ)
 
 
+def _outside_system(path: str) -> bool:
+    return not any(path == d or path.startswith(d + "/") for d in (*SYSTEM_DIRS, *SYSTEM_LINKS))
+
+
+def _python_prefix(path: str) -> str | None:
+    """The virtual environment or Python installation holding `path` (…/bin/x → …), if it is one.
+
+    Only a venv (`pyvenv.cfg`) or a prefix with its own `bin/python3` counts, so `~/.local/bin/x`
+    never exposes `~/.local`, and `/` or a system directory is never returned.
+    """
+    root = os.path.dirname(os.path.dirname(path))
+    if root in ("/", "") or not _outside_system(root) or os.path.dirname(path) != os.path.join(root, "bin"):
+        return None
+    if os.path.isfile(os.path.join(root, "pyvenv.cfg")) or os.path.exists(os.path.join(root, "bin", "python3")):
+        return root
+    return None
+
+
+def program_dirs(program: str) -> list[str]:
+    """What must be visible (read-only) inside the sandbox for `program` to start, beyond the system dirs.
+
+    For a program inside a Python virtual environment or install (e.g. `~/.venvs/x/bin/mcp-server-time`),
+    that environment's root, the base installation its `pyvenv.cfg` points at, and the same for the
+    interpreter named on its `#!` line; for any other program outside the system directories, the
+    file itself. Nothing else of the user's home becomes visible.
+    """
+    found = shutil.which(program) or program
+    if not os.path.exists(found):
+        return []
+    exe = os.path.realpath(found)
+    candidates = [os.path.abspath(found), exe]
+    try:
+        with open(exe, "rb") as fh:
+            first = fh.readline(512)
+    except OSError:
+        first = b""
+    if first.startswith(b"#!"):
+        words = first[2:].decode("utf-8", "replace").split()
+        if words and os.path.basename(words[0]) == "env" and len(words) > 1:
+            words = [shutil.which(words[1]) or words[1]]
+        if words and os.path.exists(words[0]):
+            candidates += [os.path.abspath(words[0]), os.path.realpath(words[0])]
+    dirs: list[str] = []
+    for path in candidates:
+        if not _outside_system(path):
+            continue
+        root = _python_prefix(path)
+        extra = [root] if root else [path]
+        cfg = os.path.join(root, "pyvenv.cfg") if root else ""
+        if cfg and os.path.isfile(cfg):
+            for line in Path(cfg).read_text(encoding="utf-8", errors="replace").splitlines():
+                key, _, value = line.partition("=")
+                if key.strip() == "home" and value.strip():
+                    base = os.path.dirname(os.path.realpath(value.strip()))
+                    if _outside_system(base):
+                        extra.append(base)
+        dirs += [d for d in extra if d not in dirs]
+    return dirs
+
+
 @functools.cache
 def bwrap_status() -> tuple[bool, str]:
     """(works, why): whether bwrap can build this module's sandbox on this machine (checked once)."""
@@ -204,6 +269,10 @@ def bwrap_status() -> tuple[bool, str]:
         why = " ".join(done.stderr.decode("utf-8", "replace").split())[:200] or f"exit {done.returncode}"
         return False, f"{path} cannot create namespaces here ({why})"
     return True, f"{path} works (user, PID, network namespaces)"
+
+
+class SandboxRefused(Exception):
+    """`sandbox = bwrap` is set but bwrap does not work: the program must not run."""
 
 
 @dataclass(frozen=True)
@@ -245,6 +314,37 @@ class SandboxPolicy:
         if self.mode == "off":
             return "none (sandbox = off): commands run with your rights, limited and with the filtered environment"
         return f"none, commands run unsandboxed (sandbox = auto): {why}"
+
+    def command(
+        self,
+        argv: Sequence[str],
+        *,
+        workspace: Path | str,
+        writable: bool = True,
+        allow_network: bool = False,
+        extra_ro: Sequence[str] = (),
+    ) -> tuple[list[str], dict[str, str]]:
+        """(argv, env) for a long-lived program such as an MCP stdio server, under this policy.
+
+        Sandboxed when bwrap is in force (its program's environment made visible by `program_dirs`),
+        otherwise limited and with the filtered environment only. Raises `SandboxRefused` when
+        `sandbox = bwrap` and bwrap does not work. Start it with cwd=workspace.
+        """
+        refusal = self.refusal()
+        if refusal:
+            raise SandboxRefused(refusal)
+        sandboxed, _ = self.in_force()
+        visible = [*program_dirs(argv[0]), *extra_ro] if sandboxed and argv else list(extra_ro)
+        return sandboxed_command(
+            argv,
+            workspace=workspace,
+            writable=writable,
+            allow_network=allow_network,
+            env_allow=self.env_allow,
+            limits=self.limits,
+            use_bwrap=sandboxed,
+            extra_ro=visible,
+        )
 
     def approval_note(self, *, allow_network: bool = False, writable: bool = True) -> str:
         """The line the approval prompt shows: sandboxed or not, and with which exceptions."""

@@ -315,3 +315,48 @@ def test_workflow_run_shell_steps_use_the_sandbox_settings(
             approver=Approver(approve_all=True),
         )
         assert result.outcomes[0].ok and result.outcomes[0].data["stdout"] == expected
+
+
+@needs_bwrap
+def test_policy_command_makes_the_programs_virtual_environment_visible_and_nothing_else(tmp_path: Path) -> None:
+    """A server installed in a venv outside the system dirs starts sandboxed; its neighbours stay hidden."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "lib").mkdir()
+    (venv / "pyvenv.cfg").write_text(f"home = {Path(sys.executable).parent}\n", encoding="utf-8")
+    tool = venv / "bin" / "tool"
+    tool.write_text(f"#!{sys.executable}\nprint('tool-ok')\n", encoding="utf-8")
+    tool.chmod(0o755)
+    loose = tmp_path / "home" / "bin"
+    loose.mkdir(parents=True)
+    (loose / "secret.txt").write_text(SECRET, encoding="utf-8")
+    script = loose / "thing"
+    script.write_text(f"#!/bin/sh\necho thing-ok; cat {loose}/secret.txt\n", encoding="utf-8")
+    script.chmod(0o755)
+
+    policy = SandboxPolicy("bwrap")
+    for program, expected in ((tool, "tool-ok"), (script, "thing-ok")):
+        argv, env = policy.command([str(program)], workspace=ws, writable=False)
+        done = subprocess.run(argv, env=env, cwd=ws, capture_output=True, text=True, timeout=20, check=False)
+        assert done.stdout.startswith(expected), done.stderr
+        assert SECRET not in done.stdout  # only the program file itself was made visible, not its folder
+        bare, benv = sandboxed_command([str(program)], workspace=ws)  # without program_dirs it is not there
+        assert subprocess.run(bare, env=benv, capture_output=True, timeout=20, check=False).returncode != 0
+    assert sandbox.program_dirs(str(tool))[0] == str(venv.resolve())  # then the base Python it points at
+    assert sandbox.program_dirs(str(script)) == [str(script)]  # not "/" for its #!/bin/sh, not its folder
+
+
+def test_policy_command_refuses_when_bwrap_is_required_but_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # no bwrap on PATH: the real lookup fails
+    sandbox.bwrap_status.cache_clear()
+    try:
+        with pytest.raises(sandbox.SandboxRefused, match="bwrap is not installed"):
+            SandboxPolicy("bwrap").command(["/bin/true"], workspace=tmp_path)
+        argv, env = SandboxPolicy("auto").command(["/bin/true"], workspace=tmp_path)
+        assert "bwrap" not in " ".join(argv) and argv[-1] == "/bin/true"  # auto: unsandboxed, limits only
+    finally:
+        sandbox.bwrap_status.cache_clear()
