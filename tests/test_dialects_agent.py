@@ -8,6 +8,7 @@ import pytest
 
 from hermes_local.config import load_settings
 from hermes_local.dialects import get_dialect
+from hermes_local.events import ToolOutcome
 from hermes_local.memory import Memory
 from hermes_local.prompts import Segments
 from hermes_local.runtime import build_agent
@@ -62,7 +63,8 @@ def test_required_tool_choice_prefills_the_dialects_call_opening(dialect: str, w
 
 def test_failures_go_back_as_the_error_and_its_kind() -> None:
     memory = Memory(system=Segments.untrusted("rules"), goal="g")
-    memory.add_tool_results(1, [("read_file", {"path": "x"}, ToolResult.failure("not_found", "no such file x", "s"))])
+    failure = ToolResult.failure("not_found", "no such file x", "s")
+    memory.add_tool_results(1, [ToolOutcome(1, "read_file", {"path": "x"}, failure)])
     text = memory.messages()[-1]["content"].text
     assert '{"name": "read_file", "content": {"error": "no such file x", "kind": "not_found"}}' in text
 
@@ -72,7 +74,7 @@ def test_notes_never_make_runs_of_user_turns(dialect: str) -> None:
     d = get_dialect(dialect)
     memory = Memory(system=Segments.untrusted("rules"), goal="the goal", recalled=["likes tea"], dialect=d)
     memory.add_assistant(1, "", [])
-    memory.add_tool_results(1, [("get_current_time", {}, ToolResult(True, "noon", "12:00"))])
+    memory.add_tool_results(1, [ToolOutcome(1, "get_current_time", {}, ToolResult(True, "noon", "12:00"))])
     memory.add_user_note(2, Segments.untrusted("Reminder - the goal is: the goal"))
     roles = [m["role"] for m in memory.messages()]
     assert all(not (a == "user" and b == "user") for a, b in zip(roles, roles[1:], strict=False)), roles
