@@ -100,7 +100,7 @@ def _prepare(
 
     settings = load_settings(overrides)
     settings = settings.model_copy(update={"allow_hosts": [*settings.allow_hosts, *(allow_host or [])]})
-    registry = build_registry(tools_module or [], settings, on_notice=notice)
+    registry = build_registry(tools_module or [], settings, on_notice=notice, workspace=workspace.resolve())
     try:
         check_spec(registry, settings.tools)  # a mistyped --tools name is one line, exit 2, before the model loads
         dialect = dialect_for(settings, load_tokenizer(settings), check=True)  # refuse before loading weights

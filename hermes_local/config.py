@@ -63,6 +63,8 @@ class McpServerConfig(BaseModel):
     tools: list[str] | None = None  # allow-list of the server's own tool names; None = all
     timeout: float = Field(30.0, gt=0)  # per call, and for starting the server
     cache: bool = False  # results may be served from a read cache (never unless set)
+    sandbox: bool = True  # stdio servers run in the command sandbox (bwrap) unless set false
+    allow_hosts: list[str] = Field(default_factory=list)  # network for a sandboxed stdio server (none if empty)
 
     @model_validator(mode="after")
     def _one_transport(self) -> McpServerConfig:

@@ -28,6 +28,7 @@ from urllib.parse import urlsplit
 
 from hermes_local.config import McpServerConfig
 from hermes_local.mcp_results import arguments_model, clean_schema, permission_for, to_tool_result
+from hermes_local.sandbox import SandboxPolicy, SandboxRefused
 from hermes_local.tools.registry import Tool, ToolResult
 
 STDERR_TAIL = 400  # characters of a server's stderr quoted when it fails
@@ -86,20 +87,43 @@ def check_url(name: str, url: str, allow_hosts: list[str]) -> None:
         )
 
 
-def stdio_parameters(name: str, config: McpServerConfig) -> Any:
-    """The argv, environment and working directory a stdio server is started with (the sandbox hook)."""
+def stdio_parameters(
+    name: str, config: McpServerConfig, sandbox: SandboxPolicy | None = None, workspace: Path | None = None
+) -> Any:
+    """The argv, environment and working directory a stdio server is started with.
+
+    With a sandbox policy and the server's `sandbox = true` (the default), the server runs under bwrap like
+    `run_shell` (see `sandbox.py`): its folder (`cwd`, else the run's workspace) read-write, or read-only for
+    `permission = "read"`, folders named in its args read-only, no network unless the server's `allow_hosts`
+    names a host, the filtered environment plus the server's own `env`.
+    """
     from mcp import StdioServerParameters
 
     command = config.command or ""
     resolved = shutil.which(command) or command
     if not Path(resolved).exists():
         raise McpStartError(f"MCP server {name}: command {command!r} was not found; install it or fix the path")
-    return StdioServerParameters(
-        command=resolved,
-        args=list(config.args),
-        env=dict(config.env) or None,  # merged over the SDK's minimal inherited environment (PATH, HOME, ...)
-        cwd=config.cwd,
-    )
+    folder = Path(config.cwd).expanduser() if config.cwd else workspace
+    if sandbox is None or not config.sandbox or folder is None:
+        return StdioServerParameters(
+            command=resolved,
+            args=list(config.args),
+            env=dict(config.env) or None,  # merged over the SDK's minimal inherited environment (PATH, HOME, ...)
+            cwd=config.cwd,
+        )
+    named_dirs = [a for a in config.args if a.startswith("/") and Path(a).is_dir() and Path(a) != folder]
+    try:
+        argv, env = sandbox.command(
+            [resolved, *config.args],
+            workspace=folder,
+            writable=config.permission != "read",
+            allow_network=bool(config.allow_hosts),
+            extra_ro=named_dirs,
+        )
+    except SandboxRefused as exc:
+        raise McpStartError(f"MCP server {name}: {exc}") from exc
+    env.update(config.env)
+    return StdioServerParameters(command=argv[0], args=argv[1:], env=env, cwd=str(folder))
 
 
 @dataclass
@@ -110,6 +134,8 @@ class McpServer:
     config: McpServerConfig
     runner: LoopThread
     allow_hosts: list[str] = field(default_factory=list)
+    sandbox: SandboxPolicy | None = None
+    workspace: Path | None = None
     status: str = "not started"  # not started | running | failed | crashed | stopped
     error: str = ""
     tools: list[Any] = field(default_factory=list)  # mcp_types.Tool
@@ -132,7 +158,7 @@ class McpServer:
                 check_url(self.name, self.config.url, self.allow_hosts)
                 params = None
             else:
-                params = stdio_parameters(self.name, self.config)
+                params = stdio_parameters(self.name, self.config, self.sandbox, self.workspace)
             ready: concurrent.futures.Future[list[Any]] = concurrent.futures.Future()
             self._task = self.runner.submit(self._serve(params, ready))
             try:
@@ -330,10 +356,13 @@ class McpManager:
         *,
         allow_hosts: list[str] | None = None,
         on_notice: Notice | None = None,
+        sandbox: SandboxPolicy | None = None,
+        workspace: Path | None = None,
     ) -> None:
         self.runner = LoopThread()
         self.servers = {
-            name: McpServer(name, config, self.runner, list(allow_hosts or [])) for name, config in servers.items()
+            name: McpServer(name, config, self.runner, list(allow_hosts or []), sandbox, workspace)
+            for name, config in servers.items()
         }
         self.on_notice = on_notice or (lambda line: None)
         self._started = False

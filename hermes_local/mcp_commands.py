@@ -7,11 +7,13 @@ one line per server, stops them. `cli.py` mounts `mcp_app`. Does not change conf
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from hermes_local.config import config_file, load_settings
+from hermes_local.sandbox import SandboxPolicy
 from hermes_local.textsafe import terminal_safe
 
 mcp_app = typer.Typer(help="MCP servers configured under [mcp.servers.NAME] in config.toml.", no_args_is_help=True)
@@ -29,7 +31,12 @@ def mcp_list(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")
         else:
             typer.echo(f"(no MCP servers configured; add [mcp.servers.NAME] with command or url to {config_file()})")
         return
-    manager = McpManager(settings.mcp.servers, allow_hosts=list(settings.allow_hosts))
+    manager = McpManager(
+        settings.mcp.servers,
+        allow_hosts=list(settings.allow_hosts),
+        sandbox=SandboxPolicy.from_settings(settings),
+        workspace=Path.cwd(),
+    )
     try:
         manager.start()
         rows = []

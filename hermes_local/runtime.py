@@ -148,11 +148,13 @@ def build_registry(
     settings: Settings | None = None,
     *,
     on_notice: Callable[[str], None] | None = None,
+    workspace: Path | None = None,
 ) -> ToolRegistry:
     """Built-ins, `remember`, `--tools-module` tools and (with `settings`) the MCP servers' tools, with sources.
 
     MCP servers start here, once for the run; `registry.close()` (called by `Agent.close()`) stops them.
-    A server that fails to start is one `on_notice` line and its tools are left out.
+    A server that fails to start is one `on_notice` line and its tools are left out. Stdio servers run in
+    the command sandbox (`settings.sandbox`), in their `cwd` or else `workspace`.
     """
     from hermes_local.longterm import LONGTERM_TOOLS
 
@@ -165,7 +167,13 @@ def build_registry(
     if settings is not None and settings.mcp.servers:
         from hermes_local.mcp_client import McpManager
 
-        manager = McpManager(settings.mcp.servers, allow_hosts=list(settings.allow_hosts), on_notice=on_notice)
+        manager = McpManager(
+            settings.mcp.servers,
+            allow_hosts=list(settings.allow_hosts),
+            on_notice=on_notice,
+            sandbox=SandboxPolicy.from_settings(settings),
+            workspace=workspace,
+        )
         registry.add_closer(manager.close)
         try:
             for t, source in manager.tools():

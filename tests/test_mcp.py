@@ -219,7 +219,7 @@ def test_end_to_end_replay_approval_cap_log_and_resume(
     tmp_path: Path, workspace: Path, hermetic_home: Path, notes_url: str
 ) -> None:
     pids = tmp_path / "pids.txt"
-    own = {"command": sys.executable, "args": [TEST_SERVER, str(pids)]}
+    own = {"command": sys.executable, "args": [TEST_SERVER, str(pids)], "sandbox": False}  # writes its pid here
     write_config(hermetic_home, {"notes": {"url": notes_url}, "time": TIME_SERVER, "own": own})
     script = [
         call("notes__save_note", text="first"),

@@ -45,7 +45,8 @@ def make_agent(llm: ScriptedLLM, workspace: Path, registry=None, **settings: obj
 
 
 def system_prompt(llm: ScriptedLLM) -> str:
-    return llm.prompt_texts[0].split("<|im_end|>", 1)[0]
+    """Everything before the goal: the trained tool block and the rules turn that follows it (hermes dialect)."""
+    return llm.prompt_texts[0].split("<|im_start|>user", 1)[0]
 
 
 def test_builtin_groups_and_module_group(tmp_path: Path) -> None:
