@@ -21,6 +21,7 @@ from hermes_local.sandbox import DEFAULT_ENV
 
 ENV_PREFIX = "HERMES_LOCAL_"
 T = TypeVar("T")
+MAX_TOOL_TIMEOUT = 86_400.0  # one day: larger values (inf, 1e308) overflow timers and would never fire
 _PACKAGE_DIR = Path(__file__).resolve().parent
 
 
@@ -106,13 +107,13 @@ class Settings(BaseModel):
     engine_url: str | None = None
     engine_token: str | None = None
     engine_timeout: float = Field(120.0, gt=0)
-    temperature: float = Field(0.2, ge=0.0)
+    temperature: float = Field(0.2, ge=0.0, allow_inf_nan=False)
     max_tokens: int = Field(512, ge=1)
     max_steps: int = Field(8, ge=1)
     reminder_every: int = Field(3, ge=0)  # goal reminder every N steps; 0 = never
     tool_choice: str = Field("auto", pattern="^(auto|required|none)$")
     grammar: bool = True
-    tool_timeout: float = Field(30.0, gt=0)
+    tool_timeout: float = Field(30.0, gt=0, le=MAX_TOOL_TIMEOUT, allow_inf_nan=False)
     # Pre-approved: append_to_memo only appends a line to memo.md in the workspace, and remember only
     # adds a fact to hermes-local's own store (`hermes-local memory forget ID` undoes it).
     allow_tools: list[str] = Field(default_factory=lambda: ["append_to_memo", "remember"])
@@ -165,6 +166,8 @@ def load_settings(cli_overrides: dict[str, Any] | None = None) -> Settings:
             merged.update(tomllib.loads(path.read_text(encoding="utf-8")))
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
             raise UserError(f"config file {path} is not valid TOML ({exc}); fix or delete it") from exc
+        except OSError as exc:
+            raise UserError(f"config file {path} cannot be read ({exc.strerror}); fix its permissions") from exc
     merged.update(_env_overrides())
     merged.update({k: v for k, v in (cli_overrides or {}).items() if v is not None})
     try:

@@ -115,6 +115,9 @@ def workflow_run(
         list[str] | None, typer.Option(help="Load @tool functions from a .py file or module (repeatable).")
     ] = None,
     var: Annotated[list[str] | None, typer.Option(help="Set a workflow variable: NAME=VALUE (repeatable).")] = None,
+    allow_imports: Annotated[
+        bool, typer.Option("--allow-imports", help="Let the file's tools_modules import and run Python code.")
+    ] = False,
     model: Annotated[
         str | None, typer.Option(help="Model for a summarize step: registry name, .gguf path or replay:FILE.")
     ] = None,
@@ -127,7 +130,7 @@ def workflow_run(
 
     variables = _parse_vars(var)
     settings = load_settings(dict(model=model, n_ctx=n_ctx))
-    wf = load_workflow(file, tools_modules=tools_module or [], var_overrides=variables)
+    wf = load_workflow(file, tools_modules=tools_module or [], var_overrides=variables, allow_imports=allow_imports)
     approver = Approver(approve_all=yes, allow=[*settings.allow_tools, *(allow or [])], deny=settings.deny_tools)
 
     def show(o) -> None:

@@ -81,17 +81,26 @@ def load_tools_module(spec: str) -> list[Tool]:
         sys.modules[module_name] = module
         try:
             loader_spec.loader.exec_module(module)
-        except Exception as exc:  # noqa: BLE001 - a broken user file is the user's to fix
-            raise UserError(f"tools module {spec} failed to import: {type(exc).__name__}: {exc}") from exc
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - a broken user file is the user's to fix
+            sys.modules.pop(module_name, None)
+            raise UserError(f"tools module {spec} failed to import: {_describe(exc)}") from exc
     else:
         try:
             module = importlib.import_module(spec)
         except ImportError as exc:
             raise UserError(f"cannot import tools module {spec!r}: {exc}") from exc
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - raised by the module's own code
+            raise UserError(f"tools module {spec!r} failed to import: {_describe(exc)}") from exc
     found = [v for v in vars(module).values() if isinstance(v, Tool)]
     if not found:
         raise UserError(f"tools module {spec} defines no @tool functions")
     return found
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, SystemExit):
+        return f"it called exit({exc.code!r}) while being imported"
+    return " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
 
 
 def build_registry(
@@ -167,7 +176,7 @@ def build_agent(
         executor,
         config,
         on_event=on_event,
-        recall=lambda goal: [f.text for f in longterm.search(goal, limit=3)],
+        recall=longterm.recall,
     )
     agent.closers.append(longterm.close)
     return agent

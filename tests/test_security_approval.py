@@ -113,3 +113,84 @@ def test_view_shows_every_argument_of_a_write() -> None:
     assert view == (
         "write_file (write) wants to run with:\n  path: a.txt\n  content (13 characters):\n    │ line 1\n    │ line 2"
     )
+
+
+def _cli_on_pty(tmp_path: Path, replies: list[str], answers: list[bytes]) -> tuple[str, int]:
+    """Run `python -m hermes_local run` with its terminal on a pty; answer each approval question in turn."""
+    from hermes_local.replay import write_replay
+
+    replay = write_replay(tmp_path / "replay.jsonl", replies)
+    (tmp_path / "ws").mkdir(exist_ok=True)
+    master, slave = os.openpty()
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]), "COLUMNS": "80"}
+    cmd = [sys.executable, "-m", "hermes_local", "run", "--model", f"replay:{replay}", "--workspace"]
+    child = subprocess.Popen(
+        [*cmd, str(tmp_path / "ws"), "--max-steps", "4", "Do the task."],
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        env=env,
+        close_fds=True,
+    )
+    os.close(slave)
+    shown = bytearray()
+    try:
+        for answer in answers:
+            start = len(shown)
+            while b"Allow?" not in shown[start:]:
+                _read_until(master, b"Allow?", shown)
+            os.write(master, answer)
+        _read_until(master, b"\x00never\x00", shown)  # read until the child closes the terminal
+    finally:
+        code = child.wait(timeout=120)
+        os.close(master)
+    return shown.decode("utf-8", "replace"), code
+
+
+def test_cli_run_shows_the_whole_padded_command_and_the_user_can_deny_it(tmp_path: Path) -> None:
+    from hermes_local.replay import tool_call_text
+
+    command = "echo hello" + " " * 3000 + "; touch pwned"
+    replies = [tool_call_text("run_shell", command=command), "Done."]
+    shown, code = _cli_on_pty(tmp_path, replies, [b"n\n"])
+    assert code == 0, shown[-2000:]
+    assert "echo hello⟨3000 spaces⟩; touch pwned" in shown
+    assert not (tmp_path / "ws" / "pwned").exists()
+
+
+def test_cli_run_escapes_bidi_in_a_write_and_runs_it_when_approved(tmp_path: Path) -> None:
+    from hermes_local.replay import tool_call_text
+
+    content = "safe text \u202eexe.txt\u202c \x1b]0;owned\x07 end"
+    replies = [tool_call_text("write_file", path="notes.txt", content=content), "Done."]
+    shown, code = _cli_on_pty(tmp_path, replies, [b"y\n"])
+    assert code == 0, shown[-2000:]
+    question = shown[shown.index("wants to run with:") : shown.index("Allow?")]
+    assert "\\u202eexe.txt\\u202c \\x1b]0;owned\\x07 end" in question
+    assert "\u202e" not in question and "\x1b" not in question  # (live progress is the printers' job)
+    assert (tmp_path / "ws" / "notes.txt").read_text() == content
+
+
+def test_question_is_not_asked_blind_when_stderr_is_not_a_terminal(tmp_path: Path) -> None:
+    master, slave = os.openpty()
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    err = tmp_path / "stderr.log"
+    with open(err, "w") as err_fh:
+        child = subprocess.Popen(
+            [sys.executable, "-c", _CHILD, "run_shell", json.dumps({"command": "ls"})],
+            stdin=slave,
+            stdout=slave,
+            stderr=err_fh,
+            env=env,
+            close_fds=True,
+        )
+        os.close(slave)
+        shown = bytearray()
+        os.write(master, b"y\n")  # typed ahead, blind: must not count as approval
+        try:
+            _read_until(master, b")\r\n", shown)
+        finally:
+            child.wait(timeout=60)
+            os.close(master)
+    assert "RESULT (False, 'user')" in shown.decode()
+    assert "stderr is not a terminal" in err.read_text()

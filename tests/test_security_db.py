@@ -45,14 +45,14 @@ _BOMBS = textwrap.dedent(
     db = Path(sys.argv[1])
     ex = Executor(default_registry(), ToolContext(workspace=db.parent, db_path=db, timeout=60.0), Approver())
     out = []
-    for sql in json.loads(sys.argv[2]):
+    for sql in json.loads(sys.stdin.read()):
         r = ex.execute("query_database", {"sql": sql, "limit": 1000})
         out.append([r.ok, r.error_kind, r.error or (r.data.get("note") if isinstance(r.data, dict) else "")])
     print(json.dumps({"results": out, "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024}))
     """
 )
 
-_ROWS = "(WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c LIMIT 200) SELECT x FROM c)"
+_ROWS = "(WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c LIMIT 300) SELECT x FROM c)"
 
 
 def test_memory_bombs_are_clean_errors_and_memory_stays_bounded(db: Path) -> None:
@@ -60,13 +60,15 @@ def test_memory_bombs_are_clean_errors_and_memory_stays_bounded(db: Path) -> Non
         "SELECT zeroblob(999999999) FROM t",  # 1 GB per value
         "SELECT randomblob(500000000)",
         "SELECT replace(hex(zeroblob(10000000)), '00', 'abcdefgh')",  # a 80 MB string built in SQL
-        f"SELECT zeroblob(15000000) FROM {_ROWS}",  # 3 GB over 200 rows of legal size
+        f"SELECT zeroblob(15000000) FROM {_ROWS}",  # 4.5 GB over 300 rows of legal size
         "SELECT " + ", ".join(["zeroblob(15000000)"] * 40),  # one row of 600 MB
         f"SELECT group_concat(hex(zeroblob(1000000))) FROM {_ROWS}",
+        f"SELECT b FROM (SELECT randomblob(1000000) AS b, x FROM {_ROWS}) ORDER BY random()",  # a sort, not a disk
+        "SELECT 1" + " " * 2_000_000,  # 2 MB of SQL
     ]
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     proc = subprocess.run(
-        [sys.executable, "-c", _BOMBS, str(db), json.dumps(bombs)], capture_output=True, text=True, env=env
+        [sys.executable, "-c", _BOMBS, str(db)], input=json.dumps(bombs), capture_output=True, text=True, env=env
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     report = json.loads(proc.stdout)
@@ -78,7 +80,7 @@ def test_memory_bombs_are_clean_errors_and_memory_stays_bounded(db: Path) -> Non
         assert "Fix the SQL" not in message, (sql, message)
         assert not ok or "stopped after fetching 64 MB" in message, (sql, message)
         assert ok or kind == "invalid_arguments", (sql, kind, message)
-    assert "16 MB" in results[0][2] and results[3][0]
+    assert "16 MB" in results[0][2] and results[3][0] and "too much memory" in results[6][2]
     assert report["peak_mb"] < 900
 
 

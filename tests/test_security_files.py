@@ -224,3 +224,35 @@ def test_memo_symlink_swap_race_never_appends_outside(arena: dict[str, Path], tm
         swapper.wait(timeout=30)
     print(f"memo race: {appended} of 300 appends succeeded")
     assert (outside / "rc").read_text() == "original\n" and sorted(p.name for p in outside.iterdir()) == ["rc"]
+
+
+def test_very_deep_and_very_long_paths_are_refused_cleanly(arena: dict[str, Path]) -> None:
+    ws = arena["ws"]
+    ex = make_executor(ws)
+    deep = ex.execute("write_file", {"path": "a/" * 5000 + "x.txt", "content": "x"})
+    assert deep.error_kind == "invalid_arguments" and "too deep" in deep.error
+    assert list(ws.iterdir()) == []  # refused before creating any folder
+    dots = ex.execute("read_file", {"path": "./" * 100_000 + "x"})
+    assert dots.error_kind in ("not_found", "invalid_arguments")
+    ok = ex.execute("write_file", {"path": "b/" * 30 + "x.txt", "content": "x"})
+    assert ok.ok and ex.execute("read_file", {"path": "b/" * 30 + "x.txt"}).data == "x"
+
+
+def test_leaf_symlink_swap_race_never_reads_or_writes_outside(arena: dict[str, Path], tmp_path: Path) -> None:
+    ws, outside = arena["ws"], arena["outside"]
+    (ws / "leaf.txt").write_text("inside\n")
+    stop = tmp_path / "stop"
+    ex = make_executor(ws)
+    leaked = 0
+    swapper = _start_swapper(ws, outside, stop, "leaf.txt")
+    try:
+        for i in range(300):
+            read = ex.execute("read_file", {"path": "leaf.txt"})
+            leaked += read.ok and "original" in str(read.data)
+            ex.execute("write_file", {"path": "leaf.txt", "content": f"write {i}\n"})
+            ex.execute("list_dir", {"path": "leaf.txt"})
+    finally:
+        stop.write_text("")
+        swapper.wait(timeout=30)
+    assert leaked == 0
+    assert (outside / "rc").read_text() == "original\n" and sorted(p.name for p in outside.iterdir()) == ["rc"]

@@ -5,7 +5,8 @@
 terminal (piped, CI, cron) the call is denied. The question shows every argument whole
 (`approval_view`): long whitespace runs collapsed to a visible marker, control, format and bidi
 characters escaped, each line of a multi-line value behind a `│` gutter so an argument cannot
-fake the prompt; when the view would be too long to review, the call is denied without asking.
+fake the prompt; when the view would be too long to review, or stderr (where the question goes) is
+not a terminal, the call is denied without asking.
 Does not run tools.
 """
 
@@ -44,6 +45,11 @@ def approval_view(t: Tool, arguments: dict[str, Any]) -> str | None:
 
 
 def ask_on_terminal(t: Tool, arguments: dict[str, Any]) -> str:
+    if not sys.stderr.isatty():  # the question would go to a file or pipe: the user could only answer blind
+        sys.stderr.write(
+            f"\n{terminal_safe(t.name)} denied: stderr is not a terminal, so the question cannot be shown.\n"
+        )
+        return "n"
     view = approval_view(t, arguments)
     if view is None:
         size = sum(len(str(v)) for v in arguments.values())

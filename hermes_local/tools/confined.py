@@ -31,6 +31,8 @@ from pathlib import Path
 from hermes_local.tools.registry import ToolContext, ToolFailure
 
 MAX_SYMLINKS = 40
+MAX_DEPTH = 64  # folders deep below the workspace; one fd is held per level while a path is walked
+MAX_COMPONENTS = 1024  # names looked at for one path, symlink targets included
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
@@ -144,9 +146,19 @@ def locate(ctx: ToolContext, raw: str, *, create_parents: bool = False) -> Itera
     names: list[str] = []
     links = 0
     leaf = ""
+    seen = 0
+    if len(pending) > MAX_COMPONENTS or sum(-1 if p == ".." else 1 for p in pending) > MAX_DEPTH + 1:
+        raise ToolFailure(
+            "invalid_arguments", f"path {display(raw)[:200]!r} is too deep (at most {MAX_DEPTH} folders)."
+        )
     try:
         while pending:
             part = pending.pop()
+            seen += 1
+            if seen > MAX_COMPONENTS or len(stack) > MAX_DEPTH:
+                raise ToolFailure(
+                    "invalid_arguments", f"path {display(raw)[:200]!r} is too deep (at most {MAX_DEPTH} folders)."
+                )
             if part == "..":
                 if len(stack) == 1:
                     raise _outside(raw) if links == 0 else _through_link(raw)

@@ -10,13 +10,16 @@ change is refused while the statement is compiled. One statement per call, at mo
 Memory stays bounded: no single value may exceed `MAX_VALUE_BYTES` (SQLite's length limit, so
 `zeroblob(999999999)` is an error, not 1 GB), SQLite's own heap is capped process-wide at
 `SQLITE_HEAP_LIMIT` (a row of many big values fails cleanly), rows are fetched one at a time and
-at most `MAX_FETCH_BYTES` are fetched per call. Text that is not valid UTF-8 is shown with `\\x`
-escapes instead of failing the query. SQLite errors are reported as what they are (locked, not a
-database, corrupt, interrupted write with a hot journal) rather than as a mistake in the SQL.
+at most `MAX_FETCH_BYTES` are fetched per call; sorts and temporary tables are kept in memory
+(under the same cap) so a query cannot fill the disk with temporary files. Text that is not valid
+UTF-8 is shown with `\\x` escapes instead of failing the query. SQLite errors are reported as
+what they are (locked, not a database, corrupt, interrupted write with a hot journal) rather than
+as a mistake in the SQL.
 
 A database in WAL mode is opened `immutable=1` when it has no `-wal` file (nothing unmerged, no
 writer), because `mode=ro` would leave new `-wal`/`-shm` files next to the user's file; when a
-`-wal` file exists it is opened `mode=ro` (those files are already there). Does not open any file
+`-wal` file exists it is opened `mode=ro` (that file is already there; SQLite may add the `-shm` index
+if a crashed writer left none). Does not open any file
 other than `ctx.db_path` and does not decide who may call it.
 """
 
@@ -34,6 +37,7 @@ MAX_ROWS = 1000
 QUERY_SECONDS = 10.0
 MAX_VALUE_BYTES = 16 * 1024 * 1024
 MAX_FETCH_BYTES = 64 * 1024 * 1024
+MAX_SQL_BYTES = 1_000_000
 SQLITE_HEAP_LIMIT = 256 * 1024 * 1024  # process-wide; SQLite only lets it be lowered
 _MAX_CELL = 500
 
@@ -101,9 +105,11 @@ def open_read_only(db_path: Path) -> sqlite3.Connection:
     conn = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=1.0, check_same_thread=False)
     try:
         conn.execute(f"PRAGMA hard_heap_limit={SQLITE_HEAP_LIMIT}")  # lowers only; 0 (no limit) by default
+        conn.execute("PRAGMA temp_store=MEMORY")  # sorts and temp tables count against the heap cap, not the disk
         conn.execute("PRAGMA query_only=1")
         conn.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)
         conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_VALUE_BYTES)
+        conn.setlimit(sqlite3.SQLITE_LIMIT_SQL_LENGTH, MAX_SQL_BYTES)
         conn.text_factory = _decode_text
         conn.set_authorizer(_authorizer)
     except BaseException:
@@ -161,6 +167,8 @@ def _explain(exc: sqlite3.Error, seconds: float) -> ToolFailure:
     if isinstance(exc, sqlite3.ProgrammingError) and "one statement" in lowered:
         one = "send exactly one SQL statement per call (no ';' between statements). "
         return ToolFailure("invalid_arguments", one + READ_ONLY_HINT)
+    if "query string is too large" in lowered:
+        return ToolFailure("invalid_arguments", f"the SQL is over {MAX_SQL_BYTES:,} bytes; send a shorter query.")
     for prefix in (name, "_".join(name.split("_")[:2])):  # SQLITE_IOERR_READ -> SQLITE_IOERR
         if prefix in _NOT_THE_SQL:
             kind: ErrorKind = "invalid_arguments" if prefix in ("SQLITE_TOOBIG", "SQLITE_NOMEM") else "tool_error"
