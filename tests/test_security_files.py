@@ -126,7 +126,7 @@ def test_symlink_loops_and_chains_end_cleanly(arena: dict[str, Path]) -> None:
 def test_odd_names_round_trip(arena: dict[str, Path]) -> None:
     ws = arena["ws"]
     ex = make_executor(ws)
-    for name in ("new\nline.txt", "x" * 255, "ünï cödé.txt", "-rf", "CASE.txt"):
+    for name in ("new\nline.txt", "x" * 255, "日" * 85, "ünï cödé.txt", "-rf", "CASE.txt"):
         assert ex.execute("write_file", {"path": name, "content": "ok"}).ok, name
         assert ex.execute("read_file", {"path": name}).data == "ok"
     too_long = ex.execute("write_file", {"path": "y" * 256, "content": "x"})
