@@ -256,3 +256,16 @@ def test_leaf_symlink_swap_race_never_reads_or_writes_outside(arena: dict[str, P
         swapper.wait(timeout=30)
     assert leaked == 0
     assert (outside / "rc").read_text() == "original\n" and sorted(p.name for p in outside.iterdir()) == ["rc"]
+
+
+def test_list_dir_of_a_huge_folder_reads_a_bounded_number_of_entries(
+    arena: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hermes_local.tools import files
+
+    monkeypatch.setattr(files, "MAX_SCAN", 50)
+    for i in range(120):
+        (arena["ws"] / f"f{i:03}").write_text("")
+    result = make_executor(arena["ws"]).execute("list_dir", {"path": "."})
+    assert result.ok and "more than 50 entries" in result.data["note"] and "more than 50" in result.summary
+    assert len(result.data["entries"]) == 50
