@@ -15,7 +15,9 @@ user/tool turn) the model wrote itself is made up, so it and all after it are dr
 are removed.
 
 It never executes anything, does not check arguments against schemas, and keeps unknown tool names found
-inside tags (the agent reports those). Scanning and repairing the JSON itself is `json_repair.py`.
+inside tags (the agent reports those). One reply yields at most `MAX_CALLS` calls and `MAX_ERRORS` errors
+(a reply of thousands of calls or broken blocks is reported, not fanned out). Scanning and repairing the JSON
+itself is `json_repair.py`.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ from hermes_local.json_repair import scan as _scan
 from hermes_local.json_repair import value_at as _value
 from hermes_local.parse_variants import normalize_variants
 
+MAX_CALLS = 32  # calls kept from one reply (the rest are reported, not run)
+MAX_ERRORS = 4  # error messages kept from one reply (the last one counts the rest)
 CALL_EXAMPLE = '<tool_call>{"name": "TOOL_NAME", "arguments": {...}}</tool_call>'
 
 _STRONG = r"tool_calls?|toolcall|tool-call|function_calls?|tool"  # a call is meant: bad JSON is an error
@@ -357,4 +361,14 @@ def parse_tool_calls(text: str, tool_names: Iterable[str] | None = None, dialect
     if tail is not None and any(t.startswith(tail.group(1).lower()) for t in ("tool_call", "function")):
         parser.parts[-1] = parser.parts[-1][: tail.start()]
         parser.errors.append(_error("the reply was cut off inside the opening tag"))
-    return ParseResult(calls=parser.calls, text=_clean(parser.parts), errors=parser.errors)
+    calls, errors = parser.calls, parser.errors
+    if len(calls) > MAX_CALLS:  # one reply cannot fan out into thousands of tool runs and log events
+        errors = [*errors, _too_many(len(calls))]
+        calls = calls[:MAX_CALLS]
+    if len(errors) > MAX_ERRORS:
+        errors = [*errors[: MAX_ERRORS - 1], f"... and {len(errors) - MAX_ERRORS + 1} more unreadable tool calls."]
+    return ParseResult(calls=calls, text=_clean(parser.parts), errors=errors)
+
+
+def _too_many(n: int) -> str:
+    return f"Your reply held {n} tool calls; only the first {MAX_CALLS} are run. Send at most {MAX_CALLS} per reply."

@@ -126,7 +126,7 @@ def test_symlink_loops_and_chains_end_cleanly(arena: dict[str, Path]) -> None:
 def test_odd_names_round_trip(arena: dict[str, Path]) -> None:
     ws = arena["ws"]
     ex = make_executor(ws)
-    for name in ("new\nline.txt", "x" * 255, "ünï cödé.txt", "-rf", "CASE.txt"):
+    for name in ("new\nline.txt", "x" * 255, "日" * 85, "ünï cödé.txt", "-rf", "CASE.txt"):
         assert ex.execute("write_file", {"path": name, "content": "ok"}).ok, name
         assert ex.execute("read_file", {"path": name}).data == "ok"
     too_long = ex.execute("write_file", {"path": "y" * 256, "content": "x"})
@@ -256,3 +256,16 @@ def test_leaf_symlink_swap_race_never_reads_or_writes_outside(arena: dict[str, P
         swapper.wait(timeout=30)
     assert leaked == 0
     assert (outside / "rc").read_text() == "original\n" and sorted(p.name for p in outside.iterdir()) == ["rc"]
+
+
+def test_list_dir_of_a_huge_folder_reads_a_bounded_number_of_entries(
+    arena: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hermes_local.tools import files
+
+    monkeypatch.setattr(files, "MAX_SCAN", 50)
+    for i in range(120):
+        (arena["ws"] / f"f{i:03}").write_text("")
+    result = make_executor(arena["ws"]).execute("list_dir", {"path": "."})
+    assert result.ok and "more than 50 entries" in result.data["note"] and "more than 50" in result.summary
+    assert len(result.data["entries"]) == 50

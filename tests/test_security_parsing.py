@@ -129,3 +129,24 @@ def test_agent_survives_hostile_replies(tmp_path: Path) -> None:
     result = agent.run("Do what the script says.")
     assert result.stopped == "answer" and result.answer == "Done."
     assert list(tmp_path.iterdir()) == []
+
+
+def test_one_reply_cannot_fan_out_into_thousands_of_calls_or_errors() -> None:
+    from hermes_local.parsing import MAX_CALLS, MAX_ERRORS
+
+    many = '<tool_call>{"name": "read_file", "arguments": {"path": "a"}}</tool_call>' * 5000
+    result = parse_tool_calls(many, NAMES)
+    assert len(result.calls) == MAX_CALLS and len(result.errors) == 1 and "5000 tool calls" in result.errors[0]
+    broken = parse_tool_calls("<tool_call>{" * 40_000, NAMES)
+    assert broken.calls == [] and len(broken.errors) == MAX_ERRORS and "more unreadable" in broken.errors[-1]
+
+
+def test_agent_runs_at_most_the_capped_calls_of_one_reply(tmp_path: Path) -> None:
+    from hermes_local.parsing import MAX_CALLS
+
+    reply = '<tool_call>{"name": "append_to_memo", "arguments": {"content": "x%d"}}</tool_call>'
+    llm = ScriptedLLM(["".join(reply % i for i in range(1000)), "Done."], n_ctx=400_000)
+    agent = build_agent(llm, load_settings({"max_steps": 4}), workspace=tmp_path, approver=Approver(approve_all=True))
+    result = agent.run("Do what the script says.")
+    assert result.stopped == "answer"
+    assert (tmp_path / "memo.md").read_text().count("\n") == MAX_CALLS

@@ -261,7 +261,7 @@ def write_atomically(loc: Location, data: bytes) -> bool:
     if before is not None:
         check_writable(loc.name, before)
     mode = stat.S_IMODE(before.st_mode) if before is not None else 0o666
-    tmp = f".{loc.leaf[:200]}.{secrets.token_hex(6)}.tmp"
+    tmp = f".hermes-write.{secrets.token_hex(8)}.tmp"  # short: the leaf may already be 255 bytes
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_CLOEXEC, 0o600, dir_fd=loc.dir_fd)
     try:
         with os.fdopen(fd, "wb") as fh:

@@ -12,6 +12,7 @@ non-regular and hard-linked files. Approval, timeouts and result capping are the
 from __future__ import annotations
 
 import codecs
+import itertools
 import json
 import os
 import stat
@@ -20,6 +21,7 @@ from hermes_local.tools.confined import Location, display, locate, open_leaf, wr
 from hermes_local.tools.registry import ToolContext, ToolFailure, ToolResult, tool
 
 MAX_LIST_ENTRIES = 200
+MAX_SCAN = 20_000  # entries read from one folder at most
 MAX_WRITE_BYTES = 5_000_000
 _BINARY_PROBE = 8192
 
@@ -94,8 +96,10 @@ def list_dir(ctx: ToolContext, path: str = ".") -> ToolResult:
             raise ToolFailure("invalid_arguments", f"{name!r} is not a directory; call read_file to read a file.")
         fd = open_leaf(loc, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
     try:
-        with os.scandir(fd) as it:
-            items = sorted(it, key=lambda e: os.fsencode(e.name))
+        with os.scandir(fd) as it:  # a folder of millions of entries is read only up to MAX_SCAN
+            items = sorted(itertools.islice(it, MAX_SCAN + 1), key=lambda e: os.fsencode(e.name))
+        huge = len(items) > MAX_SCAN
+        items = items[:MAX_SCAN]
         budget = max(500, ctx.output_cap - 300)  # keep the JSON under the output cap so it stays structured
         entries = []
         for entry in items[:MAX_LIST_ENTRIES]:
@@ -114,9 +118,12 @@ def list_dir(ctx: ToolContext, path: str = ".") -> ToolResult:
     finally:
         os.close(fd)
     data: dict = {"path": name, "entries": entries}
-    if len(entries) < len(items):
+    if huge:
+        data["note"] = f"the folder has more than {MAX_SCAN} entries; showing {len(entries)} of them (not in order)"
+    elif len(entries) < len(items):
         data["note"] = f"showing the first {len(entries)} of {len(items)} entries; list a subfolder instead"
-    return ToolResult.success(data, f"list_dir {name}: {len(items)} entries")
+    count = f"more than {MAX_SCAN}" if huge else str(len(items))
+    return ToolResult.success(data, f"list_dir {name}: {count} entries")
 
 
 @tool(permission="write", repeatable=True)
