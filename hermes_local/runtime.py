@@ -70,9 +70,11 @@ def load_llm(settings: Settings, on_info: Callable[[str], None] | None = None) -
 
 
 def load_tokenizer(settings: Settings) -> LLM:
-    """The model's tokenizer only (llama.cpp vocab_only: no weights), or the replay model."""
+    """The model's tokenizer only (llama.cpp vocab_only: no weights), the replay model, or the remote engine."""
     if is_replay_spec(settings.model):
         return load_replay(settings.model or "", n_ctx=settings.n_ctx)
+    if settings.engine != "llama-cpp":  # the server tokenizes; connecting also checks it serves the right model
+        return load_llm(settings)
     from hermes_local.llm import LlamaCppLLM, ModelLoadError
     from hermes_local.models import resolve_choice
 
