@@ -114,7 +114,7 @@ def accuracy(llm: Any, registry: Any, workspace: Path, max_tools: int) -> dict[s
 
     routed = len(registry) > max_tools
     settings = settings_for(
-        {}, max_tools_in_prompt=max_tools, tool_choice="required", max_steps=2 if routed else 1, max_tokens=96
+        {}, max_tools_in_prompt=max_tools, tool_choice="required", max_steps=2 if routed else 1, max_tokens=64
     )
     correct, opened, second_steps, rows = 0, 0, [], []
     for task, expected in TASKS:
@@ -143,6 +143,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--no-accuracy", action="store_true", help="Skip the model runs (token figures only).")
     ap.add_argument("--json", type=Path, help="Also write the figures here.")
+    ap.add_argument("--n-batch", type=int, default=512, help="llama.cpp batch size (default 512).")
+    ap.add_argument("--tasks", type=int, default=len(TASKS), help="Use only the first N tasks (default all 20).")
     args = ap.parse_args()
 
     tmp = Path(tempfile.mkdtemp(prefix="hermes-routing-"))
@@ -157,7 +159,8 @@ def main() -> None:
     from hermes_local.models import embedded_model_path
     from hermes_local.runtime import build_registry
 
-    llm = LlamaCppLLM(embedded_model_path(), LlamaParams(n_ctx=8192, n_gpu_layers=0, seed=1))
+    llm = LlamaCppLLM(embedded_model_path(), LlamaParams(n_ctx=8192, n_gpu_layers=0, seed=1, n_batch=args.n_batch))
+    del TASKS[args.tasks :]
     figures: dict[str, Any] = {"model": llm.description}
     with mcp_test_server.serve_http() as url:
         servers = {

@@ -29,7 +29,7 @@ PNG_1X1 = base64.b64decode(
 
 
 def build() -> MCPServer:
-    server = MCPServer("notes")
+    server = MCPServer("notes", log_level="WARNING")
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False, destructive_hint=False))
     def add(a: int, b: int) -> int:
