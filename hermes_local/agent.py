@@ -123,6 +123,18 @@ class Agent:
         self.recall = recall
         self._previous_tokens: list[int] = []
         self._grammar_text: str | None = None
+        self.closers: list[Callable[[], None]] = []
+
+    def close(self) -> None:
+        """Release what the agent owns (long-term memory store, tool servers...)."""
+        while self.closers:
+            self.closers.pop()()
+
+    def __enter__(self) -> Agent:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     # -- prompt ----------------------------------------------------------------------------
     def system_prompt(self) -> Segments:
@@ -134,10 +146,6 @@ class Agent:
             else [t.schema() for t in registry if offered is None or t.name in offered]
         )
         return render("system.jinja", tools=tools, instructions=self.config.instructions)
-
-    def close(self) -> None:
-        """End of the run: stop what its tools started (MCP servers). Safe to call twice."""
-        self.executor.registry.close()
 
     def new_memory(self, goal: str) -> Memory:
         recalled = self.recall(goal) if self.recall else []

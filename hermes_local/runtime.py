@@ -169,6 +169,8 @@ def build_agent(
         instructions=plan.instructions,
         offered_tools=plan.offered,
     )
-    return Agent(
+    agent = Agent(
         llm, executor, config, on_event=on_event, recall=lambda goal: [f.text for f in longterm.search(goal, limit=3)]
     )
+    agent.closers.append(registry.close)  # MCP servers started for this run stop with it
+    return agent
