@@ -1,15 +1,15 @@
 """Routing figures: prompt tokens with 40+ tools flat vs routed, KV reuse with routing, tool-choice accuracy.
 
 Starts real MCP servers: `mcp-server-git` on a temporary repository and `mcp-server-time` over stdio,
-and the test server `tests/mcp_test_server.py` over streamable HTTP on 127.0.0.1 (18 tools). With
-the 9 built-ins that is 41 tools. Prints:
+and the test server `tests/mcp_test_server.py` over streamable HTTP on 127.0.0.1 (19 tools). With
+the 9 built-ins that is 42 tools. Prints:
 
-1. system-prompt tokens (embedded model's tokenizer) for 9 and 41 tools, flat and routed;
+1. system-prompt tokens (embedded model's tokenizer) for 9 and 42 tools, flat and routed;
 2. a scripted routed run (open_toolset, then a git call, then an answer) vs the same task flat:
    prompt tokens, tokens evaluated (a simulated KV cache over the real tokenizer: the prompt minus its
    common prefix with the previous prompt + reply) and new tokens per model call;
 3. the embedded model's tool-choice accuracy on 20 single-tool tasks (`tool_choice=required`, grammar
-   on) for 9 and 41 tools, flat and routed. Routed, a first call to open_toolset is followed by a second
+   on) for 9 and 42 tools, flat and routed. Routed, a first call to open_toolset is followed by a second
    step and the first other call is scored; llama.cpp's own evaluated/new counts for those second
    steps are printed too.
 
@@ -184,7 +184,7 @@ def main() -> None:
                 print(f"  {key:12} {value:6}")
             kv = scripted_kv(llm, many, workspace, repo)
             figures["scripted_kv"] = kv
-            print("scripted run 'git status' with 41 tools (per model call: prompt / evaluated / new):")
+            print(f"scripted run 'git status' with {len(many)} tools (per model call: prompt / evaluated / new):")
             for layout, calls in kv.items():
                 shown = "  ".join(f"{c['prompt']}/{c['evaluated']}/{c['new']}" for c in calls)
                 total = sum(c["evaluated"] for c in calls)
