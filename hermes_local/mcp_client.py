@@ -277,9 +277,9 @@ class McpServer:
                 "tool_error", f"MCP server {self.name} is not running ({self.error or self.status})."
             )
         try:
-            result = self.runner.call(
-                session.call_tool(tool_name, arguments, read_timeout_seconds=timeout), timeout + 1
-            )
+            # Our own deadline (not the SDK's read timeout): on expiry the request is cancelled and the
+            # call reported as a timeout, within the executor's limit for the tool.
+            result = self.runner.call(session.call_tool(tool_name, arguments), timeout)
         except TimeoutError:
             return ToolResult.failure(
                 "timeout", f"{self.name}__{tool_name} did not answer within {timeout:g} s. Try a smaller request."

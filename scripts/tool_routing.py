@@ -1,15 +1,15 @@
 """Routing figures: prompt tokens with 40+ tools flat vs routed, KV reuse with routing, tool-choice accuracy.
 
 Starts real MCP servers: `mcp-server-git` on a temporary repository and `mcp-server-time` over stdio,
-and the test server `tests/mcp_test_server.py` over streamable HTTP on 127.0.0.1 (18 tools). With
-the 9 built-ins that is 41 tools. Prints:
+and the test server `tests/mcp_test_server.py` over streamable HTTP on 127.0.0.1 (19 tools). With
+the 9 built-ins that is 42 tools. Prints:
 
-1. system-prompt tokens (embedded model's tokenizer) for 9 and 41 tools, flat and routed;
+1. system-prompt tokens (embedded model's tokenizer) for 9 and 42 tools, flat and routed;
 2. a scripted routed run (open_toolset, then a git call, then an answer) vs the same task flat:
    prompt tokens, tokens evaluated (a simulated KV cache over the real tokenizer: the prompt minus its
    common prefix with the previous prompt + reply) and new tokens per model call;
 3. the embedded model's tool-choice accuracy on 20 single-tool tasks (`tool_choice=required`, grammar
-   on) for 9 and 41 tools, flat and routed. Routed, a first call to open_toolset is followed by a second
+   on) for 9 and 42 tools, flat and routed. Routed, a first call to open_toolset is followed by a second
    step and the first other call is scored; llama.cpp's own evaluated/new counts for those second
    steps are printed too.
 
@@ -114,7 +114,7 @@ def accuracy(llm: Any, registry: Any, workspace: Path, max_tools: int) -> dict[s
 
     routed = len(registry) > max_tools
     settings = settings_for(
-        {}, max_tools_in_prompt=max_tools, tool_choice="required", max_steps=2 if routed else 1, max_tokens=96
+        {}, max_tools_in_prompt=max_tools, tool_choice="required", max_steps=2 if routed else 1, max_tokens=64
     )
     correct, opened, second_steps, rows = 0, 0, [], []
     for task, expected in TASKS:
@@ -143,6 +143,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--no-accuracy", action="store_true", help="Skip the model runs (token figures only).")
     ap.add_argument("--json", type=Path, help="Also write the figures here.")
+    ap.add_argument("--n-batch", type=int, default=512, help="llama.cpp batch size (default 512).")
+    ap.add_argument("--tasks", type=int, default=len(TASKS), help="Use only the first N tasks (default all 20).")
     args = ap.parse_args()
 
     tmp = Path(tempfile.mkdtemp(prefix="hermes-routing-"))
@@ -157,7 +159,8 @@ def main() -> None:
     from hermes_local.models import embedded_model_path
     from hermes_local.runtime import build_registry
 
-    llm = LlamaCppLLM(embedded_model_path(), LlamaParams(n_ctx=8192, n_gpu_layers=0, seed=1))
+    llm = LlamaCppLLM(embedded_model_path(), LlamaParams(n_ctx=8192, n_gpu_layers=0, seed=1, n_batch=args.n_batch))
+    del TASKS[args.tasks :]
     figures: dict[str, Any] = {"model": llm.description}
     with mcp_test_server.serve_http() as url:
         servers = {
@@ -181,7 +184,7 @@ def main() -> None:
                 print(f"  {key:12} {value:6}")
             kv = scripted_kv(llm, many, workspace, repo)
             figures["scripted_kv"] = kv
-            print("scripted run 'git status' with 41 tools (per model call: prompt / evaluated / new):")
+            print(f"scripted run 'git status' with {len(many)} tools (per model call: prompt / evaluated / new):")
             for layout, calls in kv.items():
                 shown = "  ".join(f"{c['prompt']}/{c['evaluated']}/{c['new']}" for c in calls)
                 total = sum(c["evaluated"] for c in calls)

@@ -3,7 +3,7 @@
 Served over streamable HTTP on 127.0.0.1 by `serve_http()` (uvicorn in a thread, for the tests), or
 over stdio when run as a script (`python tests/mcp_test_server.py [PIDFILE]`), where `die` ends the
 process to test crash handling. Tools: `add` (read-only), `save_note` (no annotations: write),
-`fetch_remote` (open-world: dangerous), `big_output`, `picture` (an image block), `die` and twelve
+`fetch_remote` (open-world: dangerous), `big_output`, `picture` (an image block), `slow`, `die` and twelve
 small utilities (`add_utilities`).
 """
 
@@ -29,7 +29,7 @@ PNG_1X1 = base64.b64decode(
 
 
 def build() -> MCPServer:
-    server = MCPServer("notes")
+    server = MCPServer("notes", log_level="WARNING")
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False, destructive_hint=False))
     def add(a: int, b: int) -> int:
@@ -56,6 +56,14 @@ def build() -> MCPServer:
     def picture() -> list:
         """Return a caption and a tiny PNG."""
         return ["a 1x1 pixel", Image(data=PNG_1X1, format="png")]
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False, destructive_hint=False))
+    async def slow(seconds: float) -> str:
+        """Wait, then answer (timeout test)."""
+        import anyio
+
+        await anyio.sleep(seconds)
+        return "finally"
 
     add_utilities(server)
 

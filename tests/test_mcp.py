@@ -158,6 +158,40 @@ def test_own_server_over_http_permissions_and_results(workspace: Path, notes_url
         configured.close()
 
 
+def test_timeout_and_resource_results(workspace: Path, notes_url: str) -> None:
+    from mcp import types
+
+    m = manager({"notes": {"url": notes_url, "timeout": 1}})
+    try:
+        ex = executor_for(m, workspace)
+        slow = ex.execute("notes__slow", {"seconds": 5})
+        assert slow.error_kind == "timeout" and "1 s" in (slow.error or "")
+        assert ex.execute("notes__add", {"a": 1, "b": 1}).data == 2  # the connection is still usable
+    finally:
+        m.close()
+    from hermes_local.mcp_results import to_tool_result
+
+    result = types.CallToolResult(
+        content=[
+            types.EmbeddedResource(
+                type="resource",
+                resource=types.TextResourceContents(uri="file:///a.txt", mime_type="text/plain", text="alpha"),
+            ),
+            types.EmbeddedResource(
+                type="resource", resource=types.BlobResourceContents(uri="file:///b.bin", blob="AAAAAAAA")
+            ),
+            types.ResourceLink(type="resource_link", name="report", uri="file:///r.md", description="the report"),
+        ]
+    )
+    data = to_tool_result("x__y", result).data
+    assert data.splitlines() == [
+        "[resource file:///a.txt text/plain]",
+        "alpha",
+        "[resource file:///b.bin, about 6 bytes of binary data, not shown]",
+        "[resource link report: file:///r.md - the report]",
+    ]
+
+
 def test_only_loopback_or_allow_listed_urls(notes_url: str) -> None:
     notices: list[str] = []
     m = manager({"far": {"url": "http://mcp.example.com/mcp"}, "notes": {"url": notes_url}}, notices)
@@ -290,7 +324,7 @@ def test_mcp_list_and_tools_list(hermetic_home: Path, notes_url: str) -> None:
     res = runner.invoke(app, ["mcp", "list"])
     assert res.exit_code == 0, res.stderr
     lines = res.stdout.splitlines()
-    assert lines[0].split()[:4] == ["notes", "running", "18", "tools"]
+    assert lines[0].split()[:4] == ["notes", "running", "19", "tools"]
     assert lines[1].split()[:4] == ["broken", "failed", "0", "tools"] and "missing API token" in lines[2]
     rows = json.loads(runner.invoke(app, ["mcp", "list", "--json"]).stdout)
     assert rows[0]["tool_names"][0] == "notes__add" and rows[1]["status"] == "failed"
@@ -298,7 +332,7 @@ def test_mcp_list_and_tools_list(hermetic_home: Path, notes_url: str) -> None:
     assert "notes__add(a: integer, b: integer)  [read] [notes, mcp:notes]" in listed.stdout
     assert "get_current_time()  [read] [time, builtin]" in listed.stdout
     only = runner.invoke(app, ["tools", "list", "--tools", "notes,get_current_time"])
-    assert len(only.stdout.splitlines()) == 20  # 19 tools > 8: open_toolset is offered too
+    assert len(only.stdout.splitlines()) == 21  # 20 tools > 8: open_toolset is offered too
     assert only.stdout.splitlines()[-1].startswith("open_toolset(toolset: string)  [read] [routing, builtin]")
 
 
