@@ -70,6 +70,10 @@ if command -v ninja >/dev/null 2>&1; then
 fi
 
 BUILD="$ROOT/build"
+# A build folder configured from another source tree (e.g. an earlier LLAMA_CPP_SRC) cannot be reused.
+if [[ -f "$BUILD/CMakeCache.txt" ]] && ! grep -qxF "CMAKE_HOME_DIRECTORY:INTERNAL=$SRC" "$BUILD/CMakeCache.txt"; then
+    rm -rf "$BUILD"
+fi
 start=$(date +%s)
 echo "configuring llama.cpp from $SRC" >&2
 cmake -S "$SRC" -B "$BUILD" "${GEN[@]}" \
