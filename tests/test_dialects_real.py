@@ -94,7 +94,8 @@ def test_prompt_command_warns_but_renders_any_dialect_for_any_model() -> None:
     assert out["dialect"] == "hermes" and out["text"].startswith("<|im_start|>system\n") and out["token_count"] > 100
 
 
-def test_prompt_command_on_the_embedded_model(tmp_path: Path) -> None:
+def test_prompt_command_on_the_embedded_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HERMES_LOCAL_MAX_TOOLS_IN_PROMPT", "50")  # every schema in the prompt, not routed
     tools = tmp_path / "extra.py"
     tools.write_text(
         "from hermes_local.tools import tool\n\n@tool\ndef shout(text: str) -> str:\n"

@@ -343,14 +343,12 @@ def test_embedded_model_calls_an_mcp_tool_through_the_loop(
     write_config(hermetic_home, {"notes": {"url": notes_url, "tools": ["add"]}})
     settings = load_settings({"tools": ["notes"], "tool_choice": "required", "max_steps": 1, "max_tokens": 64})
     registry = build_registry([], settings)
-    events: list[tuple[str, dict[str, Any]]] = []
-    agent = build_agent(
-        real_llm, settings, workspace=workspace, registry=registry, on_event=lambda k, p: events.append((k, p))
-    )
+    events: list[Any] = []
+    agent = build_agent(real_llm, settings, workspace=workspace, registry=registry, on_event=events.append)
     try:
         result = agent.run("Add 2 and 3.")
     finally:
         agent.close()
     assert result.tool_calls and result.tool_calls[0].name == "notes__add"
-    outcome = next(p for k, p in events if k == "tool_result")
+    outcome = next(e.to_dict() for e in events if e.kind == "tool_result")
     assert outcome["ok"] and outcome["data"] == outcome["arguments"]["a"] + outcome["arguments"]["b"]
