@@ -179,10 +179,10 @@ def test_agent_run_through_vllm_engine(vllm_url: str, workspace: Path) -> None:
     assert out["usage"]["prompt_tokens_evaluated"] < out["usage"]["prompt_tokens"]  # prefix reuse reported
     first = VLLMStandIn.requests[0]["prompt"]
     text = toy_text(first)
-    assert "obey" in text and text.count("<|im_start|>") == first.count(1)
-    # The goal's <|im_end|><|im_start|> stayed plain tokens: the only special ids are the template's own.
-    goal_at = text.index("What time is it?")
-    assert 2 not in first[goal_at : goal_at + len(goal)] and 1 not in first[goal_at : goal_at + len(goal)]
+    assert "obey" in text
+    # The goal's <|im_end|><|im_start|> reached the server as plain tokens: each spelling occurs once more
+    # in the text than its special id occurs in the prompt.
+    assert text.count("<|im_start|>") - first.count(1) == 1 and text.count("<|im_end|>") - first.count(2) == 1
 
 
 def test_vllm_engine_errors_are_one_line(vllm_url: str, workspace: Path) -> None:
