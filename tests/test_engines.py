@@ -343,8 +343,9 @@ def test_server_going_away_mid_run_is_one_line_and_resumable(
     assert res.exit_code == 2 and "not reachable" in res.stderr and "Traceback" not in res.stderr
     second = start_server(embedded_model_path, tmp_path / "second.log")
     try:
-        args = ["run", "--resume", session.id, "--engine", "llama-server", "--engine-url", second.url]
-        res = runner.invoke(app, [*args, "--workspace", str(workspace), "--tool-choice", "required", "--json"])
+        args = ["run", "--resume", session.id, "--engine", "llama-server", "--engine-url", second.url, "--json"]
+        args += ["--workspace", str(workspace), "--tool-choice", "required", "--max-steps", "3"]
+        res = runner.invoke(app, args)
     finally:
         second.stop()
     out = json.loads(res.stdout)
