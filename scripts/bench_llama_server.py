@@ -149,6 +149,8 @@ def run(model: Path, step_counts: list[int], n_ctx: int, threads: int) -> dict[s
             "peer_openai_loop": peer_openai_loop(model, steps, n_ctx, threads),
             "hermes_llama_server_engine": hermes_engine_run(model, steps, n_ctx, threads),
         }
+        for label, value in rows({str(steps): report[str(steps)]}):  # partial figures as soon as they exist
+            print(f"  {label}: {value}", file=sys.stderr)
     return report
 
 

@@ -185,6 +185,9 @@ def test_agent_run_through_vllm_engine(vllm_url: str, workspace: Path) -> None:
     user_end = first.index(2, user_start)
     assert toy_text(first[user_start:user_end]) == "user\n" + goal
     assert all(t >= 1000 for t in first[user_start:user_end])
+    # The goal's <|im_end|><|im_start|> reached the server as plain tokens: each spelling occurs once more
+    # in the text than its special id occurs in the prompt.
+    assert text.count("<|im_start|>") - first.count(1) == 1 and text.count("<|im_end|>") - first.count(2) == 1
 
 
 def test_vllm_engine_errors_are_one_line(vllm_url: str, workspace: Path) -> None:
@@ -345,8 +348,9 @@ def test_server_going_away_mid_run_is_one_line_and_resumable(
     assert res.exit_code == 2 and "not reachable" in res.stderr and "Traceback" not in res.stderr
     second = start_server(embedded_model_path, tmp_path / "second.log")
     try:
-        args = ["run", "--resume", session.id, "--engine", "llama-server", "--engine-url", second.url]
-        res = runner.invoke(app, [*args, "--workspace", str(workspace), "--tool-choice", "required", "--json"])
+        args = ["run", "--resume", session.id, "--engine", "llama-server", "--engine-url", second.url, "--json"]
+        args += ["--workspace", str(workspace), "--tool-choice", "required", "--max-steps", "3"]
+        res = runner.invoke(app, args)
     finally:
         second.stop()
     out = json.loads(res.stdout)

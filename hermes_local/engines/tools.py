@@ -65,6 +65,13 @@ def rpc_line(info: dict[str, Any]) -> str:
     return f"{inproc}; {tools}"
 
 
+def cpu_has_amx() -> bool:
+    """The CPU advertises AMX tiles (Linux /proc/cpuinfo)."""
+    with contextlib.suppress(OSError):
+        return " amx_tile" in Path("/proc/cpuinfo").read_text()
+    return False
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
@@ -88,13 +95,19 @@ class LocalProcess:
         threads: int = 2,
         extra: list[str] | None = None,
         log: Path | None = None,
+        folder: Path | None = None,
     ) -> LocalProcess:
-        binary = find_tool("llama-server")
+        binary = find_tool("llama-server", folder)
         if binary is None:
             raise FileNotFoundError(f"llama-server is not built; run {BUILD_SCRIPT}")
         port = free_port()
         argv = [str(binary), "-m", str(model), "--host", "127.0.0.1", "--port", str(port), "-c", str(n_ctx)]
-        argv += ["-t", str(threads), "-np", "1", "--no-webui", *(extra or [])]
+        argv += ["-t", str(threads), "-np", "1", "--no-webui"]
+        if cpu_has_amx():
+            # A natively built llama-server dies with SIGILL in ggml's AMX kernels on VMs that advertise AMX
+            # but do not enable it; --no-repack keeps weights out of the AMX buffers (plain CPU kernels).
+            argv.append("--no-repack")
+        argv += extra or []
         return cls(argv, port, log=log)
 
     @classmethod
