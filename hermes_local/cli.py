@@ -30,6 +30,7 @@ from hermes_local.config import load_settings
 from hermes_local.errors import HermesError
 from hermes_local.eval_commands import eval_command, sessions_export, workflow_app
 from hermes_local.model_commands import doctor, models_app
+from hermes_local.service.command import serve
 from hermes_local.textsafe import terminal_safe
 
 app = typer.Typer(
@@ -51,6 +52,7 @@ app.command()(doctor)
 app.add_typer(workflow_app, name="workflow")
 app.command("eval")(eval_command)
 sessions_app.command("export")(sessions_export)
+app.command()(serve)
 
 
 def _floats(text: str | None, flag: str) -> list[float] | None:

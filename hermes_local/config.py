@@ -62,6 +62,12 @@ class Settings(BaseModel):
     allow_tools: list[str] = Field(default_factory=lambda: ["append_to_memo", "remember"])
     deny_tools: list[str] = Field(default_factory=list)
     allow_hosts: list[str] = Field(default_factory=list)
+    # `hermes-local serve`: extra folders runs may use as workspace (besides --workspace), the bearer
+    # token (required to bind anything but loopback), how long a call waits for approval, CORS origins.
+    workspace_roots: list[str] = Field(default_factory=list)
+    serve_token: str | None = None
+    approval_timeout: float = Field(300.0, gt=0)
+    cors_origins: list[str] = Field(default_factory=list)
 
 
 def config_file() -> Path:
