@@ -297,7 +297,7 @@ class _ContentGate:
         if self.watch_calls:
             found = self.text.find(CALL_OPEN, self.sent)
             if found >= 0:
-                self.closed, end = True, found
+                self.closed, end = True, len(self.text[:found].rstrip())
             else:
                 lt = self.text.rfind("<", self.sent, end)
                 if lt >= 0 and CALL_OPEN.startswith(self.text[lt:end]):
