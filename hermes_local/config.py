@@ -56,18 +56,18 @@ class Settings(BaseModel):
     reminder_every: int = Field(3, ge=0)  # goal reminder every N steps; 0 = never
     tool_choice: str = Field("auto", pattern="^(auto|required|none)$")
     grammar: bool = True
-    tool_timeout: float = Field(30.0, gt=0)
-    # Pre-approved: append_to_memo only appends a line to memo.md in the workspace, and remember only
-    # adds a fact to hermes-local's own store (`hermes-local memory forget ID` undoes it).
-    allow_tools: list[str] = Field(default_factory=lambda: ["append_to_memo", "remember"])
-    deny_tools: list[str] = Field(default_factory=list)
-    allow_hosts: list[str] = Field(default_factory=list)
     # `hermes-local serve`: extra folders runs may use as workspace (besides --workspace), the bearer
     # token (required to bind anything but loopback), how long a call waits for approval, CORS origins.
     workspace_roots: list[str] = Field(default_factory=list)
     serve_token: str | None = None
     approval_timeout: float = Field(300.0, gt=0)
     cors_origins: list[str] = Field(default_factory=list)
+    tool_timeout: float = Field(30.0, gt=0)
+    # Pre-approved: append_to_memo only appends a line to memo.md in the workspace, and remember only
+    # adds a fact to hermes-local's own store (`hermes-local memory forget ID` undoes it).
+    allow_tools: list[str] = Field(default_factory=lambda: ["append_to_memo", "remember"])
+    deny_tools: list[str] = Field(default_factory=list)
+    allow_hosts: list[str] = Field(default_factory=list)
 
 
 def config_file() -> Path:

@@ -63,7 +63,7 @@ class _SchemaTool:
         if not isinstance(params, dict):
             raise UserError(f"tools[{index}].function.parameters must be a JSON schema object")
         self.name: str = fn["name"]
-        self._schema = {
+        self._schema: dict[str, Any] = {
             "type": "function",
             "function": {"name": self.name, "description": str(fn.get("description") or ""), "parameters": params},
         }

@@ -295,8 +295,9 @@ class RunManager:
         return path
 
     def registry_for(self, names: list[str] | None) -> ToolRegistry:
+        """A run's own registry over the server's tools (all, or `names`); closing it leaves the server's open."""
         if names is None:
-            return self.registry
+            return ToolRegistry(self.registry)
         unknown = [n for n in names if self.registry.get(n) is None]
         if unknown:
             raise UserError(f"unknown tool(s) {', '.join(unknown)}; known: {', '.join(self.registry.names())}")
