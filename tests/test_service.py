@@ -238,3 +238,30 @@ def test_sigterm_leaves_a_run_that_resumes_from_the_cli(workspace: Path, tmp_pat
     assert out["answer"] == "Stopped before writing; nothing was written." and out["session_id"] == run_id
     assert not (workspace / "d.txt").exists()
     assert [e.kind for e in read_events(session_path(run_id))][-1] == "run_end"
+
+
+@pytest.mark.slow
+def test_cancel_kills_the_running_tool_command(workspace: Path, tmp_path: Path) -> None:
+    command = "sleep 60; echo late > late.txt"
+    replay = write_replay(tmp_path / "shell.jsonl", [tool_call_text("run_shell", command=command)])
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HERMES_LOCAL_TOOL_TIMEOUT": "120"}
+    args = ["serve", "--model", f"replay:{replay}", "--port", str(port), "--workspace", str(workspace)]
+    proc = subprocess.Popen([sys.executable, "-m", "hermes_local", *args, "--allow", "run_shell"], env=env)
+    try:
+        _wait_up(base, proc)
+        _, created = http("POST", f"{base}/v1/runs", {"task": "Run it"})
+        wait_status(base, created["id"], {"running"})
+        deadline = time.monotonic() + 30
+        while "tool_call" not in [e.kind for e in read_events(session_path(created["id"]))]:
+            assert time.monotonic() < deadline, "the tool call never started"
+            time.sleep(0.1)
+        time.sleep(0.5)  # the command is running
+        http("POST", f"{base}/v1/runs/{created['id']}/cancel")
+        view = wait_status(base, created["id"], {"cancelled", "done", "error"}, timeout=30)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(60)
+    assert view["status"] == "cancelled"
+    assert not (workspace / "late.txt").exists()

@@ -344,6 +344,8 @@ class RunManager:
                 return run
         if not run.finished:
             run.request_cancel()
+            if self.kill_children and run is self.current:
+                kill_child_process_groups()  # a running tool command ends now, not at its time limit
         return run
 
     def health(self) -> dict[str, Any]:
