@@ -53,6 +53,10 @@ def serve(
     ] = None,
     max_steps: Annotated[int | None, typer.Option(help="Default most model calls per run (default 8).")] = None,
     tool_choice: Annotated[str | None, typer.Option(help="Default tool choice: auto, required or none.")] = None,
+    temperature: Annotated[float | None, typer.Option(help="Sampling temperature (default 0.2).")] = None,
+    no_grammar: Annotated[
+        bool, typer.Option("--no-grammar", help="Do not constrain tool calls with a grammar.")
+    ] = False,
     allow: AllowOpt = None,
     tools_module: ToolsModuleOpt = None,
     db: DbOpt = None,
@@ -81,6 +85,8 @@ def serve(
         n_gpu_layers=n_gpu_layers,
         max_steps=max_steps,
         tool_choice=tool_choice,
+        temperature=temperature,
+        grammar=False if no_grammar else None,
         approval_timeout=approval_timeout,
         serve_token=token,
     )
