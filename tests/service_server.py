@@ -41,6 +41,7 @@ def served(
     token: str | None = None,
     max_body: int = 1_000_000,
     approval_timeout: float = 60.0,
+    cors_origins: list[str] | None = None,
     **settings: Any,
 ) -> Iterator[tuple[str, RunManager]]:
     """The service on a free port (bound to `host`, always reached through 127.0.0.1)."""
@@ -51,7 +52,7 @@ def served(
         workspace=workspace,
         approval_timeout=approval_timeout,
     )
-    app = create_app(manager, token=token, max_body=max_body)
+    app = create_app(manager, token=token, max_body=max_body, cors_origins=cors_origins)
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)

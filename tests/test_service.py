@@ -15,6 +15,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -265,3 +266,25 @@ def test_cancel_kills_the_running_tool_command(workspace: Path, tmp_path: Path) 
         proc.wait(60)
     assert view["status"] == "cancelled"
     assert not (workspace / "late.txt").exists()
+
+
+def _origin_header(base: str, token: str | None = None) -> str | None:
+    request = urllib.request.Request(f"{base}/v1/health", headers={"Origin": "http://app.example"})
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return response.headers.get("access-control-allow-origin")
+
+
+def test_no_cors_unless_configured(workspace: Path) -> None:
+    with served(ScriptedLLM([]), workspace) as (base, _):
+        assert _origin_header(base) is None
+    with served(ScriptedLLM([]), workspace, token="t", cors_origins=["http://app.example"]) as (base, _):
+        assert _origin_header(base, token="t") == "http://app.example"
+        preflight = urllib.request.Request(
+            f"{base}/v1/runs",
+            method="OPTIONS",
+            headers={"Origin": "http://app.example", "Access-Control-Request-Method": "POST"},
+        )
+        with urllib.request.urlopen(preflight, timeout=30) as response:
+            assert response.status == 200
