@@ -85,11 +85,13 @@ def http(
         return exc.code, json.loads(exc.read() or b"null")
 
 
-def sse_events(url: str, token: str | None = None) -> list[tuple[str, dict[str, Any]]]:
+def sse_events(url: str, token: str | None = None, last_id: int | None = None) -> list[tuple[str, dict[str, Any]]]:
     """Every (event name, data) of a Server-Sent Events stream, read until the server closes it."""
     request = urllib.request.Request(url)
     if token:
         request.add_header("Authorization", f"Bearer {token}")
+    if last_id is not None:
+        request.add_header("Last-Event-ID", str(last_id))
     events = []
     name, data = "message", []
     with urllib.request.urlopen(request, timeout=120) as response:
@@ -102,7 +104,7 @@ def sse_events(url: str, token: str | None = None) -> list[tuple[str, dict[str, 
                 name, data = "message", []
             elif line.startswith("event: "):
                 name = line[len("event: ") :]
-            elif line.startswith("data: "):
+            elif line.startswith("data: "):  # (`id:` lines are the event numbers)
                 data.append(line[len("data: ") :])
     return events
 

@@ -39,6 +39,7 @@ def test_run_to_completion_streams_the_session_events(workspace: Path) -> None:
         events = sse_events(f"{base}/v1/runs/{run_id}/events")
         status, view = http("GET", f"{base}/v1/runs/{run_id}")
         late = sse_events(f"{base}/v1/runs/{run_id}/events")  # a late subscriber gets the whole run
+        resumed = sse_events(f"{base}/v1/runs/{run_id}/events", last_id=2)  # a reconnect gets the rest
         status_health, health = http("GET", f"{base}/v1/health")
         _, listed = http("GET", f"{base}/v1/runs")
     llm.assert_all_used()
@@ -50,7 +51,7 @@ def test_run_to_completion_streams_the_session_events(workspace: Path) -> None:
     assert [e["kind"] for e in run_events] == [e["kind"] for e in logged]
     assert run_events == logged
     assert events[-1] == ("status", {"id": run_id, "status": "done", "error": None})
-    assert late == events
+    assert late == events and resumed == events[3:]
     assert run_events[-1]["kind"] == "run_end" and run_events[-1]["answer"] == "It is noon."
     assert status_health == 200 and health["queue"] == 0 and health["model"] == "scripted"
     assert listed["runs"][0]["id"] == run_id

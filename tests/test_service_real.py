@@ -53,7 +53,7 @@ def test_openai_client_on_the_real_model(real_llm, workspace: Path) -> None:
             messages=[{"role": "user", "content": "What is the weather in Paris?"}],
             tools=[WEATHER],  # type: ignore[list-item]
             tool_choice={"type": "function", "function": {"name": "get_weather"}},
-            max_tokens=48,
+            max_tokens=96,
         )
         [call] = forced.choices[0].message.tool_calls or []
         round_trip = c.chat.completions.create(

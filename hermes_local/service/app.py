@@ -1,7 +1,8 @@
 """The FastAPI routes of `hermes-local serve` and its request guard (bearer token, body size, CORS).
 
-Routes: `POST /v1/runs`, `GET /v1/runs`, `GET /v1/runs/{id}`, `GET /v1/runs/{id}/events` (SSE),
-`POST /v1/runs/{id}/approvals`, `POST /v1/runs/{id}/cancel`, `GET /v1/health`,
+Routes: `POST /v1/runs`, `GET /v1/runs`, `GET /v1/runs/{id}`,
+`GET /v1/runs/{id}/events` (SSE, resumable with `Last-Event-ID`), `POST /v1/runs/{id}/approvals`,
+`POST /v1/runs/{id}/cancel`, `GET /v1/health`,
 `POST /v1/chat/completions`, `GET /v1/models`. Every route is a thin call into `runs.RunManager` or
 `openai_compat`; user mistakes (`HermesError`) become JSON errors `{"error": {"message", "type"}}`
 with 400, 403 (workspace outside the roots), 404 (unknown run) or 409 (wrong state). `Guard` checks
@@ -107,13 +108,16 @@ def _error_status(exc: HermesError) -> int:
     return 400
 
 
-def _sse(run_events: Iterator[tuple[str, dict[str, Any]] | None]) -> Iterator[str]:
+def _sse(run_events: Iterator[tuple[str, dict[str, Any]] | None], first: int) -> Iterator[str]:
+    """SSE text: `id` is the event's number, so a reconnecting client resumes with `Last-Event-ID`."""
+    number = first
     for item in run_events:
         if item is None:
             yield ": keep-alive\n\n"
             continue
         name, data = item
-        yield f"event: {name}\ndata: {json.dumps(data, ensure_ascii=True, default=str)}\n\n"
+        yield f"id: {number}\nevent: {name}\ndata: {json.dumps(data, ensure_ascii=True, default=str)}\n\n"
+        number += 1
 
 
 def create_app(
@@ -159,9 +163,11 @@ def create_app(
         return manager.get(run_id).view()
 
     @api.get("/v1/runs/{run_id}/events")
-    def run_events(run_id: str) -> StreamingResponse:
+    def run_events(run_id: str, request: Request) -> StreamingResponse:
         run = manager.get(run_id)
-        return StreamingResponse(_sse(run.follow()), media_type="text/event-stream", headers=SSE_HEADERS)
+        last = request.headers.get("last-event-id", "")
+        first = int(last) + 1 if last.isdigit() else 0
+        return StreamingResponse(_sse(run.follow(first), first), media_type="text/event-stream", headers=SSE_HEADERS)
 
     @api.post("/v1/runs/{run_id}/approvals")
     def decide(run_id: str, body: ApprovalDecision) -> dict[str, Any]:

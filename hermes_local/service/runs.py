@@ -191,12 +191,12 @@ class Run:
                 "error": self.error,
             }
 
-    def follow(self, keepalive: float = 10.0) -> Iterator[tuple[str, dict[str, Any]] | None]:
-        """Every event from the first, then new ones as they come, until the run has finished.
+    def follow(self, start: int = 0, keepalive: float = 10.0) -> Iterator[tuple[str, dict[str, Any]] | None]:
+        """Every event from number `start` (0: the first), then new ones as they come, until the run has finished.
 
         Yields None after `keepalive` seconds without an event (so a server can ping the client).
         """
-        index = 0
+        index = max(0, start)
         while True:
             with self.cond:
                 if index >= len(self.events) and not self.finished:
