@@ -289,3 +289,9 @@ def test_no_cors_unless_configured(workspace: Path) -> None:
         )
         with urllib.request.urlopen(preflight, timeout=30) as response:
             assert response.status == 200
+
+
+def test_serve_without_the_extra_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "uvicorn", None)  # as if `pip install .` without [serve]
+    result = CliRunner().invoke(app, ["serve", "--model", "replay:x.jsonl"])
+    assert result.exit_code == 2 and "hermes-local[serve]" in result.output
