@@ -23,7 +23,8 @@ import uvicorn
 from hermes_local.config import load_settings
 from hermes_local.runtime import build_registry
 from hermes_local.service.app import create_app
-from hermes_local.service.runs import RunManager, SharedModel
+from hermes_local.service.process import SharedModel
+from hermes_local.service.runs import RunManager
 
 
 def free_port() -> int:

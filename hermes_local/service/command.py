@@ -77,7 +77,8 @@ def serve(
         raise UserError(hint) from exc
     from hermes_local.config import load_settings
     from hermes_local.runtime import build_registry, load_llm
-    from hermes_local.service.runs import RunManager, SharedModel
+    from hermes_local.service.process import SharedModel
+    from hermes_local.service.runs import RunManager
 
     overrides: dict[str, Any] = dict(
         model=model,

@@ -10,21 +10,18 @@ parks the run in `waiting_approval` until `decide()` or the approval timeout (a 
 stops a queued run at once and a running one at its next event or token (its session log stays
 resumable, like a killed CLI run). `shutdown()` cancels everything, kills the process groups of tool
 processes this server started, and waits for the worker. `SharedModel` serializes model calls
-between runs and chat completions. Does not speak HTTP and holds no agent logic.
+between runs and chat completions (`process.py`). Does not speak HTTP and holds no agent logic.
 """
 
 from __future__ import annotations
 
 import collections
-import contextlib
 import itertools
-import os
-import signal
 import sys
 import threading
 import time
 import traceback
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -34,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from hermes_local.config import Settings
 from hermes_local.errors import HermesError, UserError
 from hermes_local.events import Event
-from hermes_local.llm import DEFAULT_STOP, Completion, TokenCallback
+from hermes_local.service.process import SharedModel, kill_child_process_groups
 from hermes_local.session import SessionLog, new_session_id
 from hermes_local.tools import Approver, Tool, ToolRegistry
 
@@ -70,53 +67,6 @@ class RunRequest(BaseModel):
     max_steps: int | None = Field(None, ge=1, le=100)
     tool_choice: Literal["auto", "required", "none"] | None = None
     instructions: str | None = Field(None, max_length=20_000)
-
-
-class SharedModel:
-    """The one loaded model, shared by runs and chat completions: one `complete()` at a time."""
-
-    def __init__(self, llm: Any) -> None:
-        self.llm = llm
-        self.lock = threading.Lock()
-        self.n_ctx: int = llm.n_ctx
-        self.description: str = llm.description
-
-    def tokenize(self, text: str, *, special: bool) -> list[int]:
-        return self.llm.tokenize(text, special=special)
-
-    def special_token_id(self, text: str) -> int | None:
-        return self.llm.special_token_id(text)
-
-    def bos_tokens(self) -> list[int]:
-        return self.llm.bos_tokens()
-
-    def detokenize(self, tokens: Sequence[int]) -> str:
-        return self.llm.detokenize(tokens)
-
-    def complete(
-        self,
-        tokens: Sequence[int],
-        *,
-        max_tokens: int = 512,
-        temperature: float = 0.2,
-        stop: Sequence[str] = DEFAULT_STOP,
-        on_token: TokenCallback | None = None,
-        grammar: str | None = None,
-        grammar_trigger: str | None = None,
-    ) -> Completion:
-        with self.lock:
-            return self.llm.complete(
-                tokens,
-                max_tokens=max_tokens,
-                temperature=temperature,
-                stop=stop,
-                on_token=on_token,
-                grammar=grammar,
-                grammar_trigger=grammar_trigger,
-            )
-
-    def __getattr__(self, name: str) -> Any:  # e.g. `remaining` of a replay model
-        return getattr(self.llm, name)
 
 
 @dataclass
@@ -430,28 +380,3 @@ class RunManager:
         if self.kill_children:
             kill_child_process_groups()
         self._worker.join(grace)
-
-
-def kill_child_process_groups() -> int:
-    """SIGKILL every child process of this process (and its process group if it leads its own); Linux /proc."""
-    me, my_group = os.getpid(), os.getpgrp()
-    killed = 0
-    for entry in Path("/proc").iterdir() if Path("/proc").is_dir() else []:
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-            ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        if ppid != me:
-            continue
-        pid = int(entry.name)
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            group = os.getpgid(pid)
-            if group != my_group:
-                os.killpg(group, signal.SIGKILL)
-            else:
-                os.kill(pid, signal.SIGKILL)
-            killed += 1
-    return killed
