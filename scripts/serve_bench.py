@@ -82,12 +82,14 @@ def main() -> None:
     parser.add_argument("--model", default=None, help="model spec (default: the embedded SmolLM2)")
     parser.add_argument("--task", default="What time is it?")
     parser.add_argument("--max-steps", type=int, default=1)
+    parser.add_argument("--max-tokens", type=int, default=48, help="per model call (keeps CPU runs short)")
     opts = parser.parse_args()
 
     home = Path(tempfile.mkdtemp(prefix="hermes-serve-bench-"))
     workspace = home / "workspace"
     workspace.mkdir()
     env = {**os.environ, "HERMES_LOCAL_HOME": str(home / "hermes"), "PYTHONPATH": str(ROOT)}
+    env["HERMES_LOCAL_MAX_TOKENS"] = str(opts.max_tokens)
     model = ["--model", opts.model] if opts.model else []
     port = free_port()
     base = f"http://127.0.0.1:{port}"
@@ -110,16 +112,23 @@ def main() -> None:
             "max_steps": opts.max_steps,
             "tools": ["get_current_time"],
         }
-        service = [service_run(base, task) for _ in range(opts.runs)]
+        print(f"serve: start to healthy (model load, once)     {startup:7.2f} s", flush=True)
+        service = []
+        for _ in range(opts.runs):
+            service.append(service_run(base, task))
+            print(f"  serve run: first event {service[-1][0] * 1000:.1f} ms, total {service[-1][1]:.2f} s", flush=True)
     finally:
         server.send_signal(signal.SIGTERM)
         server.wait(60)
     cli_args = [opts.task, "--tool-choice", "required", "--max-steps", str(opts.max_steps), *model]
-    cli = [cli_run(cli_args, env, workspace) for _ in range(opts.runs)]
+    cli = []
+    for _ in range(opts.runs):
+        cli.append(cli_run(cli_args, env, workspace))
+        print(f"  cli run: total {cli[-1][0]:.2f} s (model {cli[-1][1]:.2f} s)", flush=True)
 
     med = statistics.median
-    print(f"task: {opts.task!r}, tool_choice required, max_steps {opts.max_steps}, {opts.runs} runs each")
-    print(f"serve: start to healthy (model load, once)     {startup:7.2f} s")
+    print(f"task: {opts.task!r}, tool_choice required, max_steps {opts.max_steps}, max_tokens {opts.max_tokens}, ", end="")
+    print(f"{opts.runs} runs each")
     print(f"serve: POST -> first SSE event (median)        {med(s[0] for s in service) * 1000:7.1f} ms")
     print(f"serve: POST -> final status, per run (median)  {med(s[1] for s in service):7.2f} s")
     print(f"serve: model seconds inside a run (median)     {med(s[2] for s in service):7.2f} s")
