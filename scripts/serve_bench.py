@@ -127,8 +127,8 @@ def main() -> None:
         print(f"  cli run: total {cli[-1][0]:.2f} s (model {cli[-1][1]:.2f} s)", flush=True)
 
     med = statistics.median
-    print(f"task: {opts.task!r}, tool_choice required, max_steps {opts.max_steps}, max_tokens {opts.max_tokens}, ", end="")
-    print(f"{opts.runs} runs each")
+    print(f"task: {opts.task!r}, tool_choice required, max_steps {opts.max_steps}, ", end="")
+    print(f"max_tokens {opts.max_tokens}, {opts.runs} runs each")
     print(f"serve: POST -> first SSE event (median)        {med(s[0] for s in service) * 1000:7.1f} ms")
     print(f"serve: POST -> final status, per run (median)  {med(s[1] for s in service):7.2f} s")
     print(f"serve: model seconds inside a run (median)     {med(s[2] for s in service):7.2f} s")
