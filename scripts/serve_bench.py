@@ -110,8 +110,7 @@ def main() -> None:
             "task": opts.task,
             "tool_choice": "required",
             "max_steps": opts.max_steps,
-            "tools": ["get_current_time"],
-        }
+        }  # all tools, like the CLI run
         print(f"serve: start to healthy (model load, once)     {startup:7.2f} s", flush=True)
         service = []
         for _ in range(opts.runs):
