@@ -38,6 +38,7 @@ from hermes_local.eval_commands import eval_command, sessions_export, workflow_a
 from hermes_local.mcp_commands import mcp_app
 from hermes_local.model_commands import doctor, models_app
 from hermes_local.prompt_command import prompt_command
+from hermes_local.service.command import serve
 from hermes_local.textsafe import terminal_safe
 
 app = typer.Typer(
@@ -61,6 +62,7 @@ app.add_typer(workflow_app, name="workflow")
 app.command("eval")(eval_command)
 app.command("prompt")(prompt_command)
 sessions_app.command("export")(sessions_export)
+app.command()(serve)
 
 
 def notice(line: str) -> None:

@@ -117,6 +117,12 @@ class Settings(BaseModel):
     dialect: str | None = None  # prompt format (hermes, qwen, mistral, llama3, gguf...); default: from the model
     grammar: bool = True
     tool_timeout: float = Field(30.0, gt=0, le=MAX_TOOL_TIMEOUT, allow_inf_nan=False)
+    # `hermes-local serve`: extra folders runs may use as workspace (besides --workspace), the bearer
+    # token (required to bind anything but loopback), how long a call waits for approval, CORS origins.
+    workspace_roots: list[str] = Field(default_factory=list)
+    serve_token: str | None = None
+    approval_timeout: float = Field(300.0, gt=0)
+    cors_origins: list[str] = Field(default_factory=list)
     # Pre-approved: append_to_memo only appends a line to memo.md in the workspace, and remember only
     # adds a fact to hermes-local's own store (`hermes-local memory forget ID` undoes it).
     allow_tools: list[str] = Field(default_factory=lambda: ["append_to_memo", "remember"])
