@@ -19,6 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from hermes_local.dialects import Dialect
+from hermes_local.dialects.hermes import HermesDialect
 from hermes_local.events import (
     AssistantText,
     Compaction,
@@ -36,22 +38,22 @@ from hermes_local.events import (
     TurnAdded,
 )
 from hermes_local.guards import LoopGuard, bounce_note, needs_tool
-from hermes_local.llm import LLM, Usage, common_prefix_length
+from hermes_local.llm import DEFAULT_STOP, LLM, Usage, common_prefix_length
 from hermes_local.memory import Memory, Turn, extract_plan
-from hermes_local.parsing import ToolCall, parse_tool_calls
-from hermes_local.prompts import Segments, chat_tokens, render
+from hermes_local.parsing import ToolCall
+from hermes_local.prompts import Segments, render
 from hermes_local.tools.execution import Executor, run_grouped
 from hermes_local.tools.interaction import FINAL_ANSWER, final_answer
-from hermes_local.tools.registry import ToolRegistry, ToolResult
+from hermes_local.tools.registry import ToolResult
 
 EventSink = Callable[[Event], None]
-CALL_OPEN = "<tool_call>"
 FINAL_ANSWER_REQUEST = (
     "You have reached the step limit. Do not call any more tools: reply now with your final answer "
     "to the goal from what you have found so far."
 )
 INTERRUPTED = "interrupted: the previous run was killed while this call was running; check its effect before retrying"
 NOT_STARTED = "not run: the previous run was killed before this call started; call it again if it is still needed"
+STOPPED_CALLS = frozenset({INTERRUPTED, NOT_STARTED})
 
 
 class ContextTooSmall(Exception):  # noqa: N818 - caught inside the loop; ends the run with stopped="error"
@@ -70,6 +72,7 @@ class AgentConfig:
     tool_choice: str = "auto"  # auto | required | none
     grammar: bool = True
     instructions: str = ""
+    offered_tools: list[str] | None = None  # tools with full schemas in the prompt (None = all; see toolsets.py)
     reminder_every: int = 3
     max_identical_calls: int = 3
     max_consecutive_failures: int = 5
@@ -123,8 +126,10 @@ class Agent:
         *,
         on_event: EventSink | None = None,
         recall: Callable[[str], list[str]] | None = None,
+        dialect: Dialect | None = None,
     ) -> None:
         self.llm = llm
+        self.dialect = dialect or HermesDialect()
         self.executor = executor
         self.config = config or AgentConfig()
         self.on_event: EventSink = on_event or (lambda event: None)
@@ -134,12 +139,15 @@ class Agent:
         self.closers: list[Callable[[], None]] = []
         self.loop_guard = LoopGuard(max_identical=self.config.max_identical_calls)
         if self.config.tool_choice == "required" and executor.registry.get(FINAL_ANSWER) is None:
-            executor.registry = ToolRegistry([*executor.registry, final_answer])  # the way to finish
+            registry = executor.registry.subset(executor.registry.names())  # same sources and cleanup
+            registry.register(final_answer)  # the way to finish
+            executor.registry = registry
 
     def close(self) -> None:
-        """Release what the agent owns (long-term memory store, tool servers...)."""
+        """End of the run: stop what its tools started (MCP servers), close its stores. Safe to call twice."""
         while self.closers:
             self.closers.pop()()
+        self.executor.registry.close()
 
     def __enter__(self) -> Agent:
         return self
@@ -152,13 +160,24 @@ class Agent:
             self.on_event(TurnAdded(**turn.to_event()))
 
     # -- prompt ----------------------------------------------------------------------------
+    def tool_schemas(self) -> list[dict[str, Any]]:
+        """The tools offered to the model: none with tool_choice "none", else the routed selection (or all)."""
+        if self.config.tool_choice == "none":
+            return []
+        offered = self.config.offered_tools
+        return [
+            t.schema()
+            for t in self.executor.registry
+            if offered is None or t.name in offered or t.name == FINAL_ANSWER  # final_answer is always offered
+        ]
+
     def system_prompt(self) -> Segments:
-        tools = [] if self.config.tool_choice == "none" else self.executor.registry.schemas()
-        return render("system.jinja", tools=tools, instructions=self.config.instructions)
+        """hermes-local's own rules and the user's instructions (the dialect adds the tool block)."""
+        return render("system.jinja", tools=self.tool_schemas(), instructions=self.config.instructions)
 
     def new_memory(self, goal: str) -> Memory:
         recalled = self.recall(goal) if self.recall else []
-        memory = Memory(system=self.system_prompt(), goal=goal, recalled=recalled)
+        memory = Memory(system=self.system_prompt(), goal=goal, recalled=recalled, dialect=self.dialect)
         memory.on_turn = self._on_turn
         return memory
 
@@ -166,13 +185,11 @@ class Agent:
         if not self.config.grammar or self.config.tool_choice == "none" or not len(self.executor.registry):
             return None
         if self._grammar_text is None:
-            from hermes_local.grammar import tool_call_grammar
-
-            self._grammar_text = tool_call_grammar(list(self.executor.registry))
+            self._grammar_text = self.dialect.grammar(list(self.executor.registry))
         return self._grammar_text
 
     def _prompt_tokens(self, memory: Memory, prefill: str) -> list[int]:
-        return chat_tokens(memory.messages(), self.llm, prefill=prefill)
+        return self.dialect.tokens(memory.messages(), self.tool_schemas(), self.llm, prefill=prefill)
 
     def _fitted_prompt(self, memory: Memory, prefill: str, result: RunResult) -> tuple[list[int], int]:
         """Prompt tokens within budget (compacting memory if needed) and the max_tokens left."""
@@ -200,16 +217,19 @@ class Agent:
         return tokens, min(max_new, room)
 
     def _complete(self, memory: Memory, step: int, tool_choice: str, result: RunResult) -> str:
-        prefill = CALL_OPEN + "\n" if tool_choice == "required" else ""
+        required = tool_choice == "required"
+        prefill = self.dialect.required_prefill if required else ""
         tokens, max_new = self._fitted_prompt(memory, prefill, result)
-        grammar = self._grammar() if tool_choice != "none" else None
+        trigger = None if required else self.dialect.call_open
+        grammar = self._grammar() if required or (tool_choice == "auto" and trigger) else None
         completion = self.llm.complete(
             tokens,
             max_tokens=max_new,
             temperature=self.config.answer_temperature if tool_choice == "none" else self.config.temperature,
+            stop=self.dialect.stop or DEFAULT_STOP,
             on_token=lambda piece: self.on_event(Token(piece)),
             grammar=grammar,
-            grammar_trigger=None if (grammar and tool_choice == "required") else (grammar and CALL_OPEN),
+            grammar_trigger=trigger if grammar else None,
         )
         new = len(tokens) - common_prefix_length(tokens, self._previous_tokens)
         self._previous_tokens = tokens + completion.tokens
@@ -254,13 +274,15 @@ class Agent:
         start = next((e for e in events if isinstance(e, RunStart)), None)
         if start is None:
             raise ValueError("the session log has no run_start event")
-        memory = Memory(system=self.system_prompt(), goal=start.goal, recalled=list(start.recalled))
+        memory = Memory(
+            system=self.system_prompt(), goal=start.goal, recalled=list(start.recalled), dialect=self.dialect
+        )
         tool_names = self.executor.registry.names()
         for e in events:
             if isinstance(e, TurnAdded):
                 memory.restore_turn(Turn.from_event(e.to_dict()))
             elif isinstance(e, AssistantText) and not e.final:
-                parsed = parse_tool_calls(e.text, tool_names)
+                parsed = self.dialect.parse(e.text, tool_names)
                 if parsed.calls or parsed.errors:
                     memory.restore_assistant(e.step, parsed.text, parsed.calls)
         tool_steps = {t.step for t in memory.turns if t.role == "tool"}
@@ -282,7 +304,7 @@ class Agent:
     def _settle_interrupted_step(self, memory: Memory, step: int, events: list[Event]) -> None:
         """Give the last logged step its tool turn: logged results, or interrupted/not-started errors."""
         text = next(e.text for e in reversed(events) if isinstance(e, AssistantText) and e.step == step)
-        parsed = parse_tool_calls(text, self.executor.registry.names())
+        parsed = self.dialect.parse(text, self.executor.registry.names())
         started = [e for e in events if isinstance(e, ToolCallStarted) and e.step == step]
         finished = [e.outcome for e in events if isinstance(e, ToolFinished) and e.outcome.step == step]
         outcomes: list[ToolOutcome] = []
@@ -315,7 +337,7 @@ class Agent:
                 current, todo, text = extract_plan(text)
                 memory.note_plan(current, todo, step)
                 self.on_event(AssistantText(step, text))
-                parsed = parse_tool_calls(text, tool_names)
+                parsed = self.dialect.parse(text, tool_names)
                 if self.config.tool_choice == "none" or (not parsed.calls and not parsed.errors):
                     tool = self._guard_answer(memory, result)
                     if tool is None:
@@ -355,7 +377,7 @@ class Agent:
     def _final_answer(self, memory: Memory, step: int, result: RunResult) -> str | None:
         memory.add_user_note(step, Segments.untrusted(FINAL_ANSWER_REQUEST))
         text = self._complete(memory, step, "none", result)
-        answer = parse_tool_calls(extract_plan(text)[2]).text or None
+        answer = self.dialect.parse(extract_plan(text)[2]).text or None
         self.on_event(AssistantText(step, text, final=True))
         return answer
 
@@ -363,8 +385,10 @@ class Agent:
         """The tool to name when bouncing this tool-less answer, or None to accept it."""
         if not self.config.answer_guard or self.config.tool_choice != "auto" or result.guarded:
             return None
-        if any(o.ok or o.error_kind == "permission_denied" for o in memory.ledger):
-            return None  # a tool answered (a denial is an answer too: bouncing cannot change it)
+        if any(o.ok or o.error_kind == "permission_denied" or o.result.error in STOPPED_CALLS for o in memory.ledger):
+            # a tool answered (a denial is an answer too: bouncing cannot change it), or a resumed run's
+            # call was cut off by a crash or a cancel: the model did reach for the tool
+            return None
         return needs_tool(memory.goal, self.executor.registry)
 
     def _execute_turn(self, step: int, calls: list[ToolCall], result: RunResult) -> list[ToolOutcome]:

@@ -19,22 +19,31 @@ from hermes_local.cli_common import (
     AnswerGuardOpt,
     AnswerTemperatureOpt,
     DbOpt,
+    DialectOpt,
+    EngineOpt,
+    EngineUrlOpt,
     GpuOpt,
     HermesGroup,
     InstructionsOpt,
     ModelOpt,
     NCtxOpt,
+    SandboxOpt,
     TemperatureOpt,
     ToolsModuleOpt,
+    ToolsOpt,
     WorkspaceOpt,
     YesOpt,
     fail,
     read_instructions,
 )
 from hermes_local.config import load_settings
+from hermes_local.engines.http import EngineError
 from hermes_local.errors import HermesError
 from hermes_local.eval_commands import eval_command, sessions_export, workflow_app
+from hermes_local.mcp_commands import mcp_app
 from hermes_local.model_commands import doctor, models_app
+from hermes_local.prompt_command import prompt_command
+from hermes_local.service.command import serve
 from hermes_local.textsafe import terminal_safe
 
 app = typer.Typer(
@@ -49,13 +58,21 @@ tools_app = typer.Typer(help="Inspect the tools the agent can call.", no_args_is
 sessions_app = typer.Typer(help="Recorded runs under $HERMES_LOCAL_HOME/sessions.", no_args_is_help=True)
 app.add_typer(tools_app, name="tools")
 app.add_typer(models_app, name="models")
+app.add_typer(mcp_app, name="mcp")
 memory_app = typer.Typer(help="Long-term memory: facts kept across sessions.", no_args_is_help=True)
 app.add_typer(sessions_app, name="sessions")
 app.add_typer(memory_app, name="memory")
 app.command()(doctor)
 app.add_typer(workflow_app, name="workflow")
 app.command("eval")(eval_command)
+app.command("prompt")(prompt_command)
 sessions_app.command("export")(sessions_export)
+app.command()(serve)
+
+
+def notice(line: str) -> None:
+    """A one-line notice on stderr (e.g. an MCP server that did not start), terminal-safe."""
+    typer.echo(terminal_safe(line), err=True)
 
 
 def _floats(text: str | None, flag: str) -> list[float] | None:
@@ -82,27 +99,41 @@ def _prepare(
 ):
     """Settings, model, session log and agent for run/chat; user mistakes exit 2 with one line."""
     from hermes_local.events import Event
-    from hermes_local.runtime import build_agent, build_registry, load_llm
+    from hermes_local.runtime import build_agent, build_registry, dialect_for, load_llm, load_tokenizer
     from hermes_local.session import SessionLog
     from hermes_local.terminal import TerminalPrinter
     from hermes_local.tools import Approver
+    from hermes_local.toolsets import check_spec
 
     settings = load_settings(overrides)
     settings = settings.model_copy(update={"allow_hosts": [*settings.allow_hosts, *(allow_host or [])]})
-    registry = build_registry(tools_module or [])
-    llm = load_llm(settings, on_info=None if as_json else lambda line: typer.echo(line, err=True))
-    approver = Approver(approve_all=yes, allow=[*settings.allow_tools, *(allow or [])], deny=settings.deny_tools)
-    session = SessionLog(session_id)
-    printer = TerminalPrinter(stream_tokens=not as_json and sys.stderr.isatty())
+    registry = build_registry(tools_module or [], settings, on_notice=notice, workspace=workspace.resolve())
+    try:
+        check_spec(registry, settings.tools)  # a mistyped --tools name is one line, exit 2, before the model loads
+        dialect = dialect_for(settings, load_tokenizer(settings), check=True)  # refuse before loading weights
+        llm = load_llm(settings, on_info=None if as_json else lambda line: typer.echo(line, err=True))
+        approver = Approver(approve_all=yes, allow=[*settings.allow_tools, *(allow or [])], deny=settings.deny_tools)
+        session = SessionLog(session_id)
+        printer = TerminalPrinter(stream_tokens=not as_json and sys.stderr.isatty())
 
-    def on_event(event: Event) -> None:
-        session.log(event)
-        if not as_json:
-            printer(event)
+        def on_event(event: Event) -> None:
+            session.log(event)
+            if not as_json:
+                printer(event)
 
-    agent = build_agent(
-        llm, settings, workspace=workspace, registry=registry, approver=approver, on_event=on_event, db_path=db
-    )
+        agent = build_agent(
+            llm,
+            settings,
+            workspace=workspace,
+            registry=registry,
+            approver=approver,
+            on_event=on_event,
+            db_path=db,
+            dialect=dialect,
+        )
+    except BaseException:
+        registry.close()  # MCP servers started for this run stop with it
+        raise
     return llm, agent, session
 
 
@@ -119,6 +150,9 @@ RUN_EXAMPLES = (
 def run(
     task: Annotated[str | None, typer.Argument(help="What the agent should do, in plain words.")] = None,
     model: ModelOpt = None,
+    engine: EngineOpt = None,
+    engine_url: EngineUrlOpt = None,
+    dialect: DialectOpt = None,
     max_steps: Annotated[int | None, typer.Option(help="Most model calls before stopping (default 8).")] = None,
     n_ctx: NCtxOpt = None,
     n_gpu_layers: GpuOpt = None,
@@ -145,6 +179,8 @@ def run(
     tools_module: ToolsModuleOpt = None,
     db: DbOpt = None,
     allow_host: AllowHostOpt = None,
+    sandbox: SandboxOpt = None,
+    tools: ToolsOpt = None,
     resume: Annotated[
         str | None, typer.Option(help="Continue session ID (see `sessions list`); completed calls are not re-run.")
     ] = None,
@@ -158,6 +194,9 @@ def run(
     events = events_to_resume(resume) if resume else []
     overrides = dict(
         model=model,
+        engine=engine,
+        engine_url=engine_url,
+        dialect=dialect,
         max_steps=max_steps,
         n_ctx=n_ctx,
         n_gpu_layers=n_gpu_layers,
@@ -170,6 +209,8 @@ def run(
         answer_guard=answer_guard,
         instructions=read_instructions(instructions),
         grammar=False if no_grammar else None,
+        sandbox=sandbox,
+        tools=tools,
     )
     llm, agent, session = _prepare(
         overrides,
@@ -187,6 +228,8 @@ def run(
             result = agent.resume(events) if resume else agent.run(task or "")
     except KeyboardInterrupt:
         fail(f"interrupted; continue with: hermes-local run --resume {session.id}", 130)
+    except EngineError as exc:  # a remote engine went away mid-run: the session log is complete so far
+        fail(f"{exc.line}; continue with: hermes-local run --resume {session.id}", exc.exit_code)
     result.session_id = session.id
     if as_json:
         typer.echo(json.dumps(result.to_json(), ensure_ascii=True))
@@ -208,6 +251,9 @@ def run(
 @app.command()
 def chat(
     model: ModelOpt = None,
+    engine: EngineOpt = None,
+    engine_url: EngineUrlOpt = None,
+    dialect: DialectOpt = None,
     max_steps: Annotated[int | None, typer.Option(help="Most model calls per message (default 8).")] = None,
     n_ctx: NCtxOpt = None,
     n_gpu_layers: GpuOpt = None,
@@ -227,10 +273,14 @@ def chat(
     tools_module: ToolsModuleOpt = None,
     db: DbOpt = None,
     allow_host: AllowHostOpt = None,
+    sandbox: SandboxOpt = None,
+    tools: ToolsOpt = None,
 ) -> None:
     """Interactive multi-turn chat with tools. /reset starts over, /exit (or Ctrl-D) quits."""
     overrides = dict(
         model=model,
+        engine=engine,
+        engine_url=engine_url,
         max_steps=max_steps,
         n_ctx=n_ctx,
         n_gpu_layers=n_gpu_layers,
@@ -240,6 +290,9 @@ def chat(
         answer_guard=answer_guard,
         instructions=read_instructions(instructions),
         grammar=False if no_grammar else None,
+        sandbox=sandbox,
+        tools=tools,
+        dialect=dialect,
     )
     llm, agent, session = _prepare(
         overrides,
@@ -279,20 +332,40 @@ def chat(
 @tools_app.command("list")
 def tools_list(
     tools_module: Annotated[list[str] | None, typer.Option(help="Also load @tool functions from here.")] = None,
+    tools: ToolsOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the full JSON schemas.")] = False,
 ) -> None:
-    """Show every tool with its permission level and arguments."""
+    """Show every tool the model can use: toolset, source (builtin / module / mcp:NAME), permission, arguments."""
     from hermes_local.runtime import build_registry
+    from hermes_local.toolsets import group_of, route, select_tools
 
-    registry = build_registry(tools_module or [])
-    if as_json:
-        typer.echo(json.dumps([t.schema() | {"permission": t.permission} for t in registry], indent=2))
-        return
-    for t in registry:
-        props = t.parameters_schema().get("properties", {})
-        required = set(t.parameters_schema().get("required", []))
-        args = ", ".join(f"{p}: {s.get('type', 'any')}{'' if p in required else '?'}" for p, s in props.items())
-        typer.echo(f"{t.name}({args})  [{t.permission}]  {t.description}")
+    settings = load_settings({"tools": tools})
+    full = build_registry(tools_module or [], settings, on_notice=notice)
+    registry = select_tools(full, settings.tools, settings.deny_tools)
+    try:
+        plan = route(registry, settings.max_tools_in_prompt)
+        if as_json:
+            rows = [
+                t.schema()
+                | {"permission": t.permission, "source": registry.source(t.name), "toolset": group_of(registry, t.name)}
+                for t in registry
+            ]
+            typer.echo(json.dumps(rows, indent=2))
+            return
+        for t in registry:
+            props = t.parameters_schema().get("properties", {})
+            required = set(t.parameters_schema().get("required", []))
+            args = ", ".join(f"{p}: {s.get('type', 'any')}{'' if p in required else '?'}" for p, s in props.items())
+            where = f"{group_of(registry, t.name)}, {registry.source(t.name)}"
+            typer.echo(terminal_safe(f"{t.name}({args})  [{t.permission}] [{where}]  {t.description}"))
+        if plan.routed:
+            typer.echo(
+                f"({len(registry) - 1} tools > max_tools_in_prompt={settings.max_tools_in_prompt}: the prompt lists "
+                f"toolsets and offers {plan.offered[0] if plan.offered else ''})",
+                err=True,
+            )
+    finally:
+        registry.close()
 
 
 @sessions_app.command("list")

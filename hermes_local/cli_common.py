@@ -58,9 +58,35 @@ AllowOpt = Annotated[list[str] | None, typer.Option(help="Approve this tool with
 ToolsModuleOpt = Annotated[
     list[str] | None, typer.Option(help="Load @tool functions from a .py file or module (repeatable).")
 ]
+ToolsOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--tools",
+        help="Toolsets or tools the model may use, comma-separated or repeated, e.g. files,time__get_current_time "
+        "(default: all; see `hermes-local tools list`).",
+    ),
+]
 DbOpt = Annotated[Path | None, typer.Option(help="SQLite database for query_database (opened read-only).")]
 AllowHostOpt = Annotated[
     list[str] | None, typer.Option(help="Host http_get may reach (repeatable; default: none, offline).")
+]
+SandboxOpt = Annotated[
+    str | None,
+    typer.Option(help="Commands run in bubblewrap: auto (when it works), bwrap (required), off (default auto)."),
+]
+EngineOpt = Annotated[
+    str | None,
+    typer.Option(help="Where completions run: llama-cpp (in-process, default), llama-server or vllm (--engine-url)."),
+]
+EngineUrlOpt = Annotated[
+    str | None, typer.Option(help="Base URL of the llama-server / vLLM engine (loopback or an --allow-host host).")
+]
+DialectOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="Prompt format: hermes, qwen, mistral, mistral-v3, llama3, or gguf (the model's own chat template). "
+        "Default: models.toml chat_format, else detected from the GGUF."
+    ),
 ]
 InstructionsOpt = Annotated[
     str | None,

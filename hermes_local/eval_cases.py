@@ -47,6 +47,8 @@ def _as_list(value: Any) -> Any:
 
 
 class ExpectedCall(BaseModel):
+    """A tool call a case expects: its name and (a subset of) its arguments."""
+
     model_config = ConfigDict(extra="forbid")
     name: str
     arguments: dict[str, Any] = Field(default_factory=dict)
@@ -54,6 +56,8 @@ class ExpectedCall(BaseModel):
 
 
 class FileCheck(BaseModel):
+    """A file the run must leave in the workspace, with content checks."""
+
     model_config = ConfigDict(extra="forbid")
     path: str
     contains: list[str] = Field(default_factory=list)
@@ -66,6 +70,8 @@ class FileCheck(BaseModel):
 
 
 class Checks(BaseModel):
+    """What a case checks after the run: calls, answer, files, stop reason."""
+
     model_config = ConfigDict(extra="forbid")
     tool_calls: list[ExpectedCall] = Field(default_factory=list)
     order: Literal["any", "exact"] = "any"
@@ -88,12 +94,16 @@ class Checks(BaseModel):
 
 
 class Fixtures(BaseModel):
+    """Files and a SQLite database prepared in a fresh workspace before the run."""
+
     model_config = ConfigDict(extra="forbid")
     files: dict[str, str] = Field(default_factory=dict)
     database: list[str] | None = None
 
 
 class Case(BaseModel):
+    """One eval case: a task, the tools offered, fixtures and checks."""
+
     model_config = ConfigDict(extra="forbid")
     id: str = Field(pattern=CASE_ID)
     task: str = Field(min_length=1)
@@ -109,6 +119,8 @@ class Case(BaseModel):
 
 @dataclass
 class SuiteCase:
+    """A validated case with the tool registry it runs with."""
+
     case: Case
     line: int
     registry: ToolRegistry
@@ -116,6 +128,8 @@ class SuiteCase:
 
 @dataclass
 class Suite:
+    """All cases of one cases file."""
+
     path: Path
     cases: list[SuiteCase]
 
@@ -208,6 +222,8 @@ def load_cases(path: Path, only: list[str] | None = None) -> Suite:
 
 @dataclass
 class Failure:
+    """One failed check, with the step it points to."""
+
     check: str
     message: str
     step: int | None = None

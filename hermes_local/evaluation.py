@@ -38,6 +38,8 @@ from hermes_local.tools import Approver
 # -- running --------------------------------------------------------------------------------------
 @dataclass
 class RunOutcome:
+    """One scored run of a case: pass/fail, calls, failures and usage."""
+
     passed: bool
     steps: int
     stopped: str
@@ -53,6 +55,8 @@ class RunOutcome:
 
 @dataclass
 class CaseReport:
+    """All runs of one case (pass^k passes only when every run passes)."""
+
     id: str
     runs: list[RunOutcome] = field(default_factory=list)
 

@@ -73,6 +73,8 @@ class GGUFArray:
 
 @dataclass
 class TensorInfo:
+    """One tensor of a GGUF: name, shape, type and data size."""
+
     name: str
     shape: tuple[int, ...]
     ggml_type: int
@@ -83,6 +85,8 @@ class TensorInfo:
 
 @dataclass
 class GGUFHeader:
+    """A parsed GGUF header: metadata, tensors and where the data starts."""
+
     path: Path
     version: int
     file_size: int

@@ -11,6 +11,7 @@ from __future__ import annotations
 import codecs
 import contextlib
 import ctypes
+import io
 import os
 import threading
 import time
@@ -27,6 +28,8 @@ DEFAULT_STOP = ("<|im_end|>", "<|im_start|>", "<|endoftext|>")
 
 @dataclass
 class Usage:
+    """Token counts and timing of one or more model calls."""
+
     prompt_tokens: int = 0
     prompt_tokens_evaluated: int = 0
     completion_tokens: int = 0
@@ -36,6 +39,8 @@ class Usage:
 
 @dataclass
 class Completion:
+    """What one model call produced: text, token ids, usage and why it stopped."""
+
     text: str
     tokens: list[int] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
@@ -102,7 +107,7 @@ class LlamaParams:
 
 @contextlib.contextmanager
 def _quiet_stderr():
-    """llama.cpp logs to fd 2 from C; hide it unless HERMES_LOCAL_DEBUG is set."""
+    """llama.cpp logs to fd 2 from C (and through Python's sys.stderr); hide it unless HERMES_LOCAL_DEBUG is set."""
     if os.environ.get("HERMES_LOCAL_DEBUG"):
         yield
         return
@@ -110,7 +115,8 @@ def _quiet_stderr():
     devnull = os.open(os.devnull, os.O_WRONLY)
     try:
         os.dup2(devnull, 2)
-        yield
+        with contextlib.redirect_stderr(io.StringIO()):  # llama-cpp-python's log callback prints to sys.stderr
+            yield
     finally:
         os.dup2(saved, 2)
         os.close(saved)
@@ -232,6 +238,7 @@ class LlamaCppLLM:
             decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
             text = ""
             finish = "length"
+            search_from = 0  # where to look for the grammar trigger next
             budget = min(max_tokens, self.n_ctx - len(prompt))
             try:
                 while len(generated) < budget:
@@ -251,12 +258,20 @@ class LlamaCppLLM:
                     if len(generated) >= budget:
                         break
                     if grammar and grammar_trigger:
-                        switch_on = not constrained and text.endswith(grammar_trigger)
+                        # The trigger anywhere (even mid-token): the text after it is replayed into the grammar.
+                        at = -1 if constrained else text.find(grammar_trigger, search_from)
                         switch_off = constrained and text.rstrip().endswith("</tool_call>")
-                        if switch_on or switch_off:
-                            constrained = switch_on
+                        if at >= 0 or switch_off:
+                            constrained = at >= 0
+                            search_from = len(text)
                             sampler.close()
                             sampler = _TokenSampler(self, temperature, grammar if constrained else None)
+                            if constrained and not sampler.feed(text[at + len(grammar_trigger) :]):
+                                constrained = False  # already off-grammar: leave it to the parser
+                                sampler.close()
+                                sampler = _TokenSampler(self, temperature, None)
+                        elif not constrained:
+                            search_from = max(search_from, len(text) - len(grammar_trigger) + 1)
                     self._llama.eval([token])
             finally:
                 sampler.close()
@@ -284,6 +299,7 @@ class _TokenSampler:
 
         lib = owner._llama_cpp
         self._lib, self._np = lib, np
+        self._owner = owner
         self._ctx = owner._llama.ctx
         self._n_vocab = owner._llama.n_vocab()
         self.chain = lib.llama_sampler_chain_init(lib.llama_sampler_chain_default_params())
@@ -353,6 +369,16 @@ class _TokenSampler:
             self._lib.llama_sampler_accept(self.grammar, token)
         self._lib.llama_sampler_accept(self.chain, token)
         return token
+
+    def feed(self, text: str) -> bool:
+        """Advance the grammar over `text` (already generated); False if the grammar rejects it."""
+        for token in self._owner.tokenize(text, special=False) if self.grammar is not None else []:
+            self._one["id"], self._one["logit"], self._one["p"] = token, 1.0, 0.0
+            self._apply(self.grammar, self._one)
+            if self._one["logit"][0] == float("-inf"):
+                return False
+            self._lib.llama_sampler_accept(self.grammar, token)
+        return True
 
     def close(self) -> None:
         if self.chain:

@@ -19,6 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from hermes_local.dialects.base import Dialect, result_content
+from hermes_local.dialects.hermes import HermesDialect
 from hermes_local.events import ToolOutcome
 from hermes_local.ledger import ledger_lines
 from hermes_local.parsing import ToolCall
@@ -72,24 +74,29 @@ class Turn:
         return cls(event["role"], int(event["step"]), segs, event.get("responses"), note=note)
 
 
-def _render_responses(responses: list[dict[str, Any]], cap: int | None, summarized: bool) -> Segments:
+def _render_responses(
+    dialect: Dialect, step: int, responses: list[dict[str, Any]], cap: int | None, summarized: bool
+) -> Segments:
+    """The dialect's results turn; `responses` hold {"name", "content": ToolResult envelope}."""
     shown = []
     for r in responses:
-        content = dict(r["content"])
+        envelope = r["content"]
+        content = result_content(envelope)
         if summarized:
-            content = {"ok": content.get("ok"), "summary": content.get("summary")}
-        elif cap is not None and "data" in content:
-            data = content["data"]
-            text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False, default=str)
+            content = f"[compacted] {envelope.get('summary')}" if envelope.get("ok") else content
+        elif cap is not None and envelope.get("ok"):
+            text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False, default=str)
             if len(text) > cap:
                 notice = f"[... {len(text) - cap} characters cut to fit the context ...]"
-                content["data"] = f"{text[: cap * 2 // 3]}\n{notice}\n{text[-(cap // 3) :]}"
+                content = f"{text[: cap * 2 // 3]}\n{notice}\n{text[-(cap // 3) :]}"
         shown.append({"name": r["name"], "content": content})
-    return render("tool_response.jinja", responses=shown)
+    return dialect.tool_results(step, shown)
 
 
 @dataclass
 class Memory:
+    """The history of one run: fixed prefix, ledger, turns and compaction state."""
+
     system: Segments
     goal: str
     recalled: list[str] = field(default_factory=list)
@@ -102,6 +109,7 @@ class Memory:
     progress_detail: int = 2  # ledger entries shown with their findings in each tool turn's progress block
     purposes: dict[int, str] = field(default_factory=dict)  # step -> what the model said it was for
     on_turn: TurnSink | None = None
+    dialect: Dialect = field(default_factory=HermesDialect)
 
     # -- recording -------------------------------------------------------------------------
     def _append(self, turn: Turn) -> None:
@@ -110,24 +118,12 @@ class Memory:
             self.on_turn(turn)
 
     def add_assistant(self, step: int, text: str, calls: list[ToolCall]) -> None:
-        """Store the reply with its calls in canonical form (trusted tags, untrusted JSON)."""
-        self._append(self._assistant_turn(step, text, calls))
+        """Store the reply with its calls in the dialect's canonical form (trusted tags, untrusted JSON)."""
+        self._append(Turn("assistant", step, self.dialect.assistant_content(step, text, calls)))
 
     def restore_assistant(self, step: int, text: str, calls: list[ToolCall]) -> None:
         """Put back an assistant turn rebuilt from a session log (no event is emitted)."""
-        self.turns.append(self._assistant_turn(step, text, calls))
-
-    @staticmethod
-    def _assistant_turn(step: int, text: str, calls: list[ToolCall]) -> Turn:
-        segs: list[Segment] = []
-        if text:
-            segs.append(Segment(text + ("\n" if calls else ""), False))
-        for i, call in enumerate(calls):
-            body = json.dumps({"name": call.name, "arguments": call.arguments}, ensure_ascii=False)
-            segs += [Segment("<tool_call>\n", True), Segment(body, False), Segment("\n</tool_call>", True)]
-            if i < len(calls) - 1:
-                segs.append(Segment("\n", True))
-        return Turn("assistant", step, Segments(segs))
+        self.turns.append(Turn("assistant", step, self.dialect.assistant_content(step, text, calls)))
 
     def add_tool_results(self, step: int, outcomes: list[ToolOutcome]) -> None:
         responses = []
@@ -135,7 +131,7 @@ class Memory:
             responses.append({"name": o.name, "content": o.result.envelope()})
             self.ledger.append(o)
         note = self.progress_block()
-        content = _render_responses(responses, None, False) + note
+        content = _render_responses(self.dialect, step, responses, None, False) + note
         self._append(Turn("tool", step, content, responses, note=note))
 
     def add_user_note(self, step: int, content: Segments) -> None:
@@ -187,17 +183,26 @@ class Memory:
         return f"{len(done)} successful call(s): {shown}"
 
     def messages(self) -> list[dict[str, Any]]:
+        """The conversation for the dialect. A user note (recalled facts, summary, reminder, final-answer
+        request) joins the turn before it when that is a user turn or a results turn the dialect lets it
+        join, so no run of user turns and no user turn between results and the reply is created."""
         msgs: list[dict[str, Any]] = [
             {"role": "system", "content": self.system},
             {"role": "user", "content": Segments.untrusted(self.goal)},
         ]
+        notes = []
         if self.recalled:
-            msgs.append({"role": "user", "content": render("recalled.jinja", facts=self.recalled)})
+            notes.append(render("recalled.jinja", facts=self.recalled))
         if self.compacted_through_step:
-            msgs.append({"role": "user", "content": self.summary_block()})
-        for turn in self.turns:
-            if turn.step > self.compacted_through_step:
-                msgs.append({"role": turn.role, "content": turn.content})
+            notes.append(self.summary_block())
+        notes_turns = [{"role": "user", "content": n} for n in notes]
+        visible = [{"role": t.role, "content": t.content} for t in self.turns if t.step > self.compacted_through_step]
+        for msg in notes_turns + visible:
+            if msg["role"] == "user" and msgs[-1]["role"] in self.dialect.user_joins:
+                joined = msgs[-1]["content"] + Segments.untrusted("\n\n") + msg["content"]
+                msgs[-1] = {"role": msgs[-1]["role"], "content": joined}
+            else:
+                msgs.append(msg)
         return msgs
 
     # -- compaction ------------------------------------------------------------------------
@@ -208,7 +213,7 @@ class Memory:
         if turn.responses is None or turn.summarized or (cap is not None and turn.cap is not None and turn.cap <= cap):
             return False
         turn.cap, turn.summarized = cap, summarized
-        turn.content = _render_responses(turn.responses, cap, summarized)
+        turn.content = _render_responses(self.dialect, turn.step, turn.responses, cap, summarized)
         if turn.note is not None and not summarized:
             turn.content = turn.content + turn.note
         return True

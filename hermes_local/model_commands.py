@@ -20,6 +20,7 @@ import typer
 
 from hermes_local.config import home_dir, load_settings
 from hermes_local.errors import UserError
+from hermes_local.sandbox import SandboxPolicy
 
 models_app = typer.Typer(help="Model registry: list, info, download.", no_args_is_help=True)
 SPEED_SECONDS = 5.0
@@ -183,6 +184,9 @@ def doctor(
         show("llama.cpp build", str(build["system_info"]).strip()[:110])
     gpu = None if build.get("gpu_offload") is None else bool(build["gpu_offload"])
     show("gpu offload", {True: "supported by this build", False: "no (CPU-only build)", None: "unknown"}[gpu])
+    from hermes_local.engines.tools import rpc_line, rpc_support
+
+    show("rpc", rpc_line(rpc_support()))
     layers = settings.n_gpu_layers if gpu is not False else 0
     requested = f"n_gpu_layers={settings.n_gpu_layers}"
     memory = estimate_memory(header, settings.n_ctx, layers)
@@ -204,6 +208,10 @@ def doctor(
     hub = "HF_HUB_OFFLINE set: downloads disabled" if offline_requested() else "only `models download` uses it"
     hosts = ", ".join(settings.allow_hosts) if settings.allow_hosts else "off (no allow_hosts)"
     show("offline", f"runs never use the network; hub: {hub}; network tools: {hosts}")
+    sandbox = SandboxPolicy.from_settings(settings)
+    show("sandbox", sandbox.describe())
+    if refusal := sandbox.refusal():
+        problems.append(f"{refusal}; fix: install bubblewrap (apt-get install bubblewrap) or set sandbox = auto")
     label = choice.label if choice else path.name
     show("model", f"{label} ({info['architecture']}, {info['quant']}, {human_bytes(info['file_size'])}) {path}")
     show("memory", format_memory(memory).removeprefix("memory estimate: "))

@@ -52,6 +52,8 @@ def embedded_model_path() -> Path:
 
 # -- the registry ------------------------------------------------------------------------------
 class QuantSpec(BaseModel):
+    """One downloadable quant of a registry model: file, size and checksum."""
+
     model_config = ConfigDict(extra="forbid")
 
     file: str = Field(min_length=1)
@@ -60,6 +62,8 @@ class QuantSpec(BaseModel):
 
 
 class ModelEntry(BaseModel):
+    """One models.toml entry: repository, quants, formats and load settings."""
+
     model_config = ConfigDict(extra="forbid")
 
     description: str = ""
@@ -70,7 +74,7 @@ class ModelEntry(BaseModel):
     quants: dict[str, QuantSpec] = Field(min_length=1)
     aliases: list[str] = Field(default_factory=list)
     license: str = "unknown"
-    chat_format: Literal["chatml"] = "chatml"
+    chat_format: Literal["chatml", "hermes", "qwen", "mistral", "mistral-v3", "llama3", "gguf"] = "chatml"
     tool_call_format: Literal["hermes", "none"] = "hermes"
     n_ctx: int = Field(4096, ge=256)
     n_gpu_layers: int | None = None
@@ -88,6 +92,8 @@ class ModelEntry(BaseModel):
 
 
 class Registry(BaseModel):
+    """The whole model registry (shipped models.toml plus the user's)."""
+
     model_config = ConfigDict(extra="forbid")
 
     models: dict[str, ModelEntry]

@@ -44,15 +44,19 @@ def scrub_surrogates(text: str) -> str:
     return _SURROGATE.sub("\ufffd", text)
 
 
-_RUN = re.compile(r"[ \t]{8,}|\n{3,}")
+# Whitespace other than newlines, plus characters that render blank (Hangul fillers, braille blank).
+_BLANK = "\u115f\u1160\u3164\uffa0\u2800\u180e\u200b"
+_RUN = re.compile(rf"(?:[^\S\n]|[{_BLANK}]){{8,}}|\n(?:[^\S\n]*\n){{2,}}")
 
 
 def collapse_runs(text: str) -> str:
-    """Long runs of spaces/tabs or blank lines become a visible `⟨N spaces⟩` marker."""
+    """Long runs of spaces/tabs/blank-looking characters or blank lines become a visible `⟨N spaces⟩` marker."""
 
     def marker(m: re.Match[str]) -> str:
         run = m.group(0)
-        what = "blank lines" if run[0] == "\n" else ("spaces" if set(run) == {" "} else "whitespace characters")
+        if run[0] == "\n":
+            return f"⟨{run.count(chr(10))} line breaks⟩"
+        what = "spaces" if set(run) == {" "} else "whitespace characters"
         return f"⟨{len(run)} {what}⟩"
 
     return _RUN.sub(marker, text)

@@ -25,6 +25,7 @@ from hermes_local.config import Settings, home_dir
 from hermes_local.errors import HermesError, UserError
 from hermes_local.events import ToolOutcome, WorkflowEvent
 from hermes_local.llm import LLM
+from hermes_local.sandbox import SandboxPolicy
 from hermes_local.tools import Approver, Executor, ToolContext, ToolRegistry, ToolResult
 from hermes_local.workflow_spec import (
     StepSpec,
@@ -93,6 +94,8 @@ def _step(step_id: str, tool: str, status: str, result: ToolResult, params: Any 
 
 @dataclass
 class WorkflowResult:
+    """The outcomes of one workflow run, in step order."""
+
     name: str
     session_id: str
     outcomes: list[StepOutcome] = field(default_factory=list)
@@ -160,6 +163,7 @@ def run_workflow(
         output_cap=OUTPUT_CAP,
         timeout=settings.tool_timeout,
     )
+    context.extras["sandbox"] = SandboxPolicy.from_settings(settings)  # run_shell steps honour the sandbox settings
     executor = Executor(registry=wf.registry, context=context, approver=approver)
     session = SessionLog()
     result = WorkflowResult(wf.name, session.id)

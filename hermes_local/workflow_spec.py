@@ -30,6 +30,8 @@ _SINGLE_EXPRESSION = re.compile(r"^\s*\{\{(?P<expr>(?:(?!\{\{|\}\}|\{%|%\}).)*)\
 
 
 class StepSpec(BaseModel):
+    """One `[[steps]]` entry of a workflow file."""
+
     model_config = ConfigDict(extra="forbid")
 
     id: str = Field(pattern=STEP_ID_PATTERN)
@@ -41,6 +43,8 @@ class StepSpec(BaseModel):
 
 
 class WorkflowSpec(BaseModel):
+    """The validated contents of a workflow file."""
+
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(pattern=NAME_PATTERN)
@@ -52,6 +56,8 @@ class WorkflowSpec(BaseModel):
 
 @dataclass
 class Workflow:
+    """A loaded workflow: steps in run order, variables and the tool registry."""
+
     name: str
     path: Path
     steps: list[StepSpec]  # in the order they run (topological, file order among equals)
@@ -167,8 +173,13 @@ def load_workflow(
     tools_modules: list[str] | None = None,
     var_overrides: dict[str, str] | None = None,
     now: datetime | None = None,
+    allow_imports: bool = False,
 ) -> Workflow:
-    """Parse and validate FILE.toml; every mistake is one UserError naming the file and the step."""
+    """Parse and validate FILE.toml; every mistake is one UserError naming the file and the step.
+
+    A file's own `tools_modules` run Python code when imported, so they are loaded only with
+    `allow_imports` (the `--allow-imports` flag): a workflow file from elsewhere cannot run code by itself.
+    """
     from hermes_local.runtime import build_registry
 
     where = str(path)
@@ -183,6 +194,11 @@ def load_workflow(
     except ValidationError as exc:
         raise UserError(f"{where}: {one_line(exc)}") from exc
     modules = [str((path.parent / m) if not Path(m).is_absolute() else m) for m in spec.tools_modules]
+    if modules and not allow_imports:
+        raise UserError(
+            f"{where}: tools_modules would import and run Python code ({', '.join(modules)}); "
+            "rerun with --allow-imports if you trust this workflow file"
+        )
     registry = build_registry([*modules, *(tools_modules or [])])
     by_id: dict[str, StepSpec] = {}
     for s in spec.steps:

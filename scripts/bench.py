@@ -9,6 +9,9 @@ Measures, with the same model, threads and n_ctx:
      loop, and through hermes-local with the KV cache reset before every step (a naive loop);
   4. parser throughput, and grammar-constrained vs unconstrained decode speed;
   5. peak RSS, and RSS growth over a 200-step scripted soak.
+  6. when scripts/build_llama_cpp_tools.sh has built llama-server: the llama-server peer (OpenAI-style
+     tool loop, --jinja with the Hermes tool_use template) and hermes-local with the llama-server engine,
+     on 8- and 20-step tasks (scripts/bench_llama_server.py).
 Prints a table and writes JSON (--json PATH). Figures, not assertions: nothing here fails on speed.
 
   python scripts/bench.py                     # embedded SmolLM2, 8 steps
@@ -32,12 +35,13 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from hermes_local.config import load_settings  # noqa: E402
+from hermes_local.dialects.hermes import HermesDialect  # noqa: E402
 from hermes_local.events import StepStart  # noqa: E402
 from hermes_local.grammar import tool_call_grammar  # noqa: E402
 from hermes_local.llm import LlamaCppLLM, LlamaParams  # noqa: E402
 from hermes_local.models import resolve_model  # noqa: E402
 from hermes_local.parsing import parse_tool_calls  # noqa: E402
-from hermes_local.prompts import chat_tokens, render  # noqa: E402
+from hermes_local.prompts import render  # noqa: E402
 from hermes_local.replay import ReplayLLM  # noqa: E402
 from hermes_local.runtime import build_agent  # noqa: E402
 from hermes_local.tools import Approver, Executor, ToolContext, ToolRegistry, default_registry  # noqa: E402
@@ -85,7 +89,8 @@ def ceiling(llm: LlamaCppLLM, depth: int = 512) -> dict[str, float]:
 
 # -- 2/3. multi-step task ---------------------------------------------------------------------
 def hermes_run(llm: LlamaCppLLM, steps: int, n_ctx: int, *, naive: bool = False) -> dict[str, Any]:
-    llm.reset_cache()
+    if hasattr(llm, "reset_cache"):  # a remote engine (bench_llama_server.py) starts on a fresh server instead
+        llm.reset_cache()
     with tempfile.TemporaryDirectory() as ws:
         settings = load_settings(
             {"tool_choice": "required", "max_steps": steps, "n_ctx": n_ctx, "max_tokens": 96, "reminder_every": 0}
@@ -212,7 +217,7 @@ def grammar_overhead(llm: LlamaCppLLM) -> dict[str, float]:
     grammar = tool_call_grammar(list(registry))
     system = render("system.jinja", tools=registry.schemas(), instructions="")
     messages = [{"role": "system", "content": system}, {"role": "user", "content": TASK}]
-    tokens = chat_tokens(messages, llm, prefill="<tool_call>\n")
+    tokens = HermesDialect().tokens(messages, registry.schemas(), llm, prefill="<tool_call>\n")
     out: dict[str, float] = {}
     for label, g in (("unconstrained", None), ("constrained", grammar)):
         total_tokens, decode_s = 0, 0.0
@@ -260,6 +265,7 @@ def main() -> None:
     ap.add_argument("--n-ctx", type=int, default=4096)
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--n-gpu-layers", type=int, default=0)
+    ap.add_argument("--server-steps", default="8,20", help="step counts for the llama-server rows ('' = skip)")
     ap.add_argument("--json", type=Path, default=ROOT / "bench-results" / "bench.json")
     args = ap.parse_args()
 
@@ -278,6 +284,12 @@ def main() -> None:
     report["grammar"] = grammar_overhead(llm)
     report["soak"] = soak(llm)
     report["peak_rss_mb"] = peak_rss_mb()
+    import bench_llama_server  # scripts/ is on sys.path when this file runs as a script
+
+    skipped = bench_llama_server.available() if args.server_steps else "--server-steps ''"
+    if skipped is None:
+        steps = [int(s) for s in args.server_steps.split(",")]
+        report["llama_server"] = bench_llama_server.run(path, steps, args.n_ctx, args.threads)
 
     c, h, n, p = report["ceiling"], report["hermes"], report["naive_reset_loop"], report["llama_cpp_chat_handler_loop"]
     rows = [
@@ -325,6 +337,10 @@ def main() -> None:
         ),
         ("peak RSS", f"{report['peak_rss_mb']:.0f} MB"),
     ]
+    if "llama_server" in report:
+        rows += bench_llama_server.rows(report["llama_server"])
+    else:
+        rows.append(("llama-server rows", f"skipped: {skipped}"))
     width = max(len(r[0]) for r in rows)
     for label, value in rows:
         print(f"{label:<{width}}  {value}")

@@ -27,7 +27,7 @@ def system_prompt_seen(workspace: Path, **settings: object) -> str:
 
     llm = ScriptedLLM(["hi"])
     build_agent(llm, load_settings(settings), workspace=workspace).run("Say hi.")
-    return llm.prompt_texts[0].split("<|im_end|>", 1)[0]
+    return llm.prompt_texts[0].split("<|im_start|>user", 1)[0]  # the system turns (dialect tool block, rules)
 
 
 def test_instructions_text_and_file_reach_the_system_prompt(tmp_path: Path, workspace: Path) -> None:
@@ -59,7 +59,7 @@ def test_config_instructions(tmp_path: Path, workspace: Path) -> None:
 
     llm = ScriptedLLM(["hi"])
     build_agent(llm, load_settings(), workspace=workspace).run("Say hi.")
-    assert "Sign every answer with -- H." in llm.prompt_texts[0].split("<|im_end|>", 1)[0]
+    assert "Sign every answer with -- H." in llm.prompt_texts[0].split("<|im_start|>user", 1)[0]
 
 
 def test_prompt_override_replaces_a_shipped_template(tmp_path: Path, workspace: Path) -> None:

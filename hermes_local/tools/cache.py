@@ -32,7 +32,7 @@ class ResultCache:
 
     @staticmethod
     def cacheable(t: Tool) -> bool:
-        return t.permission == "read" and not t.volatile and not t.exclusive
+        return t.permission == "read" and t.cacheable and not t.volatile and not t.exclusive
 
     def _ttl(self, t: Tool) -> float | None:
         value = self.ttl.get(t.name, t.cache_ttl)

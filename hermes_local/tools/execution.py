@@ -10,7 +10,7 @@ is `repeatable` (failed calls may be retried). Identical read calls within a run
 `ResultCache` (`tools/cache.py`), which any write or dangerous call clears. `run_grouped` runs one
 turn's calls: consecutive read calls concurrently (a bounded pool), every other call alone and in
 order, results in the order of the calls. Does not parse model output or talk to the LLM, and
-does not sandbox tools: confinement is each tool's job (see `tools/paths.py`).
+does not sandbox tools: confinement is each tool's job (see `tools/confined.py`).
 """
 
 from __future__ import annotations
@@ -39,6 +39,8 @@ T = TypeVar("T")
 
 @dataclass
 class Executor:
+    """Runs tool calls: look up, validate, approve, run with limits, one envelope."""
+
     registry: ToolRegistry
     context: ToolContext
     approver: Approver = field(default_factory=lambda: Approver(interactive=False))
