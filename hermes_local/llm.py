@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from hermes_local.automaton import TokenTexts, automaton_for
+from hermes_local.decoding import SPECIAL_LITERALS, GrammarTracker
 from hermes_local.errors import ModelLoadError
 
 TokenCallback = Callable[[str], None]
@@ -40,6 +42,7 @@ class Completion:
     tokens: list[int] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
     finish_reason: str = "stop"  # "stop" (eos or stop string) or "length"
+    truncated: str | None = None  # closing mode ended the call early: "budget" | "loop" | "max_length"
 
 
 @runtime_checkable
@@ -163,6 +166,9 @@ class LlamaCppLLM:
 
         self._llama.eval = counting_eval  # type: ignore[method-assign]
         self._special_ids: dict[str, int | None] = {}
+        self._token_texts: TokenTexts | None = None
+        self.fast_forward = True  # append grammar-forced tokens without sampling (decoding.py)
+        self.closing = True  # closing mode and runaway-string guard on constrained calls
 
     # -- tokenizer -------------------------------------------------------------------------
     def tokenize(self, text: str, *, special: bool) -> list[int]:
@@ -228,47 +234,110 @@ class LlamaCppLLM:
             prompt_seconds = time.perf_counter() - start
             constrained = grammar is not None and grammar_trigger is None
             sampler = _TokenSampler(self, temperature, grammar if constrained else None)
-            generated: list[int] = []
-            decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-            text = ""
+            tracker = self._tracker(grammar) if constrained and grammar else None
+            out = _Output(self, stop, on_token)
             finish = "length"
+            truncated: str | None = None
             budget = min(max_tokens, self.n_ctx - len(prompt))
             try:
-                while len(generated) < budget:
-                    token = sampler.sample()
-                    if self._is_end_of_generation(token):
+                while len(out.tokens) < budget:
+                    reason = tracker.closing_reason(budget - len(out.tokens)) if tracker else None
+                    if tracker is not None and reason is not None:
+                        # closing mode: append the shortest valid completion instead of sampling
+                        batch = sampler.force(tracker.completion_tokens()[: budget - len(out.tokens)])
+                        truncated = reason
+                        if not batch:
+                            break
+                    else:
+                        token = sampler.sample()
+                        if self._is_end_of_generation(token):
+                            finish = "stop"
+                            break
+                        batch = [token]
+                    if out.add(batch, tracker):
                         finish = "stop"
                         break
-                    generated.append(token)
-                    piece = decoder.decode(self._llama.detokenize([token], special=True))
-                    text += piece
-                    hit = _first_stop(text, stop)
-                    if hit is not None:
-                        text, finish = text[:hit], "stop"
+                    if tracker is not None and self.fast_forward and out.whole_chars():
+                        forced = sampler.force(tracker.forced_tokens()[: budget - len(out.tokens)])
+                        if forced and out.add(forced, tracker):
+                            finish = "stop"
+                            break
+                        batch += forced
+                    if tracker is not None and grammar_trigger is None and tracker.finished:
+                        finish = "stop"  # the grammar allows only end of generation now
                         break
-                    if piece and on_token:
-                        on_token(piece)
-                    if len(generated) >= budget:
+                    if truncated:
+                        finish = "stop" if tracker is not None and tracker.finished else "length"
+                        break
+                    if len(out.tokens) >= budget:
                         break
                     if grammar and grammar_trigger:
-                        switch_on = not constrained and text.endswith(grammar_trigger)
-                        switch_off = constrained and text.rstrip().endswith("</tool_call>")
+                        switch_on = not constrained and out.text.endswith(grammar_trigger)
+                        switch_off = constrained and out.text.rstrip().endswith("</tool_call>")
                         if switch_on or switch_off:
                             constrained = switch_on
                             sampler.close()
                             sampler = _TokenSampler(self, temperature, grammar if constrained else None)
-                    self._llama.eval([token])
+                            tracker = self._tracker(grammar) if constrained else None
+                    self._llama.eval(batch)
             finally:
                 sampler.close()
-            text += decoder.decode(b"", final=True)
+            text = out.finish()
             usage = Usage(
                 prompt_tokens=len(prompt),
                 prompt_tokens_evaluated=evaluated,
-                completion_tokens=len(generated),
+                completion_tokens=len(out.tokens),
                 seconds=time.perf_counter() - start,
                 prompt_seconds=prompt_seconds,
             )
-            return Completion(text=text, tokens=generated, usage=usage, finish_reason=finish)
+            return Completion(text=text, tokens=out.tokens, usage=usage, finish_reason=finish, truncated=truncated)
+
+    def _tracker(self, grammar: str) -> GrammarTracker | None:
+        """Automaton tracking for closing mode and fast-forward; None when both are off."""
+        if not (self.closing or self.fast_forward):
+            return None
+        if self._token_texts is None:
+            self._token_texts = TokenTexts(lambda t: self._llama.detokenize([t], special=True))
+        return GrammarTracker(
+            automaton_for(grammar),
+            lambda text: self.tokenize(text, special=text in SPECIAL_LITERALS),
+            self._token_texts,
+            closing=self.closing,
+        )
+
+
+class _Output:
+    """The tokens and text of one completion, with stop strings and the token callback."""
+
+    def __init__(self, owner: LlamaCppLLM, stop: Sequence[str], on_token: TokenCallback | None) -> None:
+        self._owner, self._stop, self._on_token = owner, stop, on_token
+        self.tokens: list[int] = []
+        self.text = ""
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+    def add(self, batch: Sequence[int], tracker: GrammarTracker | None) -> bool:
+        """Append tokens; True when a stop string appeared (the text is cut before it)."""
+        for token in batch:
+            self.tokens.append(token)
+            piece = self._decoder.decode(self._owner._llama.detokenize([token], special=True))
+            self.text += piece
+            hit = _first_stop(self.text, self._stop)
+            if hit is not None:
+                self.text = self.text[:hit]
+                return True
+            if tracker is not None:
+                tracker.feed(token, piece)
+            if piece and self._on_token:
+                self._on_token(piece)
+        return False
+
+    def whole_chars(self) -> bool:
+        """No partial UTF-8 character is pending (the grammar state is exact)."""
+        return not self._decoder.getstate()[0]
+
+    def finish(self) -> str:
+        self.text += self._decoder.decode(b"", final=True)
+        return self.text
 
 
 class _TokenSampler:
@@ -342,6 +411,20 @@ class _TokenSampler:
             self._apply(self.grammar, self._full)
         arr = self._apply(self.chain, self._full)
         return int(arr.data[arr.selected].id)
+
+    def force(self, tokens: Sequence[int]) -> list[int]:
+        """Accept `tokens` without sampling, as far as llama.cpp's grammar allows them; returns those taken."""
+        taken: list[int] = []
+        for token in tokens:
+            if self.grammar is not None:
+                self._one["id"], self._one["logit"], self._one["p"] = token, 1.0, 0.0
+                self._apply(self.grammar, self._one)
+                if self._one["logit"][0] == float("-inf"):
+                    break
+                self._lib.llama_sampler_accept(self.grammar, token)
+            self._lib.llama_sampler_accept(self.chain, token)
+            taken.append(token)
+        return taken
 
     def sample(self) -> int:
         token = self._pick(grammar_first=False)

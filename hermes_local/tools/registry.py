@@ -145,7 +145,7 @@ def tool(
         from pydantic import Field
 
         description, arg_docs = _parse_docstring(fn.__doc__ or "")
-        hints = typing.get_type_hints(fn)
+        hints = typing.get_type_hints(fn, include_extras=True)  # keeps Annotated[str, Field(max_length=...)]
         fields: dict[str, Any] = {}
         context_param = None
         for pname, param in inspect.signature(fn).parameters.items():
