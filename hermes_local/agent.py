@@ -58,6 +58,7 @@ class ToolCallRecord:
     ok: bool
     error_kind: str | None = None
     summary: str = ""
+    truncated: bool = False  # closing mode ended this call early (issue 18)
 
 
 @dataclass
@@ -90,6 +91,7 @@ class RunResult:
             "steps": self.steps,
             "tool_calls": [
                 {"name": c.name, "arguments": c.arguments, "ok": c.ok, "error_kind": c.error_kind}
+                | ({"truncated": True} if c.truncated else {})
                 for c in self.tool_calls
             ],
             "usage": {
@@ -122,6 +124,7 @@ class Agent:
         self.recall = recall
         self._previous_tokens: list[int] = []
         self._grammar_text: str | None = None
+        self._last_truncated: str | None = None  # the last completion's closing reason, if any
 
     # -- prompt ----------------------------------------------------------------------------
     def system_prompt(self) -> Segments:
@@ -183,6 +186,7 @@ class Agent:
             grammar=grammar,
             grammar_trigger=None if (grammar and tool_choice == "required") else (grammar and CALL_OPEN),
         )
+        self._last_truncated = getattr(completion, "truncated", None)
         new = len(tokens) - common_prefix_length(tokens, self._previous_tokens)
         self._previous_tokens = tokens + completion.tokens
         u = completion.usage
@@ -285,7 +289,8 @@ class Agent:
                     result.answer, result.stopped = parsed.text, "answer"
                     break
                 memory.add_assistant(step, parsed.text, parsed.calls)
-                outcomes = [self._execute(step, call, memory, result) for call in parsed.calls]
+                cut = parsed.calls[-1] if self._last_truncated and parsed.calls else None
+                outcomes = [self._execute(step, call, memory, result, call is cut) for call in parsed.calls]
                 for error in parsed.errors:
                     failure = ToolResult.failure("invalid_arguments", error, "unreadable tool call")
                     outcomes.append(("invalid_tool_call", {}, failure))
@@ -312,9 +317,10 @@ class Agent:
         return answer
 
     def _execute(
-        self, step: int, call: ToolCall, memory: Memory, result: RunResult
+        self, step: int, call: ToolCall, memory: Memory, result: RunResult, truncated: bool = False
     ) -> tuple[str, dict[str, Any], ToolResult]:
-        self.on_event("tool_call", {"step": step, "name": call.name, "arguments": call.arguments})
+        cut = {"truncated": True} if truncated else {}
+        self.on_event("tool_call", {"step": step, "name": call.name, "arguments": call.arguments, **cut})
         recent = [(c.name, c.arguments) for c in result.tool_calls[-(self.config.max_identical_calls - 1) :]]
         if len(recent) == self.config.max_identical_calls - 1 and all(r == (call.name, call.arguments) for r in recent):
             outcome = ToolResult.failure(
@@ -324,9 +330,9 @@ class Agent:
                 "repeated call refused",
             )
         else:
-            outcome = self.executor.execute(call.name, call.arguments)
+            outcome = self.executor.execute(call.name, call.arguments, truncated=truncated)
         result.tool_calls.append(
-            ToolCallRecord(step, call.name, call.arguments, outcome.ok, outcome.error_kind, outcome.summary)
+            ToolCallRecord(step, call.name, call.arguments, outcome.ok, outcome.error_kind, outcome.summary, truncated)
         )
         self.on_event(
             "tool_result",
@@ -335,6 +341,7 @@ class Agent:
                 "name": call.name,
                 "arguments": call.arguments,
                 "approval": self.executor.last_approval,
+                **cut,
                 **outcome.envelope(),
             },
         )

@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import json
 import random
+from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import Field
 
 from hermes_local.automaton import GrammarAutomaton, TokenTexts, automaton_for
+from hermes_local.config import load_settings
 from hermes_local.decoding import LOOP_MIN_TOKENS, GrammarTracker
 from hermes_local.grammar import tool_call_grammar
 from hermes_local.parsing import parse_tool_calls
-from hermes_local.runtime import build_registry
-from hermes_local.tools import ToolRegistry, tool
+from hermes_local.runtime import build_agent, build_registry
+from hermes_local.testing import ScriptedLLM, tool_call_text
+from hermes_local.tools import Approver, ToolRegistry, default_registry, tool
 
 
 @tool
@@ -185,3 +188,56 @@ def test_fast_forward_leaves_the_last_token_of_an_open_run_to_the_model() -> Non
     t = tracker()
     feed(t, '{"name": "read_file", "arguments": {"path": "a"}}\n')
     assert "".join(map(chr, t.forced_tokens())) == "</tool_call>"  # ends the call: all of it
+
+
+class TruncatingLLM(ScriptedLLM):
+    """Scripted outputs; the ones listed in `cut` come back marked as closed early by closing mode."""
+
+    def __init__(self, outputs: list[str], cut: set[int]) -> None:
+        super().__init__(outputs)
+        self.cut = cut
+
+    def complete(self, tokens, **kwargs):  # type: ignore[no-untyped-def]
+        index = self._cursor
+        completion = super().complete(tokens, **kwargs)
+        completion.truncated = "budget" if index in self.cut else None
+        return completion
+
+
+def test_truncated_write_is_not_run_and_the_model_is_told_how_long_it_was(workspace: Path) -> None:
+    content = "x" * 37
+    llm = TruncatingLLM(
+        [
+            tool_call_text("write_file", path="big.txt", content=content),
+            tool_call_text("read_file", path="seen.txt"),
+            "done",
+        ],
+        cut={0, 1},
+    )
+    (workspace / "seen.txt").write_text("hello")
+    events: list[tuple[str, dict]] = []
+    agent = build_agent(
+        llm,
+        load_settings({}),
+        workspace=workspace,
+        registry=default_registry(),
+        approver=Approver(allow=["write_file"], interactive=False),
+        on_event=lambda kind, payload: events.append((kind, payload)),
+    )
+    result = agent.run("write a big file")
+    write, read = result.tool_calls
+    assert not (workspace / "big.txt").exists()
+    assert write.error_kind == "truncated" and write.truncated and not write.ok
+    assert read.ok and read.truncated  # a truncated read call still runs
+    assert "'content' was cut after 37 characters" in llm.prompt_texts[1]
+    assert "smaller pieces" in llm.prompt_texts[1]
+    calls = result.to_json()["tool_calls"]
+    assert calls[0]["truncated"] is True and calls[1]["truncated"] is True
+    logged = [p for k, p in events if k in ("tool_call", "tool_result")]
+    assert all(p.get("truncated") is True for p in logged)
+
+
+def test_calls_that_finish_on_their_own_carry_no_truncated_key(workspace: Path) -> None:
+    llm = TruncatingLLM([tool_call_text("get_current_time"), "ok"], cut=set())
+    result = build_agent(llm, load_settings({}), workspace=workspace, registry=default_registry()).run("t")
+    assert "truncated" not in result.to_json()["tool_calls"][0]

@@ -21,7 +21,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, create_model
 
 Permission = Literal["read", "write", "dangerous"]
-ErrorKind = Literal["invalid_arguments", "permission_denied", "timeout", "not_found", "tool_error"]
+ErrorKind = Literal["invalid_arguments", "permission_denied", "timeout", "not_found", "tool_error", "truncated"]
 
 
 @dataclass
