@@ -58,4 +58,8 @@ DbOpt = Annotated[Path | None, typer.Option(help="SQLite database for query_data
 AllowHostOpt = Annotated[
     list[str] | None, typer.Option(help="Host http_get may reach (repeatable; default: none, offline).")
 ]
+NoPromptCacheOpt = Annotated[
+    bool,
+    typer.Option("--no-prompt-cache", help="Do not load or save the prompt prefix's KV state on disk."),
+]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON.")]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import codecs
 import contextlib
 import ctypes
+import logging
 import os
 import threading
 import time
@@ -22,7 +23,9 @@ from typing import Any, Protocol, runtime_checkable
 from hermes_local.automaton import TokenTexts, automaton_for
 from hermes_local.decoding import SPECIAL_LITERALS, GrammarTracker
 from hermes_local.errors import ModelLoadError
+from hermes_local.kvcache import PromptCache, model_identity
 
+log = logging.getLogger("hermes_local.llm")
 TokenCallback = Callable[[str], None]
 DEFAULT_STOP = ("<|im_end|>", "<|im_start|>", "<|endoftext|>")
 
@@ -101,6 +104,7 @@ class LlamaParams:
     tensor_split: list[float] | None = None
     rpc_servers: str | None = None
     vocab_only: bool = False
+    prompt_cache: bool = False  # persistent prefix KV cache under $HERMES_LOCAL_HOME/cache/kv (kvcache.py)
 
 
 @contextlib.contextmanager
@@ -169,6 +173,19 @@ class LlamaCppLLM:
         self._token_texts: TokenTexts | None = None
         self.fast_forward = True  # append grammar-forced tokens without sampling (decoding.py)
         self.closing = True  # closing mode and runaway-string guard on constrained calls
+        self.prompt_cache: PromptCache | None = None
+        if self.params.prompt_cache and not self.params.vocab_only:
+            self.prompt_cache = PromptCache(
+                model_identity(
+                    self.model_path,
+                    llama_cpp=llama_cpp.__version__,
+                    n_ctx=self.n_ctx,
+                    n_batch=self.params.n_batch,
+                    flash_attn=self.params.flash_attn,
+                    type_k="f16",
+                    type_v="f16",
+                )
+            )
 
     # -- tokenizer -------------------------------------------------------------------------
     def tokenize(self, text: str, *, special: bool) -> list[int]:
@@ -200,9 +217,55 @@ class LlamaCppLLM:
             self._llama.reset()
 
     # -- completion ------------------------------------------------------------------------
+    def _fixed_prefix(self, prompt: list[int]) -> int:
+        """Length of the prompt's first message (through its end-of-turn token): the system prompt and
+        tool schemas, byte-stable across runs. 0 when the prompt has no such token."""
+        end = self.special_token_id("<|im_end|>")
+        if end is None or end not in prompt:
+            return 0
+        return prompt.index(end) + 1
+
+    def _restore_or_save_prefix(self, prompt: list[int]) -> int:
+        """Persistent prompt cache: load a saved prefix state into the KV, or save the fixed prefix.
+        Returns the prompt tokens evaluated here (saving evaluates the prefix first)."""
+        cache, llama, lib = self.prompt_cache, self._llama, self._llama_cpp
+        if cache is None:
+            return 0
+        fixed = self._fixed_prefix(prompt)
+        if fixed == 0 or fixed >= len(prompt):
+            return 0
+        if common_prefix_length(llama._input_ids[: llama.n_tokens].tolist(), prompt) >= fixed:
+            return 0  # already in this process's KV
+        entry = cache.lookup(prompt)
+        if entry is not None:
+            payload = cache.load(entry)
+            if payload is not None:
+                llama.reset()
+                lib.llama_memory_clear(lib.llama_get_memory(llama.ctx), True)
+                buf = (ctypes.c_uint8 * len(payload)).from_buffer_copy(payload)
+                if lib.llama_state_seq_set_data(llama.ctx, buf, len(payload), 0) == len(payload):
+                    n = len(entry.tokens)
+                    llama.input_ids[:n] = entry.tokens
+                    llama.n_tokens = n
+                    return 0
+                log.debug("prompt cache: llama.cpp rejected %s; ignoring it", entry.path.name)
+                lib.llama_memory_clear(lib.llama_get_memory(llama.ctx), True)
+            llama.reset()
+        if cache.has(prompt[:fixed]):
+            return 0
+        llama.reset()
+        lib.llama_memory_clear(lib.llama_get_memory(llama.ctx), True)
+        llama.eval(prompt[:fixed])
+        size = lib.llama_state_seq_get_size(llama.ctx, 0)
+        buf = (ctypes.c_uint8 * size)()
+        written = lib.llama_state_seq_get_data(llama.ctx, buf, size, 0)
+        cache.store(prompt[:fixed], ctypes.string_at(buf, written))
+        return fixed
+
     def _prefill(self, prompt: list[int]) -> int:
         """Evaluate `prompt`, reusing the longest cached prefix; returns tokens actually evaluated."""
         llama = self._llama
+        saved = self._restore_or_save_prefix(prompt)
         cached = common_prefix_length(llama._input_ids[: llama.n_tokens].tolist(), prompt)
         cached = min(cached, len(prompt) - 1)  # the last prompt token is re-evaluated for fresh logits
         if cached == 0 or (cached < llama.n_tokens and not llama._ctx.kv_cache_seq_rm(-1, cached, -1)):
@@ -210,7 +273,7 @@ class LlamaCppLLM:
             cached = 0
         llama.n_tokens = cached
         llama.eval(prompt[cached:])
-        return len(prompt) - cached
+        return len(prompt) - cached + saved
 
     def complete(
         self,

@@ -33,6 +33,7 @@ def llama_params(settings: Settings) -> LlamaParams:
         main_gpu=settings.main_gpu,
         tensor_split=settings.tensor_split,
         rpc_servers=settings.rpc_servers,
+        prompt_cache=settings.prompt_cache,
     )
 
 
