@@ -22,6 +22,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from hermes_local.automaton import TokenTexts, automaton_for
 from hermes_local.decoding import SPECIAL_LITERALS, GrammarTracker
+from hermes_local.drafting import PromptLookup
 from hermes_local.errors import ModelLoadError
 from hermes_local.kvcache import PromptCache, model_identity
 
@@ -173,6 +174,7 @@ class LlamaCppLLM:
         self._token_texts: TokenTexts | None = None
         self.fast_forward = True  # append grammar-forced tokens without sampling (decoding.py)
         self.closing = True  # closing mode and runaway-string guard on constrained calls
+        self.drafting = False  # prompt-lookup drafting (drafting.py), verified in one batch
         self.prompt_cache: PromptCache | None = None
         if self.params.prompt_cache and not self.params.vocab_only:
             self.prompt_cache = PromptCache(
@@ -302,6 +304,9 @@ class LlamaCppLLM:
             finish = "length"
             truncated: str | None = None
             budget = min(max_tokens, self.n_ctx - len(prompt))
+            draft = PromptLookup(prompt) if self.drafting else None
+            ahead: list[int] = []  # drafted tokens already in the KV cache, not yet confirmed
+            row = -1  # which logits row of the last decode the next token is sampled from
             try:
                 while len(out.tokens) < budget:
                     reason = tracker.closing_reason(budget - len(out.tokens)) if tracker else None
@@ -309,23 +314,35 @@ class LlamaCppLLM:
                         # closing mode: append the shortest valid completion instead of sampling
                         batch = sampler.force(tracker.completion_tokens()[: budget - len(out.tokens)])
                         truncated = reason
-                        if not batch:
+                        if not batch or out.add(batch, tracker):
                             break
                     else:
-                        token = sampler.sample()
+                        token = sampler.sample(row)
+                        if ahead and token == ahead[0]:
+                            ahead.pop(0)  # the draft guessed right: already evaluated
+                            row += 1
+                            batch = []
+                        else:
+                            ahead = self._drop_ahead(ahead)
+                            batch = [token]
                         if self._is_end_of_generation(token):
                             finish = "stop"
                             break
-                        batch = [token]
-                    if out.add(batch, tracker):
-                        finish = "stop"
-                        break
-                    if tracker is not None and self.fast_forward and out.whole_chars():
-                        forced = sampler.force(tracker.forced_tokens()[: budget - len(out.tokens)])
-                        if forced and out.add(forced, tracker):
+                        if out.add([token], tracker):
                             finish = "stop"
                             break
-                        batch += forced
+                        if draft is not None:
+                            draft.extend([token])
+                    if truncated is None and tracker is not None and self.fast_forward and out.whole_chars():
+                        forced = sampler.force(tracker.forced_tokens()[: budget - len(out.tokens)])
+                        if forced:
+                            ahead = self._drop_ahead(ahead)
+                            if out.add(forced, tracker):
+                                finish = "stop"
+                                break
+                            if draft is not None:
+                                draft.extend(forced)
+                            batch += forced
                     if tracker is not None and grammar_trigger is None and tracker.finished:
                         finish = "stop"  # the grammar allows only end of generation now
                         break
@@ -342,7 +359,10 @@ class LlamaCppLLM:
                             sampler.close()
                             sampler = _TokenSampler(self, temperature, grammar if constrained else None)
                             tracker = self._tracker(grammar) if constrained else None
-                    self._llama.eval(batch)
+                    if batch:
+                        guess = draft.propose()[: max(0, budget - len(out.tokens) - 1)] if draft else []
+                        row = self._decode(batch, guess)
+                        ahead = guess
             finally:
                 sampler.close()
             text = out.finish()
@@ -367,6 +387,39 @@ class LlamaCppLLM:
             self._token_texts,
             closing=self.closing,
         )
+
+    def _decode(self, batch: list[int], draft: list[int]) -> int:
+        """Evaluate `batch` and then `draft` in one llama_decode, with logits for the last batch token
+        and every draft token (the sampler verifies the draft row by row). Returns the logits row of
+        the last batch token."""
+        llama = self._llama
+        if not draft or len(batch) + len(draft) > self.params.n_batch:
+            draft.clear()
+            llama.eval(batch)
+            return -1
+        tokens = batch + draft
+        n_past = llama.n_tokens
+        llama._ctx.kv_cache_seq_rm(-1, n_past, -1)
+        b = llama._batch.batch
+        b.n_tokens = len(tokens)
+        for i, t in enumerate(tokens):
+            b.token[i] = t
+            b.pos[i] = n_past + i
+            b.seq_id[i][0] = 0
+            b.n_seq_id[i] = 1
+            b.logits[i] = i >= len(batch) - 1
+        llama._ctx.decode(llama._batch)
+        llama.input_ids[n_past : n_past + len(tokens)] = tokens
+        llama.n_tokens += len(tokens)
+        self.tokens_evaluated_total += len(tokens)
+        return len(batch) - 1
+
+    def _drop_ahead(self, ahead: list[int]) -> list[int]:
+        """Forget drafted tokens the sampler did not confirm (their KV cells are removed on the next decode)."""
+        if ahead:
+            self._llama.n_tokens -= len(ahead)
+            self._llama._ctx.kv_cache_seq_rm(-1, self._llama.n_tokens, -1)
+        return []
 
 
 class _Output:
@@ -455,9 +508,9 @@ class _TokenSampler:
         self._lib.llama_sampler_apply(sampler, ctypes.byref(arr))
         return arr
 
-    def _pick(self, grammar_first: bool) -> int:
+    def _pick(self, grammar_first: bool, row: int) -> int:
         np = self._np
-        logits = np.ctypeslib.as_array(self._lib.llama_get_logits_ith(self._ctx, -1), shape=(self._n_vocab,))
+        logits = np.ctypeslib.as_array(self._lib.llama_get_logits_ith(self._ctx, row), shape=(self._n_vocab,))
         if grammar_first:
             # Constrain the 64 most likely tokens first (top-k keeps 40 anyway); the whole vocabulary
             # only when the grammar allows none of them.
@@ -489,13 +542,14 @@ class _TokenSampler:
             taken.append(token)
         return taken
 
-    def sample(self) -> int:
-        token = self._pick(grammar_first=False)
+    def sample(self, row: int = -1) -> int:
+        """Sample from the logits of batch position `row` of the last decode (-1: its last token)."""
+        token = self._pick(grammar_first=False, row=row)
         if self.grammar is not None:
             self._one["id"], self._one["logit"], self._one["p"] = token, 1.0, 0.0
             self._apply(self.grammar, self._one)
             if self._one["logit"][0] == float("-inf"):
-                token = self._pick(grammar_first=True)
+                token = self._pick(grammar_first=True, row=row)
             self._lib.llama_sampler_accept(self.grammar, token)
         self._lib.llama_sampler_accept(self.chain, token)
         return token
