@@ -106,6 +106,46 @@ class LlamaParams:
     rpc_servers: str | None = None
     vocab_only: bool = False
     prompt_cache: bool = False  # persistent prefix KV cache under $HERMES_LOCAL_HOME/cache/kv (kvcache.py)
+    extra_buffers: bool | None = None  # llama.cpp weight repacking / AMX buffers; None: see _extra_buffers
+
+
+_BUILD_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _extra_buffers(llama_cpp: Any, wanted: bool | None):
+    """Load with llama.cpp's extra buffer types (CPU weight repacking, AMX) on or off.
+
+    None means on, except where the CPU reports AMX: under kernels or sandboxes that do not grant AMX
+    tile state, llama.cpp's AMX kernels die with SIGILL on the first eval. HERMES_LOCAL_EXTRA_BUFFERS=1|0
+    overrides. `Llama()` has no option for it, so its default model params are wrapped while it loads.
+    """
+    env = os.environ.get("HERMES_LOCAL_EXTRA_BUFFERS")
+    if env is not None:
+        wanted = env.strip().lower() not in ("0", "false", "no", "off")
+    if wanted is None:
+        try:
+            with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
+                wanted = " amx_tile" not in fh.read()
+        except OSError:
+            wanted = True
+    if wanted:
+        yield
+        return
+    module = llama_cpp.llama_cpp
+    original = module.llama_model_default_params
+
+    def without_extra_buffers() -> Any:
+        params = original()
+        params.use_extra_bufts = False
+        return params
+
+    with _BUILD_LOCK:
+        module.llama_model_default_params = without_extra_buffers
+        try:
+            yield
+        finally:
+            module.llama_model_default_params = original
 
 
 @contextlib.contextmanager
@@ -154,7 +194,7 @@ class LlamaCppLLM:
         if self.params.rpc_servers:
             kwargs["rpc_servers"] = self.params.rpc_servers
         try:
-            with _quiet_stderr():
+            with _quiet_stderr(), _extra_buffers(llama_cpp, self.params.extra_buffers):
                 self._llama = llama_cpp.Llama(**kwargs)
         except (ValueError, RuntimeError, OSError) as exc:
             raise ModelLoadError(f"llama.cpp could not load {self.model_path}: {exc}") from exc
@@ -464,12 +504,12 @@ class _TokenSampler:
     Most constrained tokens are accepted on the first try, so the grammar costs little.
     """
 
-    def __init__(self, owner: LlamaCppLLM, temperature: float, grammar: str | None) -> None:
+    def __init__(self, owner: LlamaCppLLM, temperature: float, grammar: str | None, ctx: Any = None) -> None:
         import numpy as np
 
         lib = owner._llama_cpp
         self._lib, self._np = lib, np
-        self._ctx = owner._llama.ctx
+        self._ctx = ctx or owner._llama.ctx  # batching.py samples from its own multi-sequence context
         self._n_vocab = owner._llama.n_vocab()
         self.chain = lib.llama_sampler_chain_init(lib.llama_sampler_chain_default_params())
         stages = [lib.llama_sampler_init_penalties(self._n_vocab, 64, 1.1, 0.0, 0.0)]
