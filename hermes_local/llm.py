@@ -116,19 +116,22 @@ _BUILD_LOCK = threading.Lock()
 def _extra_buffers(llama_cpp: Any, wanted: bool | None):
     """Load with llama.cpp's extra buffer types (CPU weight repacking, AMX) on or off.
 
-    None means on, except where the CPU reports AMX: under kernels or sandboxes that do not grant AMX
-    tile state, llama.cpp's AMX kernels die with SIGILL on the first eval. HERMES_LOCAL_EXTRA_BUFFERS=1|0
-    overrides. `Llama()` has no option for it, so its default model params are wrapped while it loads.
+    None means on, except when this llama.cpp build has AMX kernels and the CPU reports AMX: under
+    kernels or sandboxes that do not grant AMX tile state they die with SIGILL on the first eval.
+    HERMES_LOCAL_EXTRA_BUFFERS=1|0 overrides. `Llama()` has no option for it, so its default model
+    params are wrapped while it loads.
     """
     env = os.environ.get("HERMES_LOCAL_EXTRA_BUFFERS")
     if env is not None:
         wanted = env.strip().lower() not in ("0", "false", "no", "off")
     if wanted is None:
-        try:
-            with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
-                wanted = " amx_tile" not in fh.read()
-        except OSError:
-            wanted = True
+        wanted = True
+        if "AMX_INT8 = 1" in llama_cpp.llama_print_system_info().decode(errors="replace"):
+            try:
+                with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
+                    wanted = " amx_tile" not in fh.read()
+            except OSError:
+                pass
     if wanted:
         yield
         return
