@@ -8,12 +8,14 @@ identity, with a bad checksum or an unreadable header is ignored with a one-line
 Writes are atomic (temporary file, then rename); the folder is capped in bytes and the least
 recently used files are evicted first (a load refreshes a file's mtime).
 
-This module reads and writes files only: `llm.py` gets and sets the llama.cpp state. `hermes-local
-cache clear` (cache_commands.py) empties the folder.
+`restore_or_save_prefix(llm, prompt)` is called by `LlamaCppLLM._prefill`: it sets or gets the
+sequence state through the llama_cpp module the LLM holds (this module never imports llama_cpp).
+`hermes-local cache clear` (cache_commands.py) empties the folder.
 """
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import json
 import logging
@@ -169,6 +171,53 @@ class PromptCache:
             total -= size
             deleted += 1
         return deleted
+
+
+def fixed_prefix(llm: Any, prompt: list[int]) -> int:
+    """Length of the prompt's first message (through its end-of-turn token): the system prompt and
+    tool schemas, byte-stable across runs. 0 when the prompt has no such token."""
+    end = llm.special_token_id("<|im_end|>")
+    if end is None or end not in prompt:
+        return 0
+    return prompt.index(end) + 1
+
+
+def restore_or_save_prefix(llm: Any, prompt: list[int]) -> int:
+    """Persistent prompt cache: load a saved prefix state into the KV, or save the fixed prefix.
+    Returns the prompt tokens evaluated here (saving evaluates the prefix first)."""
+    cache, llama, lib = llm.prompt_cache, llm._llama, llm._llama_cpp
+    if cache is None:
+        return 0
+    fixed = fixed_prefix(llm, prompt)
+    if fixed == 0 or fixed >= len(prompt):
+        return 0
+    if llama.n_tokens >= fixed and llama._input_ids[:fixed].tolist() == prompt[:fixed]:
+        return 0  # already in this process's KV
+    entry = cache.lookup(prompt)
+    if entry is not None:
+        payload = cache.load(entry)
+        if payload is not None:
+            llama.reset()
+            lib.llama_memory_clear(lib.llama_get_memory(llama.ctx), True)
+            buf = (ctypes.c_uint8 * len(payload)).from_buffer_copy(payload)
+            if lib.llama_state_seq_set_data(llama.ctx, buf, len(payload), 0) == len(payload):
+                n = len(entry.tokens)
+                llama.input_ids[:n] = entry.tokens
+                llama.n_tokens = n
+                return 0
+            log.debug("prompt cache: llama.cpp rejected %s; ignoring it", entry.path.name)
+            lib.llama_memory_clear(lib.llama_get_memory(llama.ctx), True)
+        llama.reset()
+    if cache.has(prompt[:fixed]):
+        return 0
+    llama.reset()
+    lib.llama_memory_clear(lib.llama_get_memory(llama.ctx), True)
+    llama.eval(prompt[:fixed])
+    size = lib.llama_state_seq_get_size(llama.ctx, 0)
+    buf = (ctypes.c_uint8 * size)()
+    written = lib.llama_state_seq_get_data(llama.ctx, buf, size, 0)
+    cache.store(prompt[:fixed], ctypes.string_at(buf, written))
+    return fixed
 
 
 def clear(directory: Path | None = None) -> tuple[int, int]:

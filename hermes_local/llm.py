@@ -24,7 +24,8 @@ from hermes_local.automaton import TokenTexts, automaton_for
 from hermes_local.decoding import SPECIAL_LITERALS, GrammarTracker
 from hermes_local.drafting import PromptLookup
 from hermes_local.errors import ModelLoadError
-from hermes_local.kvcache import PromptCache, model_identity
+from hermes_local.kvcache import PromptCache, model_identity, restore_or_save_prefix
+from hermes_local.llama_load import extra_buffers
 
 log = logging.getLogger("hermes_local.llm")
 TokenCallback = Callable[[str], None]
@@ -109,48 +110,6 @@ class LlamaParams:
     extra_buffers: bool | None = None  # llama.cpp weight repacking / AMX buffers; None: see _extra_buffers
 
 
-_BUILD_LOCK = threading.Lock()
-
-
-@contextlib.contextmanager
-def _extra_buffers(llama_cpp: Any, wanted: bool | None):
-    """Load with llama.cpp's extra buffer types (CPU weight repacking, AMX) on or off.
-
-    None means on, except when this llama.cpp build has AMX kernels and the CPU reports AMX: under
-    kernels or sandboxes that do not grant AMX tile state they die with SIGILL on the first eval.
-    HERMES_LOCAL_EXTRA_BUFFERS=1|0 overrides. `Llama()` has no option for it, so its default model
-    params are wrapped while it loads.
-    """
-    env = os.environ.get("HERMES_LOCAL_EXTRA_BUFFERS")
-    if env is not None:
-        wanted = env.strip().lower() not in ("0", "false", "no", "off")
-    if wanted is None:
-        wanted = True
-        if "AMX_INT8 = 1" in llama_cpp.llama_print_system_info().decode(errors="replace"):
-            try:
-                with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
-                    wanted = " amx_tile" not in fh.read()
-            except OSError:
-                pass
-    if wanted:
-        yield
-        return
-    module = llama_cpp.llama_cpp
-    original = module.llama_model_default_params
-
-    def without_extra_buffers() -> Any:
-        params = original()
-        params.use_extra_bufts = False
-        return params
-
-    with _BUILD_LOCK:
-        module.llama_model_default_params = without_extra_buffers
-        try:
-            yield
-        finally:
-            module.llama_model_default_params = original
-
-
 @contextlib.contextmanager
 def _quiet_stderr():
     """llama.cpp logs to fd 2 from C; hide it unless HERMES_LOCAL_DEBUG is set."""
@@ -197,7 +156,7 @@ class LlamaCppLLM:
         if self.params.rpc_servers:
             kwargs["rpc_servers"] = self.params.rpc_servers
         try:
-            with _quiet_stderr(), _extra_buffers(llama_cpp, self.params.extra_buffers):
+            with _quiet_stderr(), extra_buffers(llama_cpp, self.params.extra_buffers):
                 self._llama = llama_cpp.Llama(**kwargs)
         except (ValueError, RuntimeError, OSError) as exc:
             raise ModelLoadError(f"llama.cpp could not load {self.model_path}: {exc}") from exc
@@ -262,55 +221,10 @@ class LlamaCppLLM:
             self._llama.reset()
 
     # -- completion ------------------------------------------------------------------------
-    def _fixed_prefix(self, prompt: list[int]) -> int:
-        """Length of the prompt's first message (through its end-of-turn token): the system prompt and
-        tool schemas, byte-stable across runs. 0 when the prompt has no such token."""
-        end = self.special_token_id("<|im_end|>")
-        if end is None or end not in prompt:
-            return 0
-        return prompt.index(end) + 1
-
-    def _restore_or_save_prefix(self, prompt: list[int]) -> int:
-        """Persistent prompt cache: load a saved prefix state into the KV, or save the fixed prefix.
-        Returns the prompt tokens evaluated here (saving evaluates the prefix first)."""
-        cache, llama, lib = self.prompt_cache, self._llama, self._llama_cpp
-        if cache is None:
-            return 0
-        fixed = self._fixed_prefix(prompt)
-        if fixed == 0 or fixed >= len(prompt):
-            return 0
-        if common_prefix_length(llama._input_ids[: llama.n_tokens].tolist(), prompt) >= fixed:
-            return 0  # already in this process's KV
-        entry = cache.lookup(prompt)
-        if entry is not None:
-            payload = cache.load(entry)
-            if payload is not None:
-                llama.reset()
-                lib.llama_memory_clear(lib.llama_get_memory(llama.ctx), True)
-                buf = (ctypes.c_uint8 * len(payload)).from_buffer_copy(payload)
-                if lib.llama_state_seq_set_data(llama.ctx, buf, len(payload), 0) == len(payload):
-                    n = len(entry.tokens)
-                    llama.input_ids[:n] = entry.tokens
-                    llama.n_tokens = n
-                    return 0
-                log.debug("prompt cache: llama.cpp rejected %s; ignoring it", entry.path.name)
-                lib.llama_memory_clear(lib.llama_get_memory(llama.ctx), True)
-            llama.reset()
-        if cache.has(prompt[:fixed]):
-            return 0
-        llama.reset()
-        lib.llama_memory_clear(lib.llama_get_memory(llama.ctx), True)
-        llama.eval(prompt[:fixed])
-        size = lib.llama_state_seq_get_size(llama.ctx, 0)
-        buf = (ctypes.c_uint8 * size)()
-        written = lib.llama_state_seq_get_data(llama.ctx, buf, size, 0)
-        cache.store(prompt[:fixed], ctypes.string_at(buf, written))
-        return fixed
-
     def _prefill(self, prompt: list[int]) -> int:
         """Evaluate `prompt`, reusing the longest cached prefix; returns tokens actually evaluated."""
         llama = self._llama
-        saved = self._restore_or_save_prefix(prompt)
+        saved = restore_or_save_prefix(self, prompt) if self.prompt_cache is not None else 0
         cached = common_prefix_length(llama._input_ids[: llama.n_tokens].tolist(), prompt)
         cached = min(cached, len(prompt) - 1)  # the last prompt token is re-evaluated for fresh logits
         if cached == 0 or (cached < llama.n_tokens and not llama._ctx.kv_cache_seq_rm(-1, cached, -1)):

@@ -82,7 +82,8 @@ def test_a_new_model_instance_loads_the_saved_prefix_and_answers_identically(emb
         tokens = chat_tokens([{"role": "system", "content": system}, {"role": "user", "content": goal}], llm)
         out = llm.complete(tokens, max_tokens=24, temperature=0.0)
         outs.append(out.text)
-        evaluated.append((out.usage.prompt_tokens, out.usage.prompt_tokens_evaluated, llm._fixed_prefix(tokens)))
+        usage = out.usage
+        evaluated.append((usage.prompt_tokens, usage.prompt_tokens_evaluated, kvcache.fixed_prefix(llm, tokens)))
         del llm
     (n0, e0, fixed), (n1, e1, _), (n2, e2, _) = evaluated
     assert e0 == n0  # cold: everything evaluated (and the prefix saved)
