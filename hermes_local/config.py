@@ -48,6 +48,7 @@ class Settings(BaseModel):
     main_gpu: int = 0
     tensor_split: list[float] | None = None
     rpc_servers: str | None = None
+    parallel: int = Field(1, ge=1, le=64)  # concurrent runs decoded together on one loaded model (batching.py)
     prompt_cache: bool = True  # save/load the fixed prompt prefix's KV state ($HERMES_LOCAL_HOME/cache/kv)
     temperature: float = Field(0.2, ge=0.0)
     max_tokens: int = Field(512, ge=1)
