@@ -1,10 +1,11 @@
 """Issue 18: does every required step end in a valid call? Before/after closing mode and the string guard.
 
 Runs 54 different tasks with `tool_choice=required` (the reply starts inside `<tool_call>`, grammar on)
-through the agent's decode settings (max_tokens 512 unless --max-tokens), twice: "before" with closing
-mode, the runaway-string guard and fast-forward off (the old decoder), "after" with the defaults.
-Prints the share of steps that yield a parseable, schema-valid call, the share that needed closing
-mode, and the mean tokens spent per step; writes JSON.
+with max_tokens 512 unless --max-tokens, each task twice in a row: "before" with closing mode, the
+runaway-string guard and fast-forward off (the old decoder), "after" with the defaults. Prints one
+line per step and then the share of steps that yield a parseable, schema-valid call, the share that
+needed closing mode, and the mean tokens spent per step; the JSON is rewritten after every task, so
+an interrupted run still holds a like-for-like comparison.
 
   python scripts/closing_validity.py                       # embedded SmolLM2
   python scripts/closing_validity.py --model PATH.gguf --json out.json
@@ -68,42 +69,46 @@ MORE_TASKS = [
 TASKS = list(dict.fromkeys(BASE_TASKS + MORE_TASKS))
 
 
-def run(llm: LlamaCppLLM, registry, system: str, grammar: str, args, after: bool) -> dict:
+def one_step(llm: LlamaCppLLM, registry, system: str, grammar: str, args, task: str, after: bool) -> dict:
     llm.closing = llm.fast_forward = after
-    valid = closed = tokens = 0
-    failures, seconds = [], 0.0
-    for task in TASKS:
-        messages = [{"role": "system", "content": system}, {"role": "user", "content": task}]
-        out = llm.complete(
-            chat_tokens(messages, llm, prefill="<tool_call>\n"),
-            max_tokens=args.max_tokens,
-            temperature=args.temperature,
-            grammar=grammar,
-        )
-        tokens += out.usage.completion_tokens
-        seconds += out.usage.seconds
-        closed += out.truncated is not None
-        parsed = parse_tool_calls("<tool_call>\n" + out.text, registry.names())
-        ok = False
-        if len(parsed.calls) == 1 and not parsed.errors:
-            call = parsed.calls[0]
-            try:
-                registry.get(call.name).arguments_model.model_validate(call.arguments)
-                ok = True
-            except (AttributeError, ValidationError) as exc:
-                failures.append({"task": task, "error": str(exc)[:160]})
-        else:
-            failures.append({"task": task, "error": (parsed.errors or ["no call"])[0][:160], "text": out.text[-120:]})
-        valid += ok
-    n = len(TASKS)
+    messages = [{"role": "system", "content": system}, {"role": "user", "content": task}]
+    out = llm.complete(
+        chat_tokens(messages, llm, prefill="<tool_call>\n"),
+        max_tokens=args.max_tokens,
+        temperature=args.temperature,
+        grammar=grammar,
+    )
+    parsed = parse_tool_calls("<tool_call>\n" + out.text, registry.names())
+    error = None
+    if len(parsed.calls) == 1 and not parsed.errors:
+        call = parsed.calls[0]
+        try:
+            registry.get(call.name).arguments_model.model_validate(call.arguments)
+        except (AttributeError, ValidationError) as exc:
+            error = str(exc)[:160]
+    else:
+        error = (parsed.errors or ["no call"])[0][:160]
     return {
-        "steps": n,
-        "valid": valid,
-        "valid_share": valid / n,
-        "closing_share": closed / n,
-        "mean_tokens_per_step": tokens / n,
-        "seconds": seconds,
-        "failures": failures,
+        "task": task,
+        "valid": error is None,
+        "error": error,
+        "closed": out.truncated,
+        "tokens": out.usage.completion_tokens,
+        "seconds": out.usage.seconds,
+        "text": out.text[-160:],
+    }
+
+
+def summary(steps: list[dict]) -> dict:
+    n = len(steps) or 1
+    return {
+        "steps": len(steps),
+        "valid": sum(s["valid"] for s in steps),
+        "valid_share": sum(s["valid"] for s in steps) / n,
+        "closing_share": sum(s["closed"] is not None for s in steps) / n,
+        "mean_tokens_per_step": sum(s["tokens"] for s in steps) / n,
+        "seconds": sum(s["seconds"] for s in steps),
+        "failures": [s for s in steps if not s["valid"]],
     }
 
 
@@ -113,6 +118,7 @@ def main() -> None:
     ap.add_argument("--n-ctx", type=int, default=4096)
     ap.add_argument("--max-tokens", type=int, default=512)
     ap.add_argument("--temperature", type=float, default=0.2)
+    ap.add_argument("--limit", type=int, default=None, help="only the first N tasks")
     ap.add_argument("--json", type=Path, default=ROOT / "bench-results" / "closing_validity.json")
     args = ap.parse_args()
 
@@ -122,9 +128,21 @@ def main() -> None:
     grammar = tool_call_grammar(list(registry))
     report = {"model": llm.description, "tasks": len(TASKS), "max_tokens": args.max_tokens}
     t0 = time.perf_counter()
-    for label, after in (("before", False), ("after", True)):
-        r = run(llm, registry, system, grammar, args, after)
-        report[label] = r
+    steps: dict[str, list[dict]] = {"before": [], "after": []}
+    for i, task in enumerate(TASKS[: args.limit], 1):  # interleaved, so a partial run is still a comparison
+        for label, after in (("before", False), ("after", True)):
+            step = one_step(llm, registry, system, grammar, args, task, after)
+            steps[label].append(step)
+            print(
+                f"{i:3} {label:6} valid={step['valid']!s:5} closed={step['closed']!s:10} tokens={step['tokens']:3}",
+                flush=True,
+            )
+        for label in steps:
+            report[label] = summary(steps[label])
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(report, indent=2))
+    for label in steps:
+        r = report[label]
         print(
             f"{label:6}  valid {r['valid']}/{r['steps']} = {r['valid_share']:.1%}   "
             f"closing mode {r['closing_share']:.1%}   mean tokens/step {r['mean_tokens_per_step']:.1f}   "
