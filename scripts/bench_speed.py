@@ -95,7 +95,7 @@ def fast_forward(llm: LlamaCppLLM) -> dict[str, Any]:
     registry = build_registry()
     grammar = tool_call_grammar(list(registry))
     system = _system(registry)
-    prompts = [_tool_prompt(llm, system, t) for t in TOOL_TASKS]
+    prompts = [_tool_prompt(llm, system, t) for t in TOOL_TASKS[: int(os.environ.get("BENCH_FF_TASKS", "12"))]]
     r = _compare(llm, prompts, grammar, "fast_forward", 96)
     r["tool_step_tps"] = r.pop("tps")
     return r
@@ -107,7 +107,7 @@ def prompt_lookup(llm: LlamaCppLLM) -> dict[str, Any]:
     grammar = tool_call_grammar(list(registry))
     system = _system(registry)
     prompts = []
-    for i, text in enumerate(COPY_TEXTS):
+    for i, text in enumerate(COPY_TEXTS[: int(os.environ.get("BENCH_COPY_TEXTS", "3"))]):
         read = json.dumps({"name": "read_file", "arguments": {"path": f"doc{i}.txt"}})
         result = json.dumps({"ok": True, "data": text, "summary": f"read doc{i}.txt"})
         messages = [
