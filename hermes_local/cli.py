@@ -18,20 +18,30 @@ from hermes_local.cli_common import (
     AllowHostOpt,
     AllowOpt,
     DbOpt,
+    DialectOpt,
+    EngineOpt,
+    EngineUrlOpt,
     GpuOpt,
     HermesGroup,
     ModelOpt,
     NCtxOpt,
     NoPromptCacheOpt,
+    SandboxOpt,
     ToolsModuleOpt,
+    ToolsOpt,
     WorkspaceOpt,
     YesOpt,
     fail,
 )
 from hermes_local.config import load_settings
+from hermes_local.engines.http import EngineError
 from hermes_local.errors import HermesError
 from hermes_local.eval_commands import eval_command, sessions_export, workflow_app
+from hermes_local.mcp_commands import mcp_app
 from hermes_local.model_commands import doctor, models_app
+from hermes_local.prompt_command import prompt_command
+from hermes_local.service.command import serve
+from hermes_local.textsafe import terminal_safe
 
 app = typer.Typer(
     help="A local, offline task agent on llama.cpp (Hermes 2 Pro tool calling).\n\n"
@@ -45,6 +55,7 @@ tools_app = typer.Typer(help="Inspect the tools the agent can call.", no_args_is
 sessions_app = typer.Typer(help="Recorded runs under $HERMES_LOCAL_HOME/sessions.", no_args_is_help=True)
 app.add_typer(tools_app, name="tools")
 app.add_typer(models_app, name="models")
+app.add_typer(mcp_app, name="mcp")
 memory_app = typer.Typer(help="Long-term memory: facts kept across sessions.", no_args_is_help=True)
 app.add_typer(sessions_app, name="sessions")
 app.add_typer(memory_app, name="memory")
@@ -52,30 +63,14 @@ app.command()(doctor)
 app.add_typer(workflow_app, name="workflow")
 app.add_typer(cache_app, name="cache")
 app.command("eval")(eval_command)
+app.command("prompt")(prompt_command)
 sessions_app.command("export")(sessions_export)
+app.command()(serve)
 
 
-class TerminalPrinter:
-    """Shows agent events on stderr as they happen: streamed tokens, then the `sessions show` lines."""
-
-    SHOWN_LIVE = frozenset({"step_start", "llm_call", "tool_call", "tool_result", "compaction"})
-
-    def __init__(self, stream_tokens: bool) -> None:
-        self.stream_tokens = stream_tokens
-        self.mid_line = False
-
-    def __call__(self, kind: str, payload: dict[str, Any]) -> None:
-        from hermes_local.session import describe_event
-
-        if kind == "token":
-            if self.stream_tokens:
-                sys.stderr.write(payload["text"])
-                self.mid_line = True
-        elif kind in self.SHOWN_LIVE:
-            line = describe_event({"kind": kind, **payload})
-            sys.stderr.write(("\n" if self.mid_line else "") + f"{line}\n")
-            self.mid_line = False
-        sys.stderr.flush()
+def notice(line: str) -> None:
+    """A one-line notice on stderr (e.g. an MCP server that did not start), terminal-safe."""
+    typer.echo(terminal_safe(line), err=True)
 
 
 def _floats(text: str | None, flag: str) -> list[float] | None:
@@ -101,26 +96,42 @@ def _prepare(
     session_id: str | None = None,
 ):
     """Settings, model, session log and agent for run/chat; user mistakes exit 2 with one line."""
-    from hermes_local.runtime import build_agent, build_registry, load_llm
+    from hermes_local.events import Event
+    from hermes_local.runtime import build_agent, build_registry, dialect_for, load_llm, load_tokenizer
     from hermes_local.session import SessionLog
+    from hermes_local.terminal import TerminalPrinter
     from hermes_local.tools import Approver
+    from hermes_local.toolsets import check_spec
 
     settings = load_settings(overrides)
     settings = settings.model_copy(update={"allow_hosts": [*settings.allow_hosts, *(allow_host or [])]})
-    registry = build_registry(tools_module or [])
-    llm = load_llm(settings, on_info=None if as_json else lambda line: typer.echo(line, err=True))
-    approver = Approver(approve_all=yes, allow=[*settings.allow_tools, *(allow or [])], deny=settings.deny_tools)
-    session = SessionLog(session_id)
-    printer = TerminalPrinter(stream_tokens=not as_json and sys.stderr.isatty())
+    registry = build_registry(tools_module or [], settings, on_notice=notice, workspace=workspace.resolve())
+    try:
+        check_spec(registry, settings.tools)  # a mistyped --tools name is one line, exit 2, before the model loads
+        dialect = dialect_for(settings, load_tokenizer(settings), check=True)  # refuse before loading weights
+        llm = load_llm(settings, on_info=None if as_json else lambda line: typer.echo(line, err=True))
+        approver = Approver(approve_all=yes, allow=[*settings.allow_tools, *(allow or [])], deny=settings.deny_tools)
+        session = SessionLog(session_id)
+        printer = TerminalPrinter(stream_tokens=not as_json and sys.stderr.isatty())
 
-    def on_event(kind: str, payload: dict[str, Any]) -> None:
-        session.log(kind, payload)
-        if not as_json:
-            printer(kind, payload)
+        def on_event(event: Event) -> None:
+            session.log(event)
+            if not as_json:
+                printer(event)
 
-    agent = build_agent(
-        llm, settings, workspace=workspace, registry=registry, approver=approver, on_event=on_event, db_path=db
-    )
+        agent = build_agent(
+            llm,
+            settings,
+            workspace=workspace,
+            registry=registry,
+            approver=approver,
+            on_event=on_event,
+            db_path=db,
+            dialect=dialect,
+        )
+    except BaseException:
+        registry.close()  # MCP servers started for this run stop with it
+        raise
     return llm, agent, session
 
 
@@ -137,6 +148,9 @@ RUN_EXAMPLES = (
 def run(
     task: Annotated[str | None, typer.Argument(help="What the agent should do, in plain words.")] = None,
     model: ModelOpt = None,
+    engine: EngineOpt = None,
+    engine_url: EngineUrlOpt = None,
+    dialect: DialectOpt = None,
     max_steps: Annotated[int | None, typer.Option(help="Most model calls before stopping (default 8).")] = None,
     n_ctx: NCtxOpt = None,
     n_gpu_layers: GpuOpt = None,
@@ -161,23 +175,24 @@ def run(
     tools_module: ToolsModuleOpt = None,
     db: DbOpt = None,
     allow_host: AllowHostOpt = None,
+    sandbox: SandboxOpt = None,
+    tools: ToolsOpt = None,
     resume: Annotated[
         str | None, typer.Option(help="Continue session ID (see `sessions list`); completed calls are not re-run.")
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object with the result.")] = False,
 ) -> None:
     """Run the agent on TASK until it answers or reaches --max-steps (or continue one with --resume ID)."""
-    from hermes_local.session import read_events, session_path
+    from hermes_local.session import events_to_resume
 
     if (task is None) == (resume is None):
         fail("give a TASK, or --resume ID to continue a session (not both)")
-    events = []
-    if resume:
-        events = read_events(session_path(resume))
-        if not any(e.get("kind") == "run_start" for e in events):
-            fail(f"session {resume} has no recorded start; it cannot be resumed")
+    events = events_to_resume(resume) if resume else []
     overrides = dict(
         model=model,
+        engine=engine,
+        engine_url=engine_url,
+        dialect=dialect,
         max_steps=max_steps,
         n_ctx=n_ctx,
         n_gpu_layers=n_gpu_layers,
@@ -188,6 +203,8 @@ def run(
         temperature=temperature,
         grammar=False if no_grammar else None,
         prompt_cache=False if no_prompt_cache else None,
+        sandbox=sandbox,
+        tools=tools,
     )
     llm, agent, session = _prepare(
         overrides,
@@ -201,17 +218,23 @@ def run(
         session_id=resume,
     )
     try:
-        result = agent.resume(events) if resume else agent.run(task or "")
+        with agent, session:
+            result = agent.resume(events) if resume else agent.run(task or "")
     except KeyboardInterrupt:
         fail(f"interrupted; continue with: hermes-local run --resume {session.id}", 130)
+    except EngineError as exc:  # a remote engine went away mid-run: the session log is complete so far
+        fail(f"{exc.line}; continue with: hermes-local run --resume {session.id}", exc.exit_code)
     result.session_id = session.id
-    session.close()
     if as_json:
-        typer.echo(json.dumps(result.to_json(), ensure_ascii=False))
+        typer.echo(json.dumps(result.to_json(), ensure_ascii=True))
     else:
-        typer.echo(result.answer if result.answer is not None else f"(no answer: stopped at {result.stopped})")
+        typer.echo(
+            terminal_safe(result.answer, keep_newlines=True)
+            if result.answer is not None
+            else f"(no answer: stopped at {result.stopped})"
+        )
         if result.error:
-            typer.echo(f"stopped: {result.error}", err=True)
+            typer.echo(f"stopped: {terminal_safe(result.error)}", err=True)
     leftover = getattr(llm, "remaining", 0)
     if leftover:
         fail(f"the replay file has {leftover} unused output(s); the run diverged from the recording", 1)
@@ -222,6 +245,9 @@ def run(
 @app.command()
 def chat(
     model: ModelOpt = None,
+    engine: EngineOpt = None,
+    engine_url: EngineUrlOpt = None,
+    dialect: DialectOpt = None,
     n_ctx: NCtxOpt = None,
     n_gpu_layers: GpuOpt = None,
     workspace: WorkspaceOpt = Path("."),
@@ -229,9 +255,20 @@ def chat(
     allow: AllowOpt = None,
     tools_module: ToolsModuleOpt = None,
     db: DbOpt = None,
+    sandbox: SandboxOpt = None,
+    tools: ToolsOpt = None,
 ) -> None:
     """Interactive multi-turn chat with tools. /reset starts over, /exit (or Ctrl-D) quits."""
-    overrides = dict(model=model, n_ctx=n_ctx, n_gpu_layers=n_gpu_layers)
+    overrides = dict(
+        model=model,
+        engine=engine,
+        engine_url=engine_url,
+        n_ctx=n_ctx,
+        n_gpu_layers=n_gpu_layers,
+        sandbox=sandbox,
+        tools=tools,
+        dialect=dialect,
+    )
     llm, agent, session = _prepare(
         overrides,
         workspace=workspace,
@@ -261,27 +298,49 @@ def chat(
         except KeyboardInterrupt:
             typer.echo("\n(interrupted)", err=True)
             continue
-        typer.echo(result.answer if result.answer is not None else f"(no answer: {result.error or result.stopped})")
+        shown = result.answer if result.answer is not None else f"(no answer: {result.error or result.stopped})"
+        typer.echo(terminal_safe(shown, keep_newlines=True))
     session.close()
+    agent.close()
 
 
 @tools_app.command("list")
 def tools_list(
     tools_module: Annotated[list[str] | None, typer.Option(help="Also load @tool functions from here.")] = None,
+    tools: ToolsOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the full JSON schemas.")] = False,
 ) -> None:
-    """Show every tool with its permission level and arguments."""
+    """Show every tool the model can use: toolset, source (builtin / module / mcp:NAME), permission, arguments."""
     from hermes_local.runtime import build_registry
+    from hermes_local.toolsets import group_of, route, select_tools
 
-    registry = build_registry(tools_module or [])
-    if as_json:
-        typer.echo(json.dumps([t.schema() | {"permission": t.permission} for t in registry], indent=2))
-        return
-    for t in registry:
-        props = t.parameters_schema().get("properties", {})
-        required = set(t.parameters_schema().get("required", []))
-        args = ", ".join(f"{p}: {s.get('type', 'any')}{'' if p in required else '?'}" for p, s in props.items())
-        typer.echo(f"{t.name}({args})  [{t.permission}]  {t.description}")
+    settings = load_settings({"tools": tools})
+    full = build_registry(tools_module or [], settings, on_notice=notice)
+    registry = select_tools(full, settings.tools, settings.deny_tools)
+    try:
+        plan = route(registry, settings.max_tools_in_prompt)
+        if as_json:
+            rows = [
+                t.schema()
+                | {"permission": t.permission, "source": registry.source(t.name), "toolset": group_of(registry, t.name)}
+                for t in registry
+            ]
+            typer.echo(json.dumps(rows, indent=2))
+            return
+        for t in registry:
+            props = t.parameters_schema().get("properties", {})
+            required = set(t.parameters_schema().get("required", []))
+            args = ", ".join(f"{p}: {s.get('type', 'any')}{'' if p in required else '?'}" for p, s in props.items())
+            where = f"{group_of(registry, t.name)}, {registry.source(t.name)}"
+            typer.echo(terminal_safe(f"{t.name}({args})  [{t.permission}] [{where}]  {t.description}"))
+        if plan.routed:
+            typer.echo(
+                f"({len(registry) - 1} tools > max_tools_in_prompt={settings.max_tools_in_prompt}: the prompt lists "
+                f"toolsets and offers {plan.offered[0] if plan.offered else ''})",
+                err=True,
+            )
+    finally:
+        registry.close()
 
 
 @sessions_app.command("list")
@@ -290,7 +349,8 @@ def sessions_list() -> None:
     from hermes_local.session import list_sessions
 
     for info in list_sessions():
-        typer.echo(f"{info.id}  {info.stopped or 'unfinished':10}  {info.events:4} events  {info.goal[:60]}")
+        goal = terminal_safe(" ".join(info.goal.split())[:60])
+        typer.echo(f"{info.id}  {info.stopped or 'unfinished':10}  {info.events:4} events  {goal}")
 
 
 @sessions_app.command("show")
@@ -302,7 +362,7 @@ def sessions_show(
     from hermes_local.session import describe_events, read_events, session_path
 
     events = read_events(session_path(session_id))
-    for line in (json.dumps(e, ensure_ascii=False) for e in events) if as_json else describe_events(events):
+    for line in (json.dumps(e.to_dict(), ensure_ascii=True) for e in events) if as_json else describe_events(events):
         typer.echo(line)
 
 
@@ -315,7 +375,7 @@ def memory_list() -> None:
     if not facts:
         typer.echo("(nothing remembered yet)")
     for fact in facts:
-        typer.echo(f"{fact.id:4}  {fact.text}")
+        typer.echo(f"{fact.id:4}  {terminal_safe(fact.text)}")
 
 
 @memory_app.command("forget")

@@ -9,14 +9,16 @@ once. Does not build agents or hold command logic.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
-import click
 import typer
 from typer.core import TyperGroup
 
 from hermes_local.errors import HermesError
 from hermes_local.textsafe import terminal_safe
+
+if TYPE_CHECKING:  # typer >= 0.29 vendors click; only the type checker needs its Context
+    from typer._click.core import Context
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
@@ -30,12 +32,12 @@ class HermesGroup(TyperGroup):
 
     default_command = "run"
 
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+    def parse_args(self, ctx: Context, args: list[str]) -> list[str]:
         if args and not args[0].startswith("-") and args[0] not in self.commands:
             args = [self.default_command, *args]
         return super().parse_args(ctx, args)
 
-    def invoke(self, ctx: click.Context) -> Any:
+    def invoke(self, ctx: Context) -> Any:
         try:
             return super().invoke(ctx)
         except HermesError as exc:
@@ -54,6 +56,14 @@ AllowOpt = Annotated[list[str] | None, typer.Option(help="Approve this tool with
 ToolsModuleOpt = Annotated[
     list[str] | None, typer.Option(help="Load @tool functions from a .py file or module (repeatable).")
 ]
+ToolsOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--tools",
+        help="Toolsets or tools the model may use, comma-separated or repeated, e.g. files,time__get_current_time "
+        "(default: all; see `hermes-local tools list`).",
+    ),
+]
 DbOpt = Annotated[Path | None, typer.Option(help="SQLite database for query_database (opened read-only).")]
 AllowHostOpt = Annotated[
     list[str] | None, typer.Option(help="Host http_get may reach (repeatable; default: none, offline).")
@@ -61,5 +71,23 @@ AllowHostOpt = Annotated[
 NoPromptCacheOpt = Annotated[
     bool,
     typer.Option("--no-prompt-cache", help="Do not load or save the prompt prefix's KV state on disk."),
+]
+SandboxOpt = Annotated[
+    str | None,
+    typer.Option(help="Commands run in bubblewrap: auto (when it works), bwrap (required), off (default auto)."),
+]
+EngineOpt = Annotated[
+    str | None,
+    typer.Option(help="Where completions run: llama-cpp (in-process, default), llama-server or vllm (--engine-url)."),
+]
+EngineUrlOpt = Annotated[
+    str | None, typer.Option(help="Base URL of the llama-server / vLLM engine (loopback or an --allow-host host).")
+]
+DialectOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="Prompt format: hermes, qwen, mistral, mistral-v3, llama3, or gguf (the model's own chat template). "
+        "Default: models.toml chat_format, else detected from the GGUF."
+    ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON.")]

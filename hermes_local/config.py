@@ -7,16 +7,21 @@ source checkout and in an installed wheel. Does not import llama_cpp or load mod
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import re
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from hermes_local.errors import UserError, one_line
+from hermes_local.sandbox import DEFAULT_ENV
 
 ENV_PREFIX = "HERMES_LOCAL_"
+T = TypeVar("T")
+MAX_TOOL_TIMEOUT = 86_400.0  # one day: larger values (inf, 1e308) overflow timers and would never fire
 _PACKAGE_DIR = Path(__file__).resolve().parent
 
 
@@ -31,6 +36,56 @@ def data_path(name: str) -> Path:
         if candidate.exists():
             return candidate
     raise FileNotFoundError(f"hermes-local data file {name!r} is missing from this installation")
+
+
+class SandboxLimits(BaseModel):
+    """Resource limits for commands (`run_shell`, tool servers); 0 turns one off. Applied with or without bwrap."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    processes: int = Field(default=256, ge=0)
+    memory_mb: int = Field(default=4096, ge=0)
+    cpu_seconds: int = Field(default=120, ge=0)
+    file_size_mb: int = Field(default=1024, ge=0)
+
+
+class McpServerConfig(BaseModel):
+    """One `[mcp.servers.NAME]` table: a stdio command or a streamable-HTTP url, and how its tools are offered."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    command: str | None = None
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    cwd: str | None = None
+    url: str | None = None
+    permission: Literal["read", "write", "dangerous"] | None = None  # default: from the tools' annotations
+    tools: list[str] | None = None  # allow-list of the server's own tool names; None = all
+    timeout: float = Field(30.0, gt=0)  # per call, and for starting the server
+    cache: bool = False  # results may be served from a read cache (never unless set)
+    sandbox: bool = True  # stdio servers run in the command sandbox (bwrap) unless set false
+    allow_hosts: list[str] = Field(default_factory=list)  # network for a sandboxed stdio server (none if empty)
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> McpServerConfig:
+        if (self.command is None) == (self.url is None):
+            raise ValueError("give either command (stdio) or url (streamable HTTP)")
+        return self
+
+
+class McpConfig(BaseModel):
+    """The `[mcp]` table: `servers.NAME` entries (NAME becomes the tool prefix `NAME__` and the toolset name)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    servers: dict[str, McpServerConfig] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _names(self) -> McpConfig:
+        for name in self.servers:
+            if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_-]{0,31}", name) or "__" in name:
+                raise ValueError(f"server name {name!r}: use letters, digits, - or _ (no double underscore)")
+        return self
 
 
 class Settings(BaseModel):
@@ -50,18 +105,50 @@ class Settings(BaseModel):
     rpc_servers: str | None = None
     parallel: int = Field(1, ge=1, le=64)  # concurrent runs decoded together on one loaded model (batching.py)
     prompt_cache: bool = True  # save/load the fixed prompt prefix's KV state ($HERMES_LOCAL_HOME/cache/kv)
-    temperature: float = Field(0.2, ge=0.0)
+    # Where completions run: in-process llama.cpp, or a llama-server / vLLM at engine_url (loopback or an
+    # allow_hosts host; the agent, tools and logs stay here). engine_token is sent as a bearer token.
+    engine: str = Field("llama-cpp", pattern="^(llama-cpp|llama-server|vllm)$")
+    engine_url: str | None = None
+    engine_token: str | None = None
+    engine_timeout: float = Field(120.0, gt=0)
+    temperature: float = Field(0.2, ge=0.0, allow_inf_nan=False)
     max_tokens: int = Field(512, ge=1)
     max_steps: int = Field(8, ge=1)
     reminder_every: int = Field(3, ge=0)  # goal reminder every N steps; 0 = never
     tool_choice: str = Field("auto", pattern="^(auto|required|none)$")
+    dialect: str | None = None  # prompt format (hermes, qwen, mistral, llama3, gguf...); default: from the model
     grammar: bool = True
-    tool_timeout: float = Field(30.0, gt=0)
+    tool_timeout: float = Field(30.0, gt=0, le=MAX_TOOL_TIMEOUT, allow_inf_nan=False)
+    # `hermes-local serve`: extra folders runs may use as workspace (besides --workspace), the bearer
+    # token (required to bind anything but loopback), how long a call waits for approval, CORS origins.
+    workspace_roots: list[str] = Field(default_factory=list)
+    serve_token: str | None = None
+    approval_timeout: float = Field(300.0, gt=0)
+    cors_origins: list[str] = Field(default_factory=list)
     # Pre-approved: append_to_memo only appends a line to memo.md in the workspace, and remember only
     # adds a fact to hermes-local's own store (`hermes-local memory forget ID` undoes it).
     allow_tools: list[str] = Field(default_factory=lambda: ["append_to_memo", "remember"])
     deny_tools: list[str] = Field(default_factory=list)
     allow_hosts: list[str] = Field(default_factory=list)
+    # Commands run in bubblewrap: auto = when it works (else unsandboxed, with a warning), bwrap = required.
+    sandbox: str = Field("auto", pattern="^(auto|bwrap|off)$")
+    sandbox_env: list[str] = Field(default_factory=lambda: list(DEFAULT_ENV))  # variables commands may see
+    sandbox_limits: SandboxLimits = Field(default_factory=lambda: SandboxLimits())
+
+    @field_validator("sandbox_limits", mode="before")
+    @classmethod
+    def _limits_from_text(cls, value: Any) -> Any:
+        """`HERMES_LOCAL_SANDBOX_LIMITS="processes=64,memory_mb=512"` as well as a TOML table."""
+        if isinstance(value, str):
+            pairs = [part.split("=", 1) for part in value.split(",") if part.strip()]
+            if any(len(p) != 2 for p in pairs):
+                raise ValueError("write sandbox_limits as name=value pairs, e.g. processes=64,memory_mb=512")
+            return {k.strip(): v.strip() for k, v in pairs}
+        return value
+
+    tools: list[str] = Field(default_factory=list)  # toolsets/tool names offered; empty = all
+    max_tools_in_prompt: int = Field(8, ge=1)  # more enabled tools than this: route through open_toolset
+    mcp: McpConfig = Field(default_factory=McpConfig)
 
 
 def config_file() -> Path:
@@ -72,7 +159,7 @@ def _env_overrides() -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name, field in Settings.model_fields.items():
         raw = os.environ.get(ENV_PREFIX + name.upper())
-        if raw is None:
+        if raw is None or name == "mcp":  # nested tables come from the config file only
             continue
         if field.annotation in (list[str], list[str] | None, list[float] | None):
             out[name] = [part.strip() for part in raw.split(",") if part.strip()]
@@ -90,9 +177,20 @@ def load_settings(cli_overrides: dict[str, Any] | None = None) -> Settings:
             merged.update(tomllib.loads(path.read_text(encoding="utf-8")))
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
             raise UserError(f"config file {path} is not valid TOML ({exc}); fix or delete it") from exc
+        except OSError as exc:
+            raise UserError(f"config file {path} cannot be read ({exc.strerror}); fix its permissions") from exc
     merged.update(_env_overrides())
     merged.update({k: v for k, v in (cli_overrides or {}).items() if v is not None})
     try:
         return Settings.model_validate(merged)
     except ValidationError as exc:
         raise UserError(f"invalid setting {one_line(exc)} (check {path}, {ENV_PREFIX}* variables and flags)") from exc
+
+
+def settings_for(cls: type[T], settings: Settings, **overrides: Any) -> T:
+    """An instance of dataclass `cls` from the settings of the same names (the others keep their defaults).
+
+    This is how `LlamaParams` and `AgentConfig` are built: a field added to both is wired without code.
+    """
+    names = {f.name for f in dataclasses.fields(cls)} & set(Settings.model_fields)  # type: ignore[arg-type]
+    return cls(**{name: getattr(settings, name) for name in names if name not in overrides}, **overrides)

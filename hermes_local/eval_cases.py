@@ -20,7 +20,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from hermes_local.errors import UserError
+from hermes_local.errors import UserError, one_line
+from hermes_local.events import ToolOutcome
 from hermes_local.tools import ToolRegistry
 
 CASE_ID = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
@@ -46,6 +47,8 @@ def _as_list(value: Any) -> Any:
 
 
 class ExpectedCall(BaseModel):
+    """A tool call a case expects: its name and (a subset of) its arguments."""
+
     model_config = ConfigDict(extra="forbid")
     name: str
     arguments: dict[str, Any] = Field(default_factory=dict)
@@ -53,6 +56,8 @@ class ExpectedCall(BaseModel):
 
 
 class FileCheck(BaseModel):
+    """A file the run must leave in the workspace, with content checks."""
+
     model_config = ConfigDict(extra="forbid")
     path: str
     contains: list[str] = Field(default_factory=list)
@@ -65,6 +70,8 @@ class FileCheck(BaseModel):
 
 
 class Checks(BaseModel):
+    """What a case checks after the run: calls, answer, files, stop reason."""
+
     model_config = ConfigDict(extra="forbid")
     tool_calls: list[ExpectedCall] = Field(default_factory=list)
     order: Literal["any", "exact"] = "any"
@@ -87,12 +94,16 @@ class Checks(BaseModel):
 
 
 class Fixtures(BaseModel):
+    """Files and a SQLite database prepared in a fresh workspace before the run."""
+
     model_config = ConfigDict(extra="forbid")
     files: dict[str, str] = Field(default_factory=dict)
     database: list[str] | None = None
 
 
 class Case(BaseModel):
+    """One eval case: a task, the tools offered, fixtures and checks."""
+
     model_config = ConfigDict(extra="forbid")
     id: str = Field(pattern=CASE_ID)
     task: str = Field(min_length=1)
@@ -108,6 +119,8 @@ class Case(BaseModel):
 
 @dataclass
 class SuiteCase:
+    """A validated case with the tool registry it runs with."""
+
     case: Case
     line: int
     registry: ToolRegistry
@@ -115,6 +128,8 @@ class SuiteCase:
 
 @dataclass
 class Suite:
+    """All cases of one cases file."""
+
     path: Path
     cases: list[SuiteCase]
 
@@ -135,8 +150,8 @@ def _case_registry(case: Case, base: Path) -> ToolRegistry:
             spec = str(base / entry) if entry.endswith(".py") and not Path(entry).is_absolute() else entry
             for t in load_tools_module(spec):
                 chosen.register(t)
-        elif everything.get(entry) is not None:
-            chosen.register(everything.get(entry))
+        elif (known := everything.get(entry)) is not None:
+            chosen.register(known)
         else:
             raise UserError(f"unknown tool {entry!r} (known: {', '.join(everything.names())}, or a tools module path)")
     return chosen
@@ -183,9 +198,7 @@ def load_cases(path: Path, only: list[str] | None = None) -> Suite:
         except json.JSONDecodeError as exc:
             raise UserError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})") from exc
         except ValidationError as exc:
-            first = exc.errors()[0]
-            loc = ".".join(str(p) for p in first["loc"]) or "case"
-            raise UserError(f"{where}: {loc}: {first['msg']}") from exc
+            raise UserError(f"{where}: {one_line(exc)}") from exc
         if case.id in seen:
             raise UserError(f"{where}: duplicate case id {case.id!r}")
         seen.add(case.id)
@@ -205,22 +218,12 @@ def load_cases(path: Path, only: list[str] | None = None) -> Suite:
 
 
 # -- checking -------------------------------------------------------------------------------------
-@dataclass
-class Call:
-    step: int
-    name: str
-    arguments: dict[str, Any]
-    ok: bool
-    error_kind: str | None = None
-    error: str | None = None
-
-    @property
-    def valid(self) -> bool:
-        return self.name != "invalid_tool_call" and self.error_kind not in ("invalid_arguments", "not_found")
 
 
 @dataclass
 class Failure:
+    """One failed check, with the step it points to."""
+
     check: str
     message: str
     step: int | None = None
@@ -247,7 +250,7 @@ def value_matches(expected: Any, actual: Any) -> bool:
     return expected == actual
 
 
-def call_matches(expected: ExpectedCall, call: Call) -> bool:
+def call_matches(expected: ExpectedCall, call: ToolOutcome) -> bool:
     return (
         expected.name == call.name
         and (expected.ok is None or expected.ok == call.ok)
@@ -260,7 +263,7 @@ def _show(name: str, arguments: dict[str, Any]) -> str:
     return f"{name}({text[:150]}{'…' if len(text) > 150 else ''})"
 
 
-def _match_any(expected: list[ExpectedCall], calls: list[Call]) -> dict[int, int]:
+def _match_any(expected: list[ExpectedCall], calls: list[ToolOutcome]) -> dict[int, int]:
     """Expected index -> call index, one call per expectation (augmenting-path bipartite matching)."""
     owner: dict[int, int] = {}
 
@@ -279,7 +282,7 @@ def _match_any(expected: list[ExpectedCall], calls: list[Call]) -> dict[int, int
     return {e: c for c, e in owner.items()}
 
 
-def _miss(exp: ExpectedCall, calls: list[Call], used: set[int]) -> Failure:
+def _miss(exp: ExpectedCall, calls: list[ToolOutcome], used: set[int]) -> Failure:
     """Why an expected call was not matched, at the step of the closest attempt if there was one."""
     near = [c for i, c in enumerate(calls) if c.name == exp.name and i not in used]
     if not near:
@@ -294,7 +297,7 @@ def _miss(exp: ExpectedCall, calls: list[Call], used: set[int]) -> Failure:
 
 
 def check_run(
-    case: Case, calls: list[Call], answer: str | None, stopped: str, workspace: Path
+    case: Case, calls: list[ToolOutcome], answer: str | None, stopped: str, workspace: Path
 ) -> tuple[list[Failure], set[int]]:
     """Failures of one run, and the indexes of calls that were expected to fail (not counted as wrong)."""
     checks = case.checks

@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from hermes_local.cli_common import fail
+from hermes_local.cli_common import DialectOpt, ToolsOpt, fail
 from hermes_local.config import load_settings
 
 workflow_app = typer.Typer(help="Run TOML workflows: tool steps in dependency order, no model.", no_args_is_help=True)
@@ -40,12 +40,20 @@ def eval_command(
     max_steps: Annotated[int | None, typer.Option(help="Default step limit for cases without max_steps.")] = None,
     n_ctx: Annotated[int | None, typer.Option(help="Context window in tokens.")] = None,
     n_gpu_layers: Annotated[int | None, typer.Option(help="Layers offloaded to the GPU; -1 = all.")] = None,
+    tools: ToolsOpt = None,
+    dialect: DialectOpt = None,
 ) -> None:
     """Run every case of CASES.jsonl in a fresh temporary workspace and score it; exit 1 if any case fails."""
     from hermes_local.eval_cases import load_cases
     from hermes_local.evaluation import format_table, run_suite, suite_report
+    from hermes_local.runtime import build_registry
+    from hermes_local.toolsets import check_spec
 
-    settings = load_settings(dict(model=model, max_steps=max_steps, n_ctx=n_ctx, n_gpu_layers=n_gpu_layers))
+    overrides = dict(
+        model=model, max_steps=max_steps, n_ctx=n_ctx, n_gpu_layers=n_gpu_layers, tools=tools, dialect=dialect
+    )
+    settings = load_settings(overrides)
+    check_spec(build_registry(), settings.tools)  # each case then keeps the named tools it has
     suite = load_cases(cases, only=case)
 
     def progress(line: str) -> None:
@@ -79,7 +87,7 @@ def sessions_export(
     events = read_events(session_path(session_id))
     if not as_case:
         for event in events:
-            typer.echo(json.dumps(event, ensure_ascii=False))
+            typer.echo(json.dumps(event.to_dict(), ensure_ascii=True))
         return
     case, texts, warnings = session_to_case(events, case_id or f"session-{session_id}")
     folder = replay_dir or ((output.parent if output else Path(".")) / "replay")
@@ -110,6 +118,9 @@ def workflow_run(
         list[str] | None, typer.Option(help="Load @tool functions from a .py file or module (repeatable).")
     ] = None,
     var: Annotated[list[str] | None, typer.Option(help="Set a workflow variable: NAME=VALUE (repeatable).")] = None,
+    allow_imports: Annotated[
+        bool, typer.Option("--allow-imports", help="Let the file's tools_modules import and run Python code.")
+    ] = False,
     model: Annotated[
         str | None, typer.Option(help="Model for a summarize step: registry name, .gguf path or replay:FILE.")
     ] = None,
@@ -122,7 +133,7 @@ def workflow_run(
 
     variables = _parse_vars(var)
     settings = load_settings(dict(model=model, n_ctx=n_ctx))
-    wf = load_workflow(file, tools_modules=tools_module or [], var_overrides=variables)
+    wf = load_workflow(file, tools_modules=tools_module or [], var_overrides=variables, allow_imports=allow_imports)
     approver = Approver(approve_all=yes, allow=[*settings.allow_tools, *(allow or [])], deny=settings.deny_tools)
 
     def show(o) -> None:

@@ -24,7 +24,6 @@ from hermes_local.config import Settings
 from hermes_local.errors import UserError
 from hermes_local.eval_cases import (
     ANSWER_WORDS,
-    Call,
     Case,
     Failure,
     Suite,
@@ -32,17 +31,20 @@ from hermes_local.eval_cases import (
     check_run,
     safe_relative,
 )
+from hermes_local.events import AssistantText, Event, LLMCall, RunEnd, RunStart, StepStart, ToolFinished, ToolOutcome
 from hermes_local.tools import Approver
 
 
 # -- running --------------------------------------------------------------------------------------
 @dataclass
 class RunOutcome:
+    """One scored run of a case: pass/fail, calls, failures and usage."""
+
     passed: bool
     steps: int
     stopped: str
     answer: str | None
-    calls: list[Call]
+    calls: list[ToolOutcome]
     failures: list[Failure]
     failed_step: int | None
     prompt_tokens: int = 0
@@ -53,6 +55,8 @@ class RunOutcome:
 
 @dataclass
 class CaseReport:
+    """All runs of one case (pass^k passes only when every run passes)."""
+
     id: str
     runs: list[RunOutcome] = field(default_factory=list)
 
@@ -103,7 +107,12 @@ def run_once(sc: SuiteCase, settings: Settings, llm: Any) -> RunOutcome:
     case = sc.case
     updates = {k: v for k, v in (("max_steps", case.max_steps), ("tool_choice", case.tool_choice)) if v is not None}
     settings = settings.model_copy(update=updates)
-    events: list[tuple[str, dict[str, Any]]] = []
+    events: list[Event] = []
+
+    def collect(event: Event) -> None:
+        if event.logged:
+            events.append(event)
+
     with tempfile.TemporaryDirectory(prefix="hermes-eval-") as tmp:
         root = Path(tmp)
         workspace = root / "workspace"
@@ -113,36 +122,25 @@ def run_once(sc: SuiteCase, settings: Settings, llm: Any) -> RunOutcome:
         approver = Approver(allow=[*writes, *case.approve], deny=case.deny, interactive=False)
         started = time.perf_counter()
         result, error = None, None
-        with _home(root / "home"):
-            agent = build_agent(
+        with (
+            _home(root / "home"),
+            build_agent(
                 llm,
                 settings,
                 workspace=workspace,
                 registry=sc.registry,
                 approver=approver,
-                on_event=lambda kind, payload: kind != "token" and events.append((kind, payload)),
+                on_event=collect,
                 db_path=db,
-            )
+            ) as agent,
+        ):
             try:
                 result = agent.run(case.task)
             except Exception as exc:  # noqa: BLE001 - a replay that ran out, or a bug: the run fails, the suite goes on
                 error = f"{type(exc).__name__}: {exc}"
-            finally:
-                agent.executor.context.extras["longterm"].close()
         seconds = time.perf_counter() - started
-        calls = [
-            Call(
-                p.get("step", 0),
-                p["name"],
-                p.get("arguments") or {},
-                bool(p.get("ok")),
-                p.get("error_kind"),
-                p.get("error"),
-            )
-            for kind, p in events
-            if kind == "tool_result"
-        ]
-        last_step = max((p["step"] for kind, p in events if kind == "step_start"), default=0)
+        calls = [e.outcome for e in events if isinstance(e, ToolFinished)]
+        last_step = max((e.step for e in events if isinstance(e, StepStart)), default=0)
         stopped = result.stopped if result else "error"
         answer = result.answer if result else None
         failures, excused = check_run(case, calls, answer, stopped, workspace)
@@ -160,8 +158,9 @@ def run_once(sc: SuiteCase, settings: Settings, llm: Any) -> RunOutcome:
             c.step for i, c in enumerate(calls) if not c.ok and i not in excused
         ]
         failed_step = min(candidates) if candidates else (last_step or None)
+    llm_calls = [e for e in events if isinstance(e, LLMCall)]
     usage = {
-        k: sum(p.get(k, 0) for kind, p in events if kind == "llm_call")
+        k: sum(getattr(c, k) for c in llm_calls)
         for k in ("prompt_tokens", "prompt_tokens_evaluated", "completion_tokens")
     }
     return RunOutcome(
@@ -291,47 +290,51 @@ def format_table(reports: list[CaseReport], summary: dict[str, Any]) -> str:
 
 
 # -- export ---------------------------------------------------------------------------------------
-def session_to_case(events: list[dict[str, Any]], case_id: str) -> tuple[dict[str, Any], list[str], list[str]]:
+def session_to_case(events: list[Event], case_id: str) -> tuple[dict[str, Any], list[str], list[str]]:
     """(case, replay texts, warnings) from a recorded `run` session."""
     from hermes_local.runtime import build_registry
 
     case_id = re.sub(r"[^A-Za-z0-9_.-]", "-", case_id).lstrip("-_.") or "case"
-    start = next((e for e in events if e.get("kind") == "run_start"), None)
+    start = next((e for e in events if isinstance(e, RunStart)), None)
     if start is None:
         raise UserError("the session has no run_start event; only `hermes-local run` sessions can become cases")
-    end = next((e for e in reversed(events) if e.get("kind") == "run_end"), None)
+    end = next((e for e in reversed(events) if isinstance(e, RunEnd)), None)
     if end is None:
         raise UserError("the session never finished (no run_end); resume it first with `run --resume ID`")
     registry = build_registry()
     warnings: list[str] = []
-    results = [e for e in events if e.get("kind") == "tool_result" and e.get("name") != "invalid_tool_call"]
-    tools, expected, files, approve, deny = [], [], {}, [], []
+    results = [e.outcome for e in events if isinstance(e, ToolFinished) and e.outcome.name != "invalid_tool_call"]
+    tools: list[str] = []
+    expected: list[dict[str, Any]] = []
+    files: dict[str, str] = {}
+    approve: list[str] = []
+    deny: list[str] = []
     for e in results:
-        name = e["name"]
+        name = e.name
         t = registry.get(name)
         if t is None:
-            if name not in tools and e.get("error_kind") != "not_found":
+            if name not in tools and e.error_kind != "not_found":
                 warnings.append(f"tool {name!r} is not built in: add its tools module path to the case's tools")
             continue
         if name not in tools:
             tools.append(name)
-        if e.get("ok"):
-            expected.append({"name": name, "arguments": e.get("arguments") or {}})
+        if e.ok:
+            expected.append({"name": name, "arguments": e.arguments})
             if t.permission == "dangerous" and name not in approve:
                 approve.append(name)
-            path = str((e.get("arguments") or {}).get("path", ""))
-            if name == "read_file" and isinstance(e.get("data"), str) and safe_relative(path):
-                if "truncated" not in e.get("summary", ""):
-                    files.setdefault(path, e["data"])
-        elif e.get("error_kind") == "permission_denied" and t.permission == "write":
+            path = str(e.arguments.get("path", ""))
+            if name == "read_file" and isinstance(e.data, str) and safe_relative(path):
+                if "truncated" not in e.summary:
+                    files.setdefault(path, e.data)
+        elif e.error_kind == "permission_denied" and t.permission == "write":
             deny.append(name)
     deny = [n for n in dict.fromkeys(deny) if not any(x["name"] == n for x in expected)]
-    if any(e["name"] == "query_database" for e in results):
+    if any(e.name == "query_database" for e in results):
         warnings.append("the session queried a database: add fixtures.database (SQL statements) so the case can run")
-    if any(e["name"] == "list_dir" for e in results):
+    if any(e.name == "list_dir" for e in results):
         warnings.append("the session listed folders: add the files it saw to fixtures.files")
-    answer = end.get("answer") or ""
-    case: dict[str, Any] = {"id": case_id, "task": start.get("goal", ""), "tools": tools}
+    answer = end.answer or ""
+    case: dict[str, Any] = {"id": case_id, "task": start.goal, "tools": tools}
     if files:
         case["fixtures"] = {"files": files}
     checks: dict[str, Any] = {"tool_calls": expected}
@@ -343,9 +346,9 @@ def session_to_case(events: list[dict[str, Any]], case_id: str) -> tuple[dict[st
         case["approve"] = approve
     if deny:
         case["deny"] = deny
-    steps = int(end.get("steps") or 0)
-    case["max_steps"] = steps if end.get("stopped") == "max_steps" else max(steps, 8)
-    texts = [str(e.get("text", "")) for e in events if e.get("kind") == "assistant"]
+    steps = int(end.result.get("steps") or 0)
+    case["max_steps"] = steps if end.stopped == "max_steps" else max(steps, 8)
+    texts = [e.text for e in events if isinstance(e, AssistantText)]
     return case, texts, warnings
 
 

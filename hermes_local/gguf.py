@@ -73,6 +73,8 @@ class GGUFArray:
 
 @dataclass
 class TensorInfo:
+    """One tensor of a GGUF: name, shape, type and data size."""
+
     name: str
     shape: tuple[int, ...]
     ggml_type: int
@@ -83,6 +85,8 @@ class TensorInfo:
 
 @dataclass
 class GGUFHeader:
+    """A parsed GGUF header: metadata, tensors and where the data starts."""
+
     path: Path
     version: int
     file_size: int
@@ -228,7 +232,9 @@ def read_header(path: str | Path) -> GGUFHeader:
         alignment = metadata.get("general.alignment", DEFAULT_ALIGNMENT)
         if not isinstance(alignment, int) or alignment <= 0 or alignment & (alignment - 1):
             raise r.fail(f"has a corrupt header (general.alignment {alignment!r} is not a power of two)")
-        tensors, names, unknown = [], set(), set()
+        tensors: list = []
+        names: set[str] = set()
+        unknown: set[int] = set()
         for _ in range(n_tensors):
             tensors.append(_read_tensor_info(r, names, unknown, alignment))
         header_end = r.offset
@@ -334,9 +340,9 @@ def model_shape(header: GGUFHeader) -> dict[str, int | None]:
     }
 
 
-def gguf_info(path: str | Path) -> dict[str, Any]:
+def gguf_info(path: str | Path | GGUFHeader) -> dict[str, Any]:
     """What `models info` shows: architecture, size, quant, trained context, chat template and tool support."""
-    header = read_header(path)
+    header = path if isinstance(path, GGUFHeader) else read_header(path)
     template = header.metadata.get("tokenizer.chat_template")
     template = template if isinstance(template, str) else None
     supports_tools = bool(template and _TOOL_MARKERS.search(template))

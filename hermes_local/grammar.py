@@ -104,22 +104,54 @@ class _Builder:
         return "\n".join(lines) + "\n"
 
 
-def tool_call_grammar(tools: Sequence[Tool]) -> str:
-    """GBNF for `\\n{"name": ..., "arguments": {...}}\\n</tool_call>` (either key first) over `tools`."""
-    key = json.dumps([t.schema() for t in tools], sort_keys=True)
-    if key in _cache:
-        return _cache[key]
-    b = _Builder()
-    b.rules["root"] = ""  # reserve the name; filled below
+def _calls(b: _Builder, tools: Sequence[Tool], args_key: str, both_orders: bool, tail: str = "") -> list[str]:
+    """One rule per tool (and key order): `{"name": NAME, ARGS_KEY: {...}TAIL}`."""
     alternatives = []
     for t in tools:
         params = t.parameters_schema()
         args = b.add(f"{t.name}-arguments", b.object_body({**params, "type": "object"}, f"{t.name}-arg", params))
+        # Canonical separators (", " and ": ", as json.dumps writes them): names and keys become forced
+        # tokens the decoder can fast-forward (automaton.py), instead of whitespace choices.
         name_pair = f'"\\"name\\"" ":" " " {_literal(t.name)}'
-        args_pair = f'"\\"arguments\\"" ":" " " {args}'
-        # Hermes 2 Pro writes "arguments" first, most other models "name" first: allow both.
-        alternatives.append(b.add(f"call-{t.name}", f'"{{" {name_pair} "," " " {args_pair} "}}"'))
-        alternatives.append(b.add(f"call-{t.name}-args-first", f'"{{" {args_pair} "," " " {name_pair} "}}"'))
-    b.rules["root"] = f'"\\n"? ( {" | ".join(alternatives)} ) "\\n"? "</tool_call>"'
-    _cache[key] = b.text()
+        args_pair = f'{_literal(args_key)} ":" " " {args}'
+        alternatives.append(b.add(f"call-{t.name}", f'"{{" {name_pair} "," " " {args_pair}{tail} "}}"'))
+        if both_orders:
+            alternatives.append(b.add(f"call-{t.name}-args-first", f'"{{" {args_pair} "," " " {name_pair}{tail} "}}"'))
+    return alternatives
+
+
+def _build(key: str, tools: Sequence[Tool], make_root: Any) -> str:
+    key = key + json.dumps([t.schema() for t in tools], sort_keys=True)
+    if key not in _cache:
+        b = _Builder()
+        b.rules["root"] = ""  # reserve the name; filled below
+        b.rules["root"] = make_root(b)
+        _cache[key] = b.text()
     return _cache[key]
+
+
+def tool_call_grammar(tools: Sequence[Tool]) -> str:
+    """GBNF for `\\n{"name": ..., "arguments": {...}}\\n</tool_call>` (either key first) over `tools`."""
+    # Hermes 2 Pro's model card wrote "arguments" first, its tool_use template "name" first: allow both.
+    return _build(
+        "hermes",
+        tools,
+        lambda b: f'"\\n"? ( {" | ".join(_calls(b, tools, "arguments", True))} ) "\\n"? "</tool_call>"',
+    )
+
+
+def json_call_grammar(tools: Sequence[Tool], args_key: str = "parameters") -> str:
+    """GBNF for one bare JSON call `{"name": ..., ARGS_KEY: {...}}` (Llama 3 custom tools)."""
+    return _build(f"json-{args_key}", tools, lambda b: f"ws ( {' | '.join(_calls(b, tools, args_key, False))} )")
+
+
+def json_array_grammar(tools: Sequence[Tool]) -> str:
+    """GBNF for what follows `[TOOL_CALLS]`: a JSON array of calls, each optionally with an "id" (Mistral)."""
+
+    def root(b: _Builder) -> str:
+        call = b.add(
+            "call", " | ".join(_calls(b, tools, "arguments", False, tail=' ( ws "," ws "\\"id\\"" ws ":" ws string )?'))
+        )
+        return f'" "? "[" ws {call} ( ws "," ws {call} )* ws "]"'
+
+    return _build("mistral", tools, root)

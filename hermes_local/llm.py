@@ -11,6 +11,7 @@ from __future__ import annotations
 import codecs
 import contextlib
 import ctypes
+import io
 import logging
 import os
 import threading
@@ -34,6 +35,8 @@ DEFAULT_STOP = ("<|im_end|>", "<|im_start|>", "<|endoftext|>")
 
 @dataclass
 class Usage:
+    """Token counts and timing of one or more model calls."""
+
     prompt_tokens: int = 0
     prompt_tokens_evaluated: int = 0
     completion_tokens: int = 0
@@ -43,6 +46,8 @@ class Usage:
 
 @dataclass
 class Completion:
+    """What one model call produced: text, token ids, usage and why it stopped."""
+
     text: str
     tokens: list[int] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
@@ -112,7 +117,7 @@ class LlamaParams:
 
 @contextlib.contextmanager
 def _quiet_stderr():
-    """llama.cpp logs to fd 2 from C; hide it unless HERMES_LOCAL_DEBUG is set."""
+    """llama.cpp logs to fd 2 from C (and through Python's sys.stderr); hide it unless HERMES_LOCAL_DEBUG is set."""
     if os.environ.get("HERMES_LOCAL_DEBUG"):
         yield
         return
@@ -120,7 +125,8 @@ def _quiet_stderr():
     devnull = os.open(os.devnull, os.O_WRONLY)
     try:
         os.dup2(devnull, 2)
-        yield
+        with contextlib.redirect_stderr(io.StringIO()):  # llama-cpp-python's log callback prints to sys.stderr
+            yield
     finally:
         os.dup2(saved, 2)
         os.close(saved)
@@ -260,6 +266,7 @@ class LlamaCppLLM:
             out = _Output(self, stop, on_token)
             finish = "length"
             truncated: str | None = None
+            search_from = 0  # where to look for the grammar trigger next
             budget = min(max_tokens, self.n_ctx - len(prompt))
             draft = PromptLookup(prompt) if self.drafting else None
             ahead: list[int] = []  # drafted tokens already in the KV cache, not yet confirmed
@@ -309,13 +316,23 @@ class LlamaCppLLM:
                     if len(out.tokens) >= budget:
                         break
                     if grammar and grammar_trigger:
-                        switch_on = not constrained and out.text.endswith(grammar_trigger)
-                        switch_off = constrained and out.text.rstrip().endswith("</tool_call>")
-                        if switch_on or switch_off:
-                            constrained = switch_on
+                        # The trigger anywhere (even mid-token): the text after it is replayed into the grammar.
+                        text = out.text
+                        at = -1 if constrained else text.find(grammar_trigger, search_from)
+                        switch_off = constrained and text.rstrip().endswith("</tool_call>")
+                        if at >= 0 or switch_off:
+                            constrained = at >= 0
+                            search_from = len(text)
                             sampler.close()
                             sampler = _TokenSampler(self, temperature, grammar if constrained else None)
-                            tracker = self._tracker(grammar) if constrained else None
+                            rest = text[at + len(grammar_trigger) :] if constrained else ""
+                            tracker = self._tracker(grammar) if constrained and not rest else None
+                            if constrained and not sampler.feed(rest):
+                                constrained = False  # already off-grammar: leave it to the parser
+                                sampler.close()
+                                sampler = _TokenSampler(self, temperature, None)
+                        elif not constrained:
+                            search_from = max(search_from, len(text) - len(grammar_trigger) + 1)
                     if batch:
                         guess = draft.propose()[: max(0, budget - len(out.tokens) - 1)] if draft else []
                         row = self._decode(batch, guess)
@@ -426,6 +443,7 @@ class _TokenSampler:
 
         lib = owner._llama_cpp
         self._lib, self._np = lib, np
+        self._owner = owner
         self._ctx = ctx or owner._llama.ctx  # batching.py samples from its own multi-sequence context
         self._n_vocab = owner._llama.n_vocab()
         self.chain = lib.llama_sampler_chain_init(lib.llama_sampler_chain_default_params())
@@ -510,6 +528,16 @@ class _TokenSampler:
             self._lib.llama_sampler_accept(self.grammar, token)
         self._lib.llama_sampler_accept(self.chain, token)
         return token
+
+    def feed(self, text: str) -> bool:
+        """Advance the grammar over `text` (already generated); False if the grammar rejects it."""
+        for token in self._owner.tokenize(text, special=False) if self.grammar is not None else []:
+            self._one["id"], self._one["logit"], self._one["p"] = token, 1.0, 0.0
+            self._apply(self.grammar, self._one)
+            if self._one["logit"][0] == float("-inf"):
+                return False
+            self._lib.llama_sampler_accept(self.grammar, token)
+        return True
 
     def close(self) -> None:
         if self.chain:

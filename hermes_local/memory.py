@@ -16,9 +16,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from hermes_local.dialects.base import Dialect, result_content
+from hermes_local.dialects.hermes import HermesDialect
+from hermes_local.events import ToolOutcome
 from hermes_local.parsing import ToolCall
 from hermes_local.prompts import Segment, Segments, render
-from hermes_local.tools.registry import ToolResult
 
 TurnSink = Callable[["Turn"], None]
 _PLAN = re.compile(r"<plan>(.*?)(?:</plan>|$)", re.S | re.I)
@@ -37,25 +39,17 @@ def extract_plan(text: str) -> tuple[str | None, str | None, str]:
     return current, fields.get("todo"), (text[: m.start()] + text[m.end() :]).strip()
 
 
-@dataclass
-class LedgerEntry:
-    step: int
-    name: str
-    arguments: dict[str, Any]
-    ok: bool
-    summary: str
-    error_kind: str | None = None
-
-    def line(self) -> str:
-        args = json.dumps(self.arguments, ensure_ascii=False, default=str)
-        if len(args) > 60:
-            args = args[:60] + "…"
-        status = "ok" if self.ok else f"failed ({self.error_kind})"
-        summary = self.summary if len(self.summary) <= 90 else self.summary[:90] + "…"
-        return f"step {self.step}: {self.name}({args}) {status}: {summary}"
+def ledger_line(o: ToolOutcome) -> str:
+    """One line of the "what have I done" summary for a tool outcome."""
+    args = json.dumps(o.arguments, ensure_ascii=False, default=str)
+    if len(args) > 60:
+        args = args[:60] + "…"
+    status = "ok" if o.ok else f"failed ({o.error_kind})"
+    summary = o.summary if len(o.summary) <= 90 else o.summary[:90] + "…"
+    return f"step {o.step}: {o.name}({args}) {status}: {summary}"
 
 
-def summarize_ledger(entries: list[LedgerEntry], detailed: int) -> list[str]:
+def summarize_ledger(entries: list[ToolOutcome], detailed: int) -> list[str]:
     """One line per entry for the last `detailed` entries; older ones grouped per tool."""
     older, recent = entries[: max(0, len(entries) - detailed)], entries[len(entries) - detailed :] if detailed else []
     lines = []
@@ -66,7 +60,7 @@ def summarize_ledger(entries: list[LedgerEntry], detailed: int) -> list[str]:
             ok_fail[0 if e.ok else 1] += 1
         groups = ", ".join(f"{name} x{ok + fail} ({ok} ok)" for name, (ok, fail) in counts.items())
         lines.append(f"steps {older[0].step}-{older[-1].step}: {groups}")
-    return lines + [e.line() for e in recent]
+    return lines + [ledger_line(e) for e in recent]
 
 
 @dataclass
@@ -94,34 +88,40 @@ class Turn:
         return cls(event["role"], int(event["step"]), segs, event.get("responses"))
 
 
-def _render_responses(responses: list[dict[str, Any]], cap: int | None, summarized: bool) -> Segments:
+def _render_responses(
+    dialect: Dialect, step: int, responses: list[dict[str, Any]], cap: int | None, summarized: bool
+) -> Segments:
+    """The dialect's results turn; `responses` hold {"name", "content": ToolResult envelope}."""
     shown = []
     for r in responses:
-        content = dict(r["content"])
+        envelope = r["content"]
+        content = result_content(envelope)
         if summarized:
-            content = {"ok": content.get("ok"), "summary": content.get("summary")}
-        elif cap is not None and "data" in content:
-            data = content["data"]
-            text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False, default=str)
+            content = f"[compacted] {envelope.get('summary')}" if envelope.get("ok") else content
+        elif cap is not None and envelope.get("ok"):
+            text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False, default=str)
             if len(text) > cap:
                 notice = f"[... {len(text) - cap} characters cut to fit the context ...]"
-                content["data"] = f"{text[: cap * 2 // 3]}\n{notice}\n{text[-(cap // 3) :]}"
+                content = f"{text[: cap * 2 // 3]}\n{notice}\n{text[-(cap // 3) :]}"
         shown.append({"name": r["name"], "content": content})
-    return render("tool_response.jinja", responses=shown)
+    return dialect.tool_results(step, shown)
 
 
 @dataclass
 class Memory:
+    """The history of one run: fixed prefix, ledger, turns and compaction state."""
+
     system: Segments
     goal: str
     recalled: list[str] = field(default_factory=list)
-    ledger: list[LedgerEntry] = field(default_factory=list)
+    ledger: list[ToolOutcome] = field(default_factory=list)
     turns: list[Turn] = field(default_factory=list)
     compacted_through_step: int = 0
     plan_current: str = ""
     plan_todo: str = ""
     summary_detail: int = 12  # ledger entries shown one per line in the summary; older ones are grouped
     on_turn: TurnSink | None = None
+    dialect: Dialect = field(default_factory=HermesDialect)
 
     # -- recording -------------------------------------------------------------------------
     def _append(self, turn: Turn) -> None:
@@ -130,23 +130,19 @@ class Memory:
             self.on_turn(turn)
 
     def add_assistant(self, step: int, text: str, calls: list[ToolCall]) -> None:
-        """Store the reply with its calls in canonical form (trusted tags, untrusted JSON)."""
-        segs: list[Segment] = []
-        if text:
-            segs.append(Segment(text + ("\n" if calls else ""), False))
-        for i, call in enumerate(calls):
-            body = json.dumps({"name": call.name, "arguments": call.arguments}, ensure_ascii=False)
-            segs += [Segment("<tool_call>\n", True), Segment(body, False), Segment("\n</tool_call>", True)]
-            if i < len(calls) - 1:
-                segs.append(Segment("\n", True))
-        self._append(Turn("assistant", step, Segments(segs)))
+        """Store the reply with its calls in the dialect's canonical form (trusted tags, untrusted JSON)."""
+        self._append(Turn("assistant", step, self.dialect.assistant_content(step, text, calls)))
 
-    def add_tool_results(self, step: int, results: list[tuple[str, dict[str, Any], ToolResult]]) -> None:
+    def restore_assistant(self, step: int, text: str, calls: list[ToolCall]) -> None:
+        """Put back an assistant turn rebuilt from a session log (no event is emitted)."""
+        self.turns.append(Turn("assistant", step, self.dialect.assistant_content(step, text, calls)))
+
+    def add_tool_results(self, step: int, outcomes: list[ToolOutcome]) -> None:
         responses = []
-        for name, arguments, result in results:
-            responses.append({"name": name, "content": result.envelope()})
-            self.ledger.append(LedgerEntry(step, name, arguments, result.ok, result.summary, result.error_kind))
-        self._append(Turn("tool", step, _render_responses(responses, None, False), responses))
+        for o in outcomes:
+            responses.append({"name": o.name, "content": o.result.envelope()})
+            self.ledger.append(o)
+        self._append(Turn("tool", step, _render_responses(self.dialect, step, responses, None, False), responses))
 
     def add_user_note(self, step: int, content: Segments) -> None:
         self._append(Turn("user", step, content))
@@ -180,17 +176,26 @@ class Memory:
         return f"{len(done)} successful call(s): {shown}"
 
     def messages(self) -> list[dict[str, Any]]:
+        """The conversation for the dialect. A user note (recalled facts, summary, reminder, final-answer
+        request) joins the turn before it when that is a user turn or a results turn the dialect lets it
+        join, so no run of user turns and no user turn between results and the reply is created."""
         msgs: list[dict[str, Any]] = [
             {"role": "system", "content": self.system},
             {"role": "user", "content": Segments.untrusted(self.goal)},
         ]
+        notes = []
         if self.recalled:
-            msgs.append({"role": "user", "content": render("recalled.jinja", facts=self.recalled)})
+            notes.append(render("recalled.jinja", facts=self.recalled))
         if self.compacted_through_step:
-            msgs.append({"role": "user", "content": self.summary_block()})
-        for turn in self.turns:
-            if turn.step > self.compacted_through_step:
-                msgs.append({"role": turn.role, "content": turn.content})
+            notes.append(self.summary_block())
+        notes_turns = [{"role": "user", "content": n} for n in notes]
+        visible = [{"role": t.role, "content": t.content} for t in self.turns if t.step > self.compacted_through_step]
+        for msg in notes_turns + visible:
+            if msg["role"] == "user" and msgs[-1]["role"] in self.dialect.user_joins:
+                joined = msgs[-1]["content"] + Segments.untrusted("\n\n") + msg["content"]
+                msgs[-1] = {"role": msgs[-1]["role"], "content": joined}
+            else:
+                msgs.append(msg)
         return msgs
 
     # -- compaction ------------------------------------------------------------------------
@@ -201,7 +206,7 @@ class Memory:
         if turn.responses is None or turn.summarized or (cap is not None and turn.cap is not None and turn.cap <= cap):
             return False
         turn.cap, turn.summarized = cap, summarized
-        turn.content = _render_responses(turn.responses, cap, summarized)
+        turn.content = _render_responses(self.dialect, turn.step, turn.responses, cap, summarized)
         return True
 
     def compaction_moves(self, keep_steps: int = 2) -> list[Callable[[], bool]]:

@@ -20,6 +20,7 @@ import typer
 
 from hermes_local.config import home_dir, load_settings
 from hermes_local.errors import UserError
+from hermes_local.sandbox import SandboxPolicy
 
 models_app = typer.Typer(help="Model registry: list, info, download.", no_args_is_help=True)
 SPEED_SECONDS = 5.0
@@ -57,12 +58,12 @@ def models_info(
 ) -> None:
     """Read a GGUF's header: architecture, parameters, quant, trained context, template, memory estimate."""
     from hermes_local.gguf import gguf_info, human_bytes, human_count
-    from hermes_local.models import estimate_memory, format_memory, resolve_choice
+    from hermes_local.models import estimate_memory, format_memory, resolve
 
-    path, choice = resolve_choice(model)
-    info = gguf_info(path)
+    path, choice, header = resolve(model)
+    info = gguf_info(header)
     settings = load_settings(dict(n_ctx=n_ctx, n_gpu_layers=n_gpu_layers))
-    memory = estimate_memory(path, settings.n_ctx, settings.n_gpu_layers)
+    memory = estimate_memory(header, settings.n_ctx, settings.n_gpu_layers)
     if as_json:
         extra = {"registry": choice.label if choice else None, "memory": memory}
         typer.echo(json.dumps(info | extra, indent=2))
@@ -124,15 +125,10 @@ def backend() -> dict[str, Any]:
 
 def speed_check(path: Path, settings: Any, seconds: float = SPEED_SECONDS) -> dict[str, float]:
     """Load the model and measure prompt and decode tokens/s within about `seconds` after loading."""
+    from hermes_local.config import settings_for
     from hermes_local.llm import LlamaCppLLM, LlamaParams
 
-    params = LlamaParams(
-        n_ctx=min(settings.n_ctx, 2048),
-        n_gpu_layers=settings.n_gpu_layers,
-        n_threads=settings.n_threads,
-        n_batch=settings.n_batch,
-        seed=settings.seed,
-    )
+    params = settings_for(LlamaParams, settings, n_ctx=min(settings.n_ctx, 2048))
     start = time.perf_counter()
     llm = LlamaCppLLM(path, params)
     loaded = time.perf_counter()
@@ -164,13 +160,13 @@ def doctor(
     """Check this installation: Python, llama.cpp build, GPU offload, models, memory, offline status, speed."""
     from hermes_local.download import offline_requested
     from hermes_local.gguf import gguf_info, human_bytes
-    from hermes_local.models import estimate_memory, format_memory, physical_memory, registry_rows, resolve_choice
+    from hermes_local.models import estimate_memory, format_memory, physical_memory, registry_rows, resolve
 
     settings = load_settings(dict(model=model, n_ctx=n_ctx, n_gpu_layers=n_gpu_layers))
     if settings.model and settings.model.startswith("replay:"):
         raise UserError("doctor checks a real model; pass --model NAME or a .gguf path, not replay:")
-    path, choice = resolve_choice(settings.model)  # a bad model file ends here: one line, exit 2
-    info = gguf_info(path)
+    path, choice, header = resolve(settings.model)  # a bad model file ends here: one line, exit 2
+    info = gguf_info(header)
     rows = registry_rows()
     problems: list[str] = []
 
@@ -188,9 +184,12 @@ def doctor(
         show("llama.cpp build", str(build["system_info"]).strip()[:110])
     gpu = None if build.get("gpu_offload") is None else bool(build["gpu_offload"])
     show("gpu offload", {True: "supported by this build", False: "no (CPU-only build)", None: "unknown"}[gpu])
+    from hermes_local.engines.tools import rpc_line, rpc_support
+
+    show("rpc", rpc_line(rpc_support()))
     layers = settings.n_gpu_layers if gpu is not False else 0
     requested = f"n_gpu_layers={settings.n_gpu_layers}"
-    memory = estimate_memory(path, settings.n_ctx, layers)
+    memory = estimate_memory(header, settings.n_ctx, layers)
     if gpu is False and settings.n_gpu_layers != 0:
         where = f"{requested} requested, but this build is CPU-only: everything runs on the CPU"
         where += " (for a GPU, reinstall llama-cpp-python with CMAKE_ARGS=-DGGML_CUDA=on or -DGGML_METAL=on)"
@@ -209,6 +208,10 @@ def doctor(
     hub = "HF_HUB_OFFLINE set: downloads disabled" if offline_requested() else "only `models download` uses it"
     hosts = ", ".join(settings.allow_hosts) if settings.allow_hosts else "off (no allow_hosts)"
     show("offline", f"runs never use the network; hub: {hub}; network tools: {hosts}")
+    sandbox = SandboxPolicy.from_settings(settings)
+    show("sandbox", sandbox.describe())
+    if refusal := sandbox.refusal():
+        problems.append(f"{refusal}; fix: install bubblewrap (apt-get install bubblewrap) or set sandbox = auto")
     label = choice.label if choice else path.name
     show("model", f"{label} ({info['architecture']}, {info['quant']}, {human_bytes(info['file_size'])}) {path}")
     show("memory", format_memory(memory).removeprefix("memory estimate: "))

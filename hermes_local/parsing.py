@@ -15,18 +15,26 @@ user/tool turn) the model wrote itself is made up, so it and all after it are dr
 are removed.
 
 It never executes anything, does not check arguments against schemas, and keeps unknown tool names found
-inside tags (the agent reports those). Pure stdlib: `re`, `json`, `ast`.
+inside tags (the agent reports those). One reply yields at most `MAX_CALLS` calls and `MAX_ERRORS` errors
+(a reply of thousands of calls or broken blocks is reported, not fanned out). Scanning and repairing the JSON
+itself is `json_repair.py`.
 """
 
 from __future__ import annotations
 
-import ast
 import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from hermes_local.json_repair import decode as _decode
+from hermes_local.json_repair import scan as _scan
+from hermes_local.json_repair import value_at as _value
+from hermes_local.parse_variants import normalize_variants
+
+MAX_CALLS = 32  # calls kept from one reply (the rest are reported, not run)
+MAX_ERRORS = 4  # error messages kept from one reply (the last one counts the rest)
 CALL_EXAMPLE = '<tool_call>{"name": "TOOL_NAME", "arguments": {...}}</tool_call>'
 
 _STRONG = r"tool_calls?|toolcall|tool-call|function_calls?|tool"  # a call is meant: bad JSON is an error
@@ -48,46 +56,41 @@ _FIRST = re.compile(r"[<\[`{]")  # every marker starts with one of these
 _CLOSER = re.compile(rf"<\s*/\s*(?:{_TAGS})\s*>", re.I)
 _STRONG_CLOSER = re.compile(_STRONG_CLOSE, re.I)
 _OPENER = re.compile(rf"<\s*(?:{_STRONG})\s*>|\[TOOL_CALLS\]|<function[=\s>]", re.I)
-_BOUNDARY = re.compile(rf"<\s*/?\s*(?:{_TAGS}|think|tool_response|parameter)\b|<\|[a-z_]+\|>|</s>", re.I)
 _SKIP = re.compile(r"(?:\s|,|```[\w-]*|<\|[a-z_]+\|>|</s>)*", re.I)
 _PARTIAL_END = re.compile(r"<\s*/?\s*[\w-]*\Z")
 _THINK_OPEN, _THINK_END = re.compile(r"<think>", re.I), re.compile(r"</think>", re.I)
 _FN_NAME = re.compile(r"\s*([A-Za-z_][\w.\-]*)\s*</function>", re.I)
 _NAME_JSON = re.compile(r"([A-Za-z_][\w.\-]*)\s*(?=\{)")
 _MISTRAL_ARGS = re.compile(r"([A-Za-z_][\w.\-]*)\s*\[ARGS\]")
-_PARAM = re.compile(
-    r"\s*<parameter(?:=(?P<k>[^>]+)|\s+name\s*=\s*[\"'](?P<a>[^\"']+)[\"']\s*)>(?P<v>.*?)"
-    r"(?:(?P<e></parameter>)|(?=\s*<parameter[=\s])|(?=\s*</function>)|\Z)",
-    re.S | re.I,
-)
+_PARAM = re.compile(r"\s*<parameter(?:=(?P<k>[^>]+)|\s+name\s*=\s*[\"'](?P<a>[^\"']+)[\"']\s*)>", re.I)
+# Where a parameter value ends; whitespace before a next tag is not part of the value. Searched once per
+# value (a lazy `.*?` with a `\s*` lookahead re-scanned every whitespace run: quadratic on padding).
+_PARAM_END = re.compile(r"</parameter>|<parameter[=\s]|</function>", re.I)
 _LEFTOVER = re.compile(r"<\|im_start\|>(?:[a-z]+\n)?|<\|[a-z_]+\|>|</s>", re.I)
 _CUT_TAIL = re.compile(r"<\s*([a-z_]{4,})\Z", re.I)
 _CALLISH = re.compile(r"name|function|tool", re.I)
 _HOLE = "\ue000"  # marks where a block was removed, so the text around it can be joined tidily
 _BLANK_LINES = re.compile(r"\n[ \t]*\n\s*\n")
 
-_OUTSIDE = re.compile(r"[\"'{}\[\]<`]")
-_STRING_REST = {q: re.compile(rf"(?:[^{q}\\]++|\\.)*+{q}", re.S) for q in "\"'"}  # the rest of a string
-_TOKENS = re.compile(r"(\"(?:\\.|[^\"\\])*\"|'(?:\\.|[^'\\])*')|,(?=\s*[}\]])|\b(true|false|null)\b", re.S)
-_DECODER = json.JSONDecoder(strict=False)
-_CONTROL = str.maketrans({"\n": "\\n", "\r": "\\r", "\t": "\\t"})
-_PY_WORDS = {"true": "True", "false": "False", "null": "None"}
 _NAME_KEYS = ("name", "function", "tool_name", "tool")
 _ARG_KEYS = ("arguments", "parameters", "args", "input", "tool_input", "params")
 _ENVELOPE_KEYS = frozenset({"id", "type", "index", "call_id", *_NAME_KEYS})
 _FENCE_CALL_LANGS = frozenset({"tool_call", "tool_code", "function_call", "tool"})
 _HINT_WORDS = frozenset({"json", "call", *_FENCE_CALL_LANGS})  # `<tool_call>json {...}` names no tool
-_Scan = tuple[int, list[str], str]
 
 
 @dataclass
 class ToolCall:
+    """A parsed tool call: tool name and arguments."""
+
     name: str
     arguments: dict[str, Any]
 
 
 @dataclass
 class ParseResult:
+    """What parsing a reply found: tool calls, the remaining text and errors."""
+
     calls: list[ToolCall] = field(default_factory=list)
     text: str = ""
     errors: list[str] = field(default_factory=list)
@@ -96,89 +99,6 @@ class ParseResult:
 def _error(why: str, shape: bool = False) -> str:
     what = 'needs "name" (a string) and "arguments" (a JSON object), but' if shape else "was not valid JSON:"
     return f"Your tool call {what} {why}; reply with exactly one {CALL_EXAMPLE}"
-
-
-def _scan(s: str, i: int) -> _Scan:
-    """Where the JSON (or Python-literal) value opening at s[i] ends, minding strings and escapes: (end,
-    closers still owed, state), state "" if s[i:end] is complete, "cut" if the text or a tag ends it
-    early, "string" if the text ends inside a string, "mismatch" for a wrong closing bracket at s[end]."""
-    stack: list[str] = []
-    pos, n = i, len(s)
-    while (m := _OUTSIDE.search(s, pos)) is not None:
-        c, p = m.group(), m.start()
-        if c in "{[":
-            if c == "[" and p > i and s.startswith("[TOOL_CALLS]", p):
-                return p, stack, "cut"
-            stack.append("}" if c == "{" else "]")
-        elif c in "}]":
-            if stack.pop() != c:
-                return p, stack, "mismatch"
-            if not stack:
-                return p + 1, stack, ""
-        elif c == "`" or _BOUNDARY.match(s, p):
-            return p, stack, "cut"
-        elif c != "<":  # a quote: jump past its closing quote, minding escapes
-            if (e := _STRING_REST[c].match(s, p + 1)) is None:
-                return n, stack, "string"
-            p = e.end() - 1
-        pos = p + 1
-    return n, stack, "cut"
-
-
-def _plain(value: Any) -> Any:
-    """Python literal -> JSON data (tuples become lists); anything else (a set is `{"key"}` cut short) is refused."""
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    if value is None or isinstance(value, str | int | float | bool):
-        return value
-    raise ValueError(f"not JSON data: {type(value).__name__}")
-
-
-def _decode(src: str) -> tuple[Any, str | None]:
-    """JSON, then JSON without trailing commas / raw control characters, then a Python literal."""
-    try:
-        return json.loads(src, strict=False), None
-    except json.JSONDecodeError as exc:
-        why = f"{exc.msg} at character {exc.pos}"
-    except RecursionError:
-        return None, "it is nested too deeply"
-
-    for py in (False, True):
-        fixed = _TOKENS.sub(lambda m, py=py: _fix_token(m, py), src)
-        try:
-            return (_plain(ast.literal_eval(fixed)) if py else json.loads(fixed)), None
-        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-            continue
-    return None, why
-
-
-def _fix_token(m: re.Match[str], py: bool) -> str:
-    """A string: escape raw control characters. A trailing comma: drop it. true/false/null: Python's, if `py`."""
-    if m.group(1):
-        return m.group(1).translate(_CONTROL)
-    return (_PY_WORDS[m.group(2)] if py else m.group(2)) if m.group(2) else ""
-
-
-def _value(s: str, i: int, scanned: _Scan | None = None) -> tuple[Any, str | None, int, bool]:
-    """Decode the value opening at s[i]: (value, why not, end, whether the block end must be searched for)."""
-    if scanned is None:  # inside tags a well-formed value is the common case: try it at C speed first
-        try:
-            value, end = _DECODER.raw_decode(s, i)
-            return value, None, end, False
-        except (ValueError, RecursionError):
-            pass
-    end, owed, state = scanned or _scan(s, i)
-    if state == "string":
-        return None, "it was cut off inside a string, so it cannot be completed", end, True
-    if state == "mismatch":
-        return None, f"a closing bracket at character {end - i} does not match its opening bracket", end, True
-    src = s[i:end]
-    if state == "cut":  # cut after a complete value: close what is still open
-        src = src.rstrip().removesuffix(",").rstrip() + "".join(reversed(owed))
-    value, why = _decode(src)
-    return value, (f"it was cut off before it ended ({why})" if why and state else why), end, False
 
 
 def _fields(obj: dict[str, Any]) -> tuple[dict[str, Any], Any, str | None]:
@@ -216,6 +136,12 @@ def _call(obj: Any) -> ToolCall | str:
         args = {}
     if not isinstance(args, dict):
         return _error(f'"{key}" was of type {type(args).__name__}', shape=True)
+    try:  # a `\ud800` escape decodes to a lone surrogate, which is not text: no file name, log line or reply
+        json.dumps([name, args], ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return _error("it contains a lone surrogate escape such as \\ud800, which is not a character")
+    except (RecursionError, ValueError):
+        return _error("it is nested too deeply")
     return ToolCall(name.strip(), args)
 
 
@@ -229,12 +155,15 @@ def _params(s: str, pos: int) -> tuple[dict[str, Any], int, bool]:
     """`<parameter=k>v</parameter>` children -> (arguments, end, cut off inside a value)."""
     args: dict[str, Any] = {}
     while (m := _PARAM.match(s, pos)) is not None:
-        if m.group("e") is None and m.end() == len(s):
+        stop = _PARAM_END.search(s, m.end())
+        if stop is None:
             return args, len(s), True
-        raw = m.group("v").removeprefix("\n").removesuffix("\n")
+        closed = stop.group().lower() == "</parameter>"
+        raw = s[m.end() : stop.start()] if closed else s[m.end() : stop.start()].rstrip()
+        raw = raw.removeprefix("\n").removesuffix("\n")
         value, why = _decode(raw.strip()) if raw.strip()[:1] in ("{", "[") else (raw, None)
         args[(m.group("k") or m.group("a")).strip()] = raw if why else value
-        pos = m.end()
+        pos = stop.end() if closed else m.end() + len(s[m.end() : stop.start()].rstrip())
     return args, pos, False
 
 
@@ -417,9 +346,13 @@ def _clean(parts: list[str]) -> str:
     return _BLANK_LINES.sub("\n\n", "".join(out)).strip()
 
 
-def parse_tool_calls(text: str, tool_names: Iterable[str] | None = None) -> ParseResult:
-    """Extract the tool calls in one model reply; see the module docstring for what is understood."""
+def parse_tool_calls(text: str, tool_names: Iterable[str] | None = None, dialect: str | None = None) -> ParseResult:
+    """Extract the tool calls in one model reply; see the module docstring for what is understood.
+
+    `dialect` (a dialect name) also reads that family's own variants (see `parse_variants.py`); with
+    None every family's variants are read."""
     names = None if tool_names is None else frozenset(tool_names)
+    text = normalize_variants(text, dialect)
     close, open_ = _THINK_END.search(text), _THINK_OPEN.search(text)
     if close is not None and (open_ is None or close.start() < open_.start()):
         text = text[close.end() :]  # the prompt opened the reasoning block: all before `</think>` is reasoning
@@ -428,4 +361,14 @@ def parse_tool_calls(text: str, tool_names: Iterable[str] | None = None) -> Pars
     if tail is not None and any(t.startswith(tail.group(1).lower()) for t in ("tool_call", "function")):
         parser.parts[-1] = parser.parts[-1][: tail.start()]
         parser.errors.append(_error("the reply was cut off inside the opening tag"))
-    return ParseResult(calls=parser.calls, text=_clean(parser.parts), errors=parser.errors)
+    calls, errors = parser.calls, parser.errors
+    if len(calls) > MAX_CALLS:  # one reply cannot fan out into thousands of tool runs and log events
+        errors = [*errors, _too_many(len(calls))]
+        calls = calls[:MAX_CALLS]
+    if len(errors) > MAX_ERRORS:
+        errors = [*errors[: MAX_ERRORS - 1], f"... and {len(errors) - MAX_ERRORS + 1} more unreadable tool calls."]
+    return ParseResult(calls=calls, text=_clean(parser.parts), errors=errors)
+
+
+def _too_many(n: int) -> str:
+    return f"Your reply held {n} tool calls; only the first {MAX_CALLS} are run. Send at most {MAX_CALLS} per reply."

@@ -2,8 +2,8 @@
 
 Template text is trusted framing; every `{{ expression }}` is untrusted content unless it is
 already a `Segments` value rendered by another template. Tokenization turns only the special-token
-strings found in *framing* (`<|im_start|>`, `<|im_end|>`, and `<tool_call>`-style tags where the
-vocabulary has them as special tokens) into special ids; all other text, including content that
+strings found in *framing* (`<|im_start|>`, `<|eot_id|>`, `[INST]`, `</s>`, and `<tool_call>`-style tags,
+where the vocabulary has them as special tokens) into special ids; all other text, including content that
 spells `<|im_end|>`, is tokenized as plain text. Plain runs between special tokens are tokenized
 together, so the ids equal what llama.cpp gives a clean prompt. Does not parse model output.
 """
@@ -21,13 +21,20 @@ import jinja2
 
 from hermes_local.config import data_path
 from hermes_local.llm import LLM
+from hermes_local.textsafe import scrub_surrogates
 
 _SENTINEL = re.compile("\ue000(\\d+)\ue001")
-SPECIAL_CANDIDATE = re.compile(r"<\|[^|<>\s]{1,40}\|>|</?(?:tool_call|tool_response|tools|think)>")
+# Strings in framing that may be one special token: ChatML/Llama-3 `<|...|>`, tags such as `<tool_call>`,
+# `<start_of_turn>` or `</s>`, Mistral's `[INST]`/`[TOOL_CALLS]`, DeepSeek's full-width `<｜...｜>`.
+SPECIAL_CANDIDATE = re.compile(
+    r"<\|[^|<>\s]{1,40}\|>|</?[a-z][a-z_]{0,30}>|\[/?[A-Z][A-Z_]{1,30}\]|<｜[^｜<>]{1,40}｜>"
+)
 
 
 @dataclass(frozen=True)
 class Segment:
+    """A piece of prompt text and whether it is trusted framing."""
+
     text: str
     trusted: bool
 
@@ -106,7 +113,7 @@ def to_tokens(segments: Sequence[Segment], llm: LLM, *, add_bos: bool = True) ->
 
     def flush() -> None:
         if run:
-            ids.extend(llm.tokenize("".join(run), special=False))
+            ids.extend(llm.tokenize(scrub_surrogates("".join(run)), special=False))
             run.clear()
 
     for seg in segments:

@@ -12,33 +12,30 @@ import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from hermes_local import procs
 from hermes_local.agent import Agent, AgentConfig, EventSink
-from hermes_local.config import Settings
+from hermes_local.config import Settings, settings_for
+from hermes_local.dialects import Dialect, require_framing, select_dialect
+from hermes_local.dialects.gguf import GGUFDialect
 from hermes_local.errors import UserError
 from hermes_local.llm import LLM, LlamaParams
 from hermes_local.replay import is_replay_spec, load_replay
+from hermes_local.sandbox import SandboxPolicy
 from hermes_local.tools import Approver, Executor, Tool, ToolContext, ToolRegistry, default_registry
+from hermes_local.tools.shell import SANDBOXED_TOOLS
+from hermes_local.toolsets import route, select_tools
 
 _loaded: dict[tuple, LLM] = {}
 
 
 def llama_params(settings: Settings) -> LlamaParams:
-    return LlamaParams(
-        n_ctx=settings.n_ctx,
-        n_gpu_layers=settings.n_gpu_layers,
-        n_threads=settings.n_threads,
-        n_batch=settings.n_batch,
-        seed=settings.seed,
-        flash_attn=settings.flash_attn,
-        main_gpu=settings.main_gpu,
-        tensor_split=settings.tensor_split,
-        rpc_servers=settings.rpc_servers,
-        prompt_cache=settings.prompt_cache,
-    )
+    """llama.cpp load options from the settings of the same names."""
+    return settings_for(LlamaParams, settings)
 
 
 def load_llm(settings: Settings, on_info: Callable[[str], None] | None = None) -> LLM:
-    """`replay:FILE` -> ScriptedLLM; otherwise resolve and load the GGUF (once per process).
+    """`replay:FILE` -> ScriptedLLM; a remote `settings.engine` -> its HTTP engine; otherwise resolve and
+    load the GGUF (once per process).
 
     A registry entry's `n_ctx`, `n_gpu_layers`, `main_gpu`, `tensor_split` and `rpc_servers` apply unless
     the user set them (flag, env or config file).
@@ -47,10 +44,14 @@ def load_llm(settings: Settings, on_info: Callable[[str], None] | None = None) -
     spec = settings.model
     if is_replay_spec(spec):
         return load_replay(spec or "", n_ctx=settings.n_ctx)
-    from hermes_local.llm import LlamaCppLLM, ModelLoadError
-    from hermes_local.models import memory_line, resolve_choice
+    if settings.engine != "llama-cpp":
+        from hermes_local.engines import load_engine
 
-    path, choice = resolve_choice(spec)
+        return load_engine(settings)
+    from hermes_local.llm import LlamaCppLLM, ModelLoadError
+    from hermes_local.models import memory_line, resolve
+
+    path, choice, header = resolve(spec)
     params = llama_params(settings)
     if choice is not None:
         for name in ("n_ctx", "n_gpu_layers", "main_gpu", "tensor_split", "rpc_servers"):
@@ -60,7 +61,7 @@ def load_llm(settings: Settings, on_info: Callable[[str], None] | None = None) -
     key = (str(path.resolve()), repr(sorted(vars(params).items())))
     if key not in _loaded:
         if on_info:
-            on_info(memory_line(path, params.n_ctx, params.n_gpu_layers))
+            on_info(memory_line(header, params.n_ctx, params.n_gpu_layers))
         try:
             _loaded[key] = LlamaCppLLM(path, params)
         except ModelLoadError as exc:
@@ -73,6 +74,46 @@ def load_llm(settings: Settings, on_info: Callable[[str], None] | None = None) -
             _loaded[batched_key] = BatchedLLM(_loaded[key], settings.parallel)  # type: ignore[arg-type]
         return _loaded[batched_key]
     return _loaded[key]
+
+
+def load_tokenizer(settings: Settings) -> LLM:
+    """The model's tokenizer only (llama.cpp vocab_only: no weights), the replay model, or the remote engine."""
+    if is_replay_spec(settings.model):
+        return load_replay(settings.model or "", n_ctx=settings.n_ctx)
+    if settings.engine != "llama-cpp":  # the server tokenizes; connecting also checks it serves the right model
+        return load_llm(settings)
+    from hermes_local.llm import LlamaCppLLM, ModelLoadError
+    from hermes_local.models import resolve_choice
+
+    path, _ = resolve_choice(settings.model)
+    try:
+        return LlamaCppLLM(path, LlamaParams(n_ctx=settings.n_ctx, vocab_only=True))
+    except ModelLoadError as exc:
+        raise UserError(f"{exc}; check the file or re-download it") from exc
+
+
+def dialect_for(settings: Settings, llm: LLM, *, check: bool = False) -> Dialect:
+    """The prompt format: `--dialect`, else the registry's `chat_format`, else the GGUF's metadata.
+
+    With `check`, a real model whose vocabulary lacks the dialect's framing tokens is refused (one line,
+    exit 2, naming --dialect); the replay model has no real vocabulary and is never refused.
+    """
+    if is_replay_spec(settings.model):
+        return select_dialect(settings.dialect or "hermes")
+    from hermes_local.gguf import read_header
+    from hermes_local.models import lookup
+
+    choice = lookup(settings.model) if settings.model else None
+    path = getattr(llm, "model_path", None)
+    header = read_header(path) if path is not None else None
+    chat_format = choice.entry.chat_format if choice else None
+    dialect = select_dialect(settings.dialect, chat_format=chat_format, header=header, llm=llm)
+    if isinstance(dialect, GGUFDialect) and header is not None and hasattr(llm, "detokenize"):
+        ids = [header.metadata.get(f"tokenizer.ggml.{k}_token_id") for k in ("eos", "eot")]
+        dialect.add_stops(llm.detokenize([i]) for i in ids if isinstance(i, int))  # the GGUF's EOS/EOT texts
+    if check:
+        require_framing(dialect, llm)
+    return dialect
 
 
 def load_tools_module(spec: str) -> list[Tool]:
@@ -89,20 +130,41 @@ def load_tools_module(spec: str) -> list[Tool]:
         sys.modules[module_name] = module
         try:
             loader_spec.loader.exec_module(module)
-        except Exception as exc:  # noqa: BLE001 - a broken user file is the user's to fix
-            raise UserError(f"tools module {spec} failed to import: {type(exc).__name__}: {exc}") from exc
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - a broken user file is the user's to fix
+            sys.modules.pop(module_name, None)
+            raise UserError(f"tools module {spec} failed to import: {_describe(exc)}") from exc
     else:
         try:
             module = importlib.import_module(spec)
         except ImportError as exc:
             raise UserError(f"cannot import tools module {spec!r}: {exc}") from exc
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - raised by the module's own code
+            raise UserError(f"tools module {spec!r} failed to import: {_describe(exc)}") from exc
     found = [v for v in vars(module).values() if isinstance(v, Tool)]
     if not found:
         raise UserError(f"tools module {spec} defines no @tool functions")
     return found
 
 
-def build_registry(tools_modules: Iterable[str] = ()) -> ToolRegistry:
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, SystemExit):
+        return f"it called exit({exc.code!r}) while being imported"
+    return " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+
+
+def build_registry(
+    tools_modules: Iterable[str] = (),
+    settings: Settings | None = None,
+    *,
+    on_notice: Callable[[str], None] | None = None,
+    workspace: Path | None = None,
+) -> ToolRegistry:
+    """Built-ins, `remember`, `--tools-module` tools and (with `settings`) the MCP servers' tools, with sources.
+
+    MCP servers start here, once for the run; `registry.close()` (called by `Agent.close()`) stops them.
+    A server that fails to start is one `on_notice` line and its tools are left out. Stdio servers run in
+    the command sandbox (`settings.sandbox`), in their `cwd` or else `workspace`.
+    """
     from hermes_local.longterm import LONGTERM_TOOLS
 
     registry = default_registry()
@@ -110,7 +172,24 @@ def build_registry(tools_modules: Iterable[str] = ()) -> ToolRegistry:
         registry.register(t)
     for spec in tools_modules:
         for t in load_tools_module(spec):
-            registry.register(t)
+            registry.register(t, source=f"module:{spec}")
+    if settings is not None and settings.mcp.servers:
+        from hermes_local.mcp_client import McpManager
+
+        manager = McpManager(
+            settings.mcp.servers,
+            allow_hosts=list(settings.allow_hosts),
+            on_notice=on_notice,
+            sandbox=SandboxPolicy.from_settings(settings),
+            workspace=workspace,
+        )
+        registry.add_closer(manager.close)
+        try:
+            for t, source in manager.tools():
+                registry.register(t, source=source)
+        except BaseException:
+            registry.close()
+            raise
     return registry
 
 
@@ -123,6 +202,7 @@ def build_agent(
     approver: Approver | None = None,
     on_event: EventSink | None = None,
     db_path: Path | None = None,
+    dialect: Dialect | None = None,
 ) -> Agent:
     from hermes_local.longterm import LongTermMemory
 
@@ -136,20 +216,26 @@ def build_agent(
         timeout=settings.tool_timeout,
     )
     longterm = LongTermMemory()
-    context.extras["longterm"] = longterm
+    context.extras["longterm"] = longterm  # the `remember` tool writes through it
+    context.extras["sandbox"] = sandbox = SandboxPolicy.from_settings(settings)
+    procs.install_signal_handlers()  # Ctrl-C / SIGTERM kill every live command first (main thread only)
+    # --tools / config `tools` and deny_tools decide what exists for this run; routing decides what the prompt shows.
+    registry = select_tools(registry or default_registry(), settings.tools, settings.deny_tools, strict=False)
+    plan = route(registry, settings.max_tools_in_prompt)
     executor = Executor(
-        registry=registry or default_registry(),
+        registry=registry,
         context=context,
         approver=approver or Approver(allow=settings.allow_tools, deny=settings.deny_tools),
     )
-    config = AgentConfig(
-        max_steps=settings.max_steps,
-        temperature=settings.temperature,
-        max_tokens=settings.max_tokens,
-        tool_choice=settings.tool_choice,
-        grammar=settings.grammar,
-        reminder_every=settings.reminder_every,
+    executor.approver.notes = lambda t: sandbox.approval_note() if t.name in SANDBOXED_TOOLS else ""
+    config = settings_for(AgentConfig, settings, instructions=plan.instructions, offered_tools=plan.offered)
+    agent = Agent(
+        llm,
+        executor,
+        config,
+        on_event=on_event,
+        recall=longterm.recall,
+        dialect=dialect or dialect_for(settings, llm),
     )
-    return Agent(
-        llm, executor, config, on_event=on_event, recall=lambda goal: [f.text for f in longterm.search(goal, limit=3)]
-    )
+    agent.closers.append(longterm.close)
+    return agent

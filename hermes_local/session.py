@@ -1,13 +1,22 @@
-"""Sessions: an append-only JSONL log per run under `$HERMES_LOCAL_HOME/sessions/`.
+"""Sessions: an append-only JSONL log of typed events per run under `$HERMES_LOCAL_HOME/sessions/`.
 
-Each event is one JSON line, flushed as it is written, so a crash loses at most the event in
-flight. Reading skips a torn last line with a warning. Does not run the agent.
+Each event is one line of ASCII JSON (every non-ASCII character escaped, lone surrogates included),
+written with one `write` and flushed, so a crash loses at most the event in flight and any string
+round-trips; lines are split on `\\n` only. A failed write (disk full) is rolled back to the last
+complete line and stops the run with one line; the next append starts on a fresh line. A session ID
+is a name, never a path. A log is locked while a process appends to it, so two processes cannot
+resume the same session. Reading skips a torn or malformed line with a warning. Does not run the
+agent; `describe_event` formats events for people (terminal-safe).
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import fcntl
 import json
 import os
+import re
 import secrets
 import sys
 import time
@@ -17,6 +26,21 @@ from typing import Any
 
 from hermes_local.config import home_dir
 from hermes_local.errors import UserError
+from hermes_local.events import (
+    Compaction,
+    Event,
+    LLMCall,
+    RunEnd,
+    RunResumed,
+    RunStart,
+    StepStart,
+    ToolCallStarted,
+    ToolFinished,
+    event_from_dict,
+)
+from hermes_local.textsafe import terminal_safe
+
+_SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 
 
 def sessions_dir() -> Path:
@@ -27,33 +51,83 @@ def new_session_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
 
 
-class SessionLog:
-    """Appends events to `<sessions>/<id>.jsonl`; usable as an agent event sink."""
+def check_session_id(session_id: str) -> str:
+    """`session_id` if it is a plain name (letters, digits, `.`, `_`, `-`), else a UserError."""
+    if not _SESSION_ID.match(session_id) or ".." in session_id:
+        raise UserError(f"{terminal_safe(session_id)!r} is not a session ID; see `hermes-local sessions list`")
+    return session_id
 
-    SKIPPED_KINDS = frozenset({"token"})
+
+class SessionLog:
+    """Appends events to `<sessions>/<id>.jsonl` (locked while open); usable as an agent event sink."""
 
     def __init__(self, session_id: str | None = None) -> None:
-        self.id = session_id or new_session_id()
-        self.path = sessions_dir() / f"{self.id}.jsonl"
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._fh = open(self.path, "a", encoding="utf-8")
+        self.id = check_session_id(session_id) if session_id else new_session_id()
+        directory = sessions_dir()
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+            self._fd = os.open(
+                directory / f"{self.id}.jsonl", os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600
+            )
+        except OSError as exc:
+            raise UserError(
+                f"cannot open the session log in {directory}: {exc.strerror}; check HERMES_LOCAL_HOME"
+            ) from exc
+        self.path = directory / f"{self.id}.jsonl"
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            os.close(self._fd)
+            raise UserError(
+                f"session {self.id} is in use by another hermes-local process; wait for it to finish"
+            ) from exc
+        self._needs_newline = self._ends_mid_line()
 
-    def log(self, kind: str, payload: dict[str, Any]) -> None:
-        if kind in self.SKIPPED_KINDS:
+    def _ends_mid_line(self) -> bool:
+        size = os.fstat(self._fd).st_size
+        return size > 0 and os.pread(self._fd, 1, size - 1) != b"\n"
+
+    def log(self, event: Event) -> None:
+        if not event.logged:
             return
-        line = json.dumps({"ts": time.time(), "kind": kind, **payload}, ensure_ascii=False, default=str)
-        self._fh.write(line + "\n")
-        self._fh.flush()
-        os.fsync(self._fh.fileno())
+        data = {"ts": round(time.time(), 3), **event.to_dict()}
+        line = json.dumps(data, ensure_ascii=True, default=str).encode("ascii") + b"\n"
+        if self._needs_newline:
+            line = b"\n" + line
+        size = os.fstat(self._fd).st_size
+        try:
+            written = os.write(self._fd, line)
+            if written != len(line):
+                raise OSError(errno.ENOSPC, "short write")
+            os.fsync(self._fd)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, size)  # never leave a torn line behind
+            self._needs_newline = self._ends_mid_line()
+            raise UserError(
+                f"cannot write the session log {self.path} ({exc.strerror or exc}); free disk space, then "
+                f"continue with `hermes-local run --resume {self.id}`"
+            ) from exc
+        self._needs_newline = False
 
     __call__ = log
 
     def close(self) -> None:
-        self._fh.close()
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def __enter__(self) -> SessionLog:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 @dataclass
 class SessionInfo:
+    """One line of `sessions list`."""
+
     id: str
     path: Path
     goal: str
@@ -62,59 +136,95 @@ class SessionInfo:
 
 
 def session_path(session_id: str) -> Path:
-    path = sessions_dir() / f"{session_id}.jsonl"
+    path = sessions_dir() / f"{check_session_id(session_id)}.jsonl"
     if not path.is_file():
         raise UserError(f"no session {session_id!r}; see `hermes-local sessions list`")
     return path
 
 
-def read_events(path: Path, *, warn: bool = True) -> list[dict[str, Any]]:
-    """All events of a log; a corrupt line (a torn write) is skipped with a warning."""
-    events = []
-    for lineno, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+def read_events(path: Path, *, warn: bool = True) -> list[Event]:
+    """All events of a log; a torn or malformed line is skipped with a warning."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise UserError(f"cannot read session log {path}: {exc.strerror}") from exc
+    events: list[Event] = []
+    for lineno, line in enumerate(raw.split(b"\n"), 1):
         if not line.strip():
             continue
         try:
-            events.append(json.loads(line))
-        except json.JSONDecodeError:
+            data = json.loads(line.decode("utf-8", errors="surrogateescape"))
+            if not isinstance(data, dict):
+                raise ValueError("not an object")
+            events.append(event_from_dict(data))
+        except (ValueError, UnicodeDecodeError, RecursionError) as exc:
             if warn:
-                print(f"warning: skipped corrupt line {lineno} of {path.name}", file=sys.stderr)
+                print(f"warning: skipped corrupt line {lineno} of {path.name} ({exc})"[:300], file=sys.stderr)
+    return events
+
+
+def read_records(path: Path) -> list[dict[str, Any]]:
+    """The events of a log as plain dicts (for `sessions show --json`, export and tests)."""
+    return [e.to_dict() for e in read_events(path)]
+
+
+def events_to_resume(session_id: str) -> list[Event]:
+    """The events of a session that can be continued; one line naming the problem otherwise."""
+    events = read_events(session_path(session_id))
+    starts = [i for i, e in enumerate(events) if isinstance(e, RunStart | RunResumed)]
+    if not starts or not any(isinstance(e, RunStart) for e in events):
+        raise UserError(f"session {session_id} has no recorded start; it cannot be resumed")
+    end = next((e for e in events[starts[-1] :] if isinstance(e, RunEnd)), None)
+    if end is not None:
+        raise UserError(
+            f"session {session_id} already ended (stopped: {end.stopped}); see `hermes-local sessions show "
+            f"{session_id}` or start a new run"
+        )
     return events
 
 
 def list_sessions() -> list[SessionInfo]:
     out = []
     for path in sorted(sessions_dir().glob("*.jsonl")):
-        events = read_events(path, warn=False)
-        goal = next((e.get("goal", "") for e in events if e.get("kind") == "run_start"), "")
-        stopped = next((e.get("stopped") for e in reversed(events) if e.get("kind") == "run_end"), None)
+        try:
+            events = read_events(path, warn=False)
+        except UserError:
+            continue
+        goal = next((e.goal for e in events if isinstance(e, RunStart)), "")
+        stopped = next((e.stopped for e in reversed(events) if isinstance(e, RunEnd)), None)
         out.append(SessionInfo(path.stem, path, goal, len(events), stopped))
     return out
 
 
-def describe_event(e: dict[str, Any]) -> str | None:
-    """One human-readable line for an event (None for kinds not worth showing, such as tokens)."""
-    kind = e.get("kind")
-    if kind in ("run_start", "run_resumed"):
-        return f"{'goal' if kind == 'run_start' else 'resumed'}: {e.get('goal', '')}"
-    if kind == "step_start":
-        return f"── step {e.get('step')}"
-    if kind == "llm_call":
+def _one_line(text: object, limit: int = 300) -> str:
+    flat = " ".join(str(text).split())
+    return terminal_safe(flat if len(flat) <= limit else flat[:limit] + "…")
+
+
+def describe_event(e: Event) -> str | None:
+    """One terminal-safe line for an event (None for kinds not worth showing, such as tokens)."""
+    if isinstance(e, RunStart):
+        return f"goal: {_one_line(e.goal)}"
+    if isinstance(e, RunResumed):
+        return f"resumed: {_one_line(e.goal)}"
+    if isinstance(e, StepStart):
+        return f"── step {e.step}"
+    if isinstance(e, LLMCall):
         return (
-            f"   model: {e.get('prompt_tokens')} prompt tokens ({e.get('prompt_tokens_evaluated')} evaluated), "
-            f"{e.get('completion_tokens')} generated, {float(e.get('seconds', 0)):.2f}s"
+            f"   model: {e.prompt_tokens} prompt tokens ({e.prompt_tokens_evaluated} evaluated), "
+            f"{e.completion_tokens} generated, {float(e.seconds):.2f}s"
         )
-    if kind == "tool_call":
-        return f"   → {e.get('name')}({json.dumps(e.get('arguments', {}), ensure_ascii=False)})"
-    if kind == "tool_result":
-        return f"     {'✓' if e.get('ok') else '✗'} {e.get('summary', '')}"
-    if kind == "compaction":
-        return f"   (memory compacted through step {e.get('through_step')})"
-    if kind == "run_end":
-        return f"stopped: {e.get('stopped')}; answer: {e.get('answer')}"
+    if isinstance(e, ToolCallStarted):
+        return f"   → {_one_line(e.name, 80)}({_one_line(json.dumps(e.arguments, ensure_ascii=False, default=str))})"
+    if isinstance(e, ToolFinished):
+        return f"     {'✓' if e.outcome.ok else '✗'} {_one_line(e.outcome.summary)}"
+    if isinstance(e, Compaction):
+        return f"   (memory compacted through step {e.through_step})"
+    if isinstance(e, RunEnd):
+        return f"stopped: {_one_line(e.stopped)}; answer: {_one_line(e.answer, 2000)}"
     return None
 
 
-def describe_events(events: list[dict[str, Any]]) -> list[str]:
+def describe_events(events: list[Event]) -> list[str]:
     """Human-readable lines for `sessions show`."""
     return [line for line in map(describe_event, events) if line is not None]

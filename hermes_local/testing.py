@@ -7,9 +7,13 @@ mode lives in `replay.py`.
 
 from __future__ import annotations
 
-from hermes_local.replay import ReplayExhausted, ReplayLLM, WordTokenizer, tool_call_text, write_replay
+from typing import Any
 
-__all__ = ["ScriptExhausted", "ScriptedLLM", "WordTokenizer", "tool_call_text", "write_replay"]
+from hermes_local.events import ToolOutcome
+from hermes_local.replay import ReplayExhausted, ReplayLLM, WordTokenizer, tool_call_text, write_replay
+from hermes_local.tools.registry import ToolResult
+
+__all__ = ["ScriptExhausted", "ScriptedLLM", "WordTokenizer", "outcome", "tool_call_text", "write_replay"]
 
 ScriptExhausted = ReplayExhausted
 
@@ -20,3 +24,9 @@ class ScriptedLLM(ReplayLLM):
     def assert_all_used(self) -> None:
         if self.remaining:
             raise AssertionError(f"ScriptedLLM: {self.remaining} scripted output(s) were never requested")
+
+
+def outcome(step: int, name: str, arguments: dict[str, Any], ok: bool, error_kind: str | None = None) -> ToolOutcome:
+    """A `ToolOutcome` for checks that only look at the call and whether it worked."""
+    result = ToolResult(ok, "", error_kind=error_kind)  # type: ignore[arg-type]
+    return ToolOutcome(step, name, arguments, result)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
 _BIDI_AND_SEPARATORS = frozenset(
     "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u2028\u2029\u0085\ufeff"
 )
@@ -38,15 +39,24 @@ def terminal_safe(text: str, *, keep_newlines: bool = False) -> str:
     return "".join(_escape(ch) if _unsafe(ch, keep_newlines) else ch for ch in text)
 
 
-_RUN = re.compile(r"[ \t]{8,}|\n{3,}")
+def scrub_surrogates(text: str) -> str:
+    """`text` with lone surrogates (from non-UTF-8 bytes or `\\ud800` escapes) replaced by U+FFFD."""
+    return _SURROGATE.sub("\ufffd", text)
+
+
+# Whitespace other than newlines, plus characters that render blank (Hangul fillers, braille blank).
+_BLANK = "\u115f\u1160\u3164\uffa0\u2800\u180e\u200b"
+_RUN = re.compile(rf"(?:[^\S\n]|[{_BLANK}]){{8,}}|\n(?:[^\S\n]*\n){{2,}}")
 
 
 def collapse_runs(text: str) -> str:
-    """Long runs of spaces/tabs or blank lines become a visible `⟨N spaces⟩` marker."""
+    """Long runs of spaces/tabs/blank-looking characters or blank lines become a visible `⟨N spaces⟩` marker."""
 
     def marker(m: re.Match[str]) -> str:
         run = m.group(0)
-        what = "blank lines" if run[0] == "\n" else ("spaces" if set(run) == {" "} else "whitespace characters")
+        if run[0] == "\n":
+            return f"⟨{run.count(chr(10))} line breaks⟩"
+        what = "spaces" if set(run) == {" "} else "whitespace characters"
         return f"⟨{len(run)} {what}⟩"
 
     return _RUN.sub(marker, text)

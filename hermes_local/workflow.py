@@ -1,12 +1,9 @@
-"""Workflows: a TOML file of tool steps run in dependency order without the model (`hermes-local workflow run`).
+"""Running workflows: tool steps in dependency order without the model (`hermes-local workflow run`).
 
-A workflow has a `name`, optional `[vars]` and `tools_modules`, and `[[steps]]` with `id`, `tool`, `params` and
-`depends_on`. Params are Jinja templates (sandboxed, `StrictUndefined`) over `steps.<id>.data|summary|ok`,
-`vars.<name>`, `today`, `yesterday` and `now`; a param that is exactly one `{{ expression }}` keeps its native
-type. An optional `summarize = true` step asks the model once (no tools) for a report from its dependencies'
-outputs and can write it to `params.output`. Everything is validated before anything runs (unknown tool, cycle,
-missing dependency, a template that reads a step it does not depend on). Tools run through the same `Executor`
-and approval rules as the agent. A failed step stops its dependents while independent branches still run; the
+Steps (see `workflow_spec.py` for the file format and validation) run through the same `Executor` and
+approval rules as the agent; each step's result is a `StepOutcome` holding one `events.ToolOutcome`. An
+optional `summarize = true` step asks the model once (no tools) for a report from its dependencies' outputs and
+can write it to `params.output`. A failed step stops its dependents while independent branches still run; the
 state file `$HERMES_LOCAL_HOME/workflows/<name>.json` lets `--resume` reuse completed outputs. Results go to a
 session log (workflow_start, workflow_step, workflow_end). Does not parse flags or print.
 """
@@ -15,88 +12,90 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import time
-import tomllib
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
-from datetime import date, datetime, timedelta
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from jinja2 import StrictUndefined, TemplateError, Undefined, nodes
+from jinja2 import TemplateError
 from jinja2.sandbox import SandboxedEnvironment
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from hermes_local.config import Settings, home_dir
 from hermes_local.errors import HermesError, UserError
+from hermes_local.events import ToolOutcome, WorkflowEvent
 from hermes_local.llm import LLM
+from hermes_local.sandbox import SandboxPolicy
 from hermes_local.tools import Approver, Executor, ToolContext, ToolRegistry, ToolResult
+from hermes_local.workflow_spec import (
+    StepSpec,
+    Workflow,
+    _ancestors,
+    builtin_context,
+    load_workflow,
+    render_value,
+    template_env,
+)
 
-NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
-STEP_ID_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"  # usable as `steps.<id>` in Jinja
+__all__ = ["StepOutcome", "WorkflowResult", "load_workflow", "render_value", "run_workflow", "template_env"]
+
 OUTPUT_CAP = 200_000  # step outputs feed later steps, so they are not cut to the model's context size
 SUMMARY_INPUT_CHARS = 6000
-_SINGLE_EXPRESSION = re.compile(r"^\s*\{\{(?P<expr>(?:(?!\{\{|\}\}|\{%|%\}).)*)\}\}\s*$", re.S)
 
 StepSink = Callable[["StepOutcome"], None]
 
 
-class StepSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    id: str = Field(pattern=STEP_ID_PATTERN)
-    tool: str | None = None
-    params: dict[str, Any] = Field(default_factory=dict)
-    depends_on: list[str] = Field(default_factory=list)
-    summarize: bool = False
-    prompt: str | None = None
-
-
-class WorkflowSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    name: str = Field(pattern=NAME_PATTERN)
-    description: str = ""
-    tools_modules: list[str] = Field(default_factory=list)
-    vars: dict[str, Any] = Field(default_factory=dict)
-    steps: list[StepSpec] = Field(min_length=1)
-
-
-@dataclass
-class Workflow:
-    name: str
-    path: Path
-    steps: list[StepSpec]  # in the order they run (topological, file order among equals)
-    vars: dict[str, Any]
-    registry: ToolRegistry
-
-    def step(self, step_id: str) -> StepSpec:
-        return next(s for s in self.steps if s.id == step_id)
-
-
 @dataclass
 class StepOutcome:
+    """One workflow step: its status and, unless it was skipped, the tool call's `ToolOutcome`."""
+
     id: str
-    tool: str
     status: str  # ok | failed | skipped | reused
-    ok: bool = False
-    data: Any = None
-    summary: str = ""
-    error: str | None = None
-    error_kind: str | None = None
-    params: Any = None
-    approval: str = ""
+    outcome: ToolOutcome
     seconds: float = 0.0
     blocked_by: str | None = None
     fingerprint: str = ""
 
+    tool = property(lambda self: self.outcome.name)
+    ok = property(lambda self: self.outcome.ok)
+    data = property(lambda self: self.outcome.data)
+    summary = property(lambda self: self.outcome.summary)
+    error = property(lambda self: self.outcome.error)
+    error_kind = property(lambda self: self.outcome.error_kind)
+    params = property(lambda self: self.outcome.arguments)
+    approval = property(lambda self: self.outcome.approval)
+
     def context(self) -> dict[str, Any]:
         return {"ok": self.ok, "data": self.data, "summary": self.summary, "error": self.error}
+
+    def to_state(self) -> dict[str, Any]:
+        """The flat record kept in the state file and the `workflow_step` event."""
+        return {
+            "id": self.id,
+            "tool": self.tool,
+            "status": self.status,
+            "ok": self.ok,
+            "data": self.data,
+            "summary": self.summary,
+            "error": self.error,
+            "error_kind": self.error_kind,
+            "params": self.params,
+            "approval": self.approval,
+            "seconds": self.seconds,
+            "blocked_by": self.blocked_by,
+            "fingerprint": self.fingerprint,
+        }
+
+
+def _step(step_id: str, tool: str, status: str, result: ToolResult, params: Any = None, **extra: Any) -> StepOutcome:
+    arguments = params if isinstance(params, dict) else {}
+    return StepOutcome(step_id, status, ToolOutcome(0, tool, arguments, result), **extra)
 
 
 @dataclass
 class WorkflowResult:
+    """The outcomes of one workflow run, in step order."""
+
     name: str
     session_id: str
     outcomes: list[StepOutcome] = field(default_factory=list)
@@ -111,174 +110,6 @@ class WorkflowResult:
 
 
 # -- templates ------------------------------------------------------------------------------------
-def _add_days(value: Any, days: int) -> str:
-    return (date.fromisoformat(str(value)[:10]) + timedelta(days=int(days))).isoformat()
-
-
-def template_env() -> SandboxedEnvironment:
-    env = SandboxedEnvironment(undefined=StrictUndefined, keep_trailing_newline=True, autoescape=False)
-    env.filters["add_days"] = _add_days
-    return env
-
-
-def builtin_context(now: datetime | None = None) -> dict[str, Any]:
-    now = now or datetime.now().astimezone()
-    today = now.date()
-    return {
-        "now": now.isoformat(timespec="seconds"),
-        "today": today.isoformat(),
-        "yesterday": (today - timedelta(days=1)).isoformat(),
-    }
-
-
-def render_value(env: SandboxedEnvironment, value: Any, context: dict[str, Any]) -> Any:
-    """Render strings (recursively in lists/tables); exactly one `{{ expr }}` keeps the native type."""
-    if isinstance(value, dict):
-        return {k: render_value(env, v, context) for k, v in value.items()}
-    if isinstance(value, list):
-        return [render_value(env, v, context) for v in value]
-    if not isinstance(value, str) or ("{{" not in value and "{%" not in value):
-        return value
-    single = _SINGLE_EXPRESSION.match(value)
-    if single:
-        result = env.compile_expression(single.group("expr"), undefined_to_none=False)(**context)
-        if isinstance(result, Undefined):
-            str(result)  # StrictUndefined raises with the name that is missing
-        return result
-    return env.from_string(value).render(**context)
-
-
-def _strings(value: Any) -> list[str]:
-    if isinstance(value, dict):
-        return [s for v in value.values() for s in _strings(v)]
-    if isinstance(value, list):
-        return [s for v in value for s in _strings(v)]
-    return [value] if isinstance(value, str) and ("{{" in value or "{%" in value) else []
-
-
-def template_references(env: SandboxedEnvironment, source: str) -> tuple[set[str], set[str]]:
-    """(step ids, var names) a template reads; raises ValueError for dynamic `steps[...]` use."""
-    tree = env.parse(source)
-    found: dict[str, set[str]] = {"steps": set(), "vars": set()}
-    resolved = 0
-    for node in tree.find_all((nodes.Getattr, nodes.Getitem)):
-        if not (isinstance(node.node, nodes.Name) and node.node.name in found):
-            continue
-        key = node.attr if isinstance(node, nodes.Getattr) else getattr(node.arg, "value", None)
-        if isinstance(key, str):
-            found[node.node.name].add(key)
-            resolved += 1
-    total = sum(1 for n in tree.find_all(nodes.Name) if n.name in found)
-    if total > resolved:
-        raise ValueError("refer to earlier results by name, as steps.STEP_ID.data (or vars.NAME)")
-    return found["steps"], found["vars"]
-
-
-# -- loading and validation -----------------------------------------------------------------------
-def _order(steps: list[StepSpec], where: str) -> list[StepSpec]:
-    """Topological order (stable in file order), or a UserError naming a cycle."""
-    by_id = {s.id: s for s in steps}
-    state: dict[str, int] = {}  # 1 = visiting, 2 = done
-    order: list[StepSpec] = []
-
-    def visit(step: StepSpec, path: list[str]) -> None:
-        if state.get(step.id) == 2:
-            return
-        if state.get(step.id) == 1:
-            cycle = path[path.index(step.id) :] + [step.id]
-            raise UserError(f"{where}: dependency cycle {' -> '.join(cycle)}; remove one of these depends_on entries")
-        state[step.id] = 1
-        for dep in step.depends_on:
-            visit(by_id[dep], [*path, step.id])
-        state[step.id] = 2
-        order.append(step)
-
-    for s in steps:
-        visit(s, [])
-    return order
-
-
-def _ancestors(step_id: str, by_id: dict[str, StepSpec]) -> set[str]:
-    seen: set[str] = set()
-    todo = list(by_id[step_id].depends_on)
-    while todo:
-        dep = todo.pop()
-        if dep not in seen:
-            seen.add(dep)
-            todo.extend(by_id[dep].depends_on)
-    return seen
-
-
-def load_workflow(
-    path: Path,
-    *,
-    tools_modules: list[str] | None = None,
-    var_overrides: dict[str, str] | None = None,
-    now: datetime | None = None,
-) -> Workflow:
-    """Parse and validate FILE.toml; every mistake is one UserError naming the file and the step."""
-    from hermes_local.runtime import build_registry
-
-    where = str(path)
-    try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError as exc:
-        raise UserError(f"workflow file {where} does not exist") from exc
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise UserError(f"{where}: not valid TOML ({exc})") from exc
-    try:
-        spec = WorkflowSpec.model_validate(raw)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        loc = ".".join(str(p) for p in first["loc"]) or "workflow"
-        raise UserError(f"{where}: {loc}: {first['msg']}") from exc
-    modules = [str((path.parent / m) if not Path(m).is_absolute() else m) for m in spec.tools_modules]
-    registry = build_registry([*modules, *(tools_modules or [])])
-    by_id: dict[str, StepSpec] = {}
-    for s in spec.steps:
-        if s.id in by_id:
-            raise UserError(f"{where}: two steps have the id {s.id!r}; step ids must be unique")
-        by_id[s.id] = s
-    for s in spec.steps:
-        if s.summarize:
-            if s.tool:
-                raise UserError(f"{where}: step {s.id!r} has summarize = true, so it must not name a tool")
-            if set(s.params) - {"output"}:
-                raise UserError(f"{where}: step {s.id!r} (summarize) takes only params.output, the file to write")
-            if not s.depends_on:
-                s.depends_on = [o.id for o in spec.steps if not o.summarize]
-        elif not s.tool:
-            raise UserError(f"{where}: step {s.id!r} needs a tool (or summarize = true)")
-        elif registry.get(s.tool) is None:
-            known = ", ".join(registry.names())
-            raise UserError(f"{where}: step {s.id!r} uses unknown tool {s.tool!r} (known: {known}; or --tools-module)")
-        for dep in s.depends_on:
-            if dep not in by_id:
-                raise UserError(f"{where}: step {s.id!r} depends on {dep!r}, which is not a step in this workflow")
-            if dep == s.id:
-                raise UserError(f"{where}: step {s.id!r} depends on itself")
-    ordered = _order(spec.steps, where)
-    env = template_env()
-    variables = dict(spec.vars) | dict(var_overrides or {})
-    for s in ordered:
-        allowed = _ancestors(s.id, by_id)
-        for source in _strings(s.params) + ([s.prompt] if s.prompt else []):
-            try:
-                step_refs, var_refs = template_references(env, source)
-            except (TemplateError, ValueError) as exc:
-                raise UserError(f"{where}: step {s.id!r}: bad template {source[:60]!r}: {exc}") from exc
-            for ref in sorted(step_refs - allowed):
-                hint = "add it to depends_on" if ref in by_id else "no such step"
-                raise UserError(f"{where}: step {s.id!r} reads steps.{ref} but does not depend on it ({hint})")
-            for ref in sorted(var_refs - set(variables)):
-                raise UserError(f"{where}: step {s.id!r} reads vars.{ref}, which is not defined in [vars] or --var")
-    try:
-        rendered = render_value(env, variables, builtin_context(now))
-    except TemplateError as exc:
-        raise UserError(f"{where}: [vars]: {exc}") from exc
-    return Workflow(spec.name, path, ordered, rendered, registry)
-
-
 # -- state ----------------------------------------------------------------------------------------
 def state_path(name: str) -> Path:
     return home_dir() / "workflows" / f"{name}.json"
@@ -332,16 +163,22 @@ def run_workflow(
         output_cap=OUTPUT_CAP,
         timeout=settings.tool_timeout,
     )
+    context.extras["sandbox"] = SandboxPolicy.from_settings(settings)  # run_shell steps honour the sandbox settings
     executor = Executor(registry=wf.registry, context=context, approver=approver)
     session = SessionLog()
     result = WorkflowResult(wf.name, session.id)
-    state = {"name": wf.name, "file": str(wf.path), "session_id": session.id, "status": "running", "steps": {}}
+    state: dict[str, Any] = {
+        "name": wf.name,
+        "file": str(wf.path),
+        "session_id": session.id,
+        "status": "running",
+        "steps": {},
+    }
     env = template_env()
     base = builtin_context() | {"vars": wf.vars, "workflow": {"name": wf.name}}
     done: dict[str, StepOutcome] = {}
-    session.log(
-        "workflow_start", {"name": wf.name, "file": str(wf.path), "resume": resume, "order": [s.id for s in wf.steps]}
-    )
+    start = {"name": wf.name, "file": str(wf.path), "resume": resume, "order": [s.id for s in wf.steps]}
+    session.log(WorkflowEvent("workflow_start", start))
     try:
         for step in wf.steps:
             fp = _fingerprint(step, wf, workspace, db_path)
@@ -349,18 +186,16 @@ def run_workflow(
             blocked = next((d for d in step.depends_on if done[d].status in ("failed", "skipped")), None)
             tool_name = step.tool or "(summarize)"
             if blocked:
-                outcome = StepOutcome(step.id, tool_name, "skipped", blocked_by=blocked, fingerprint=fp)
-                outcome.summary = f"not run: {blocked} did not complete"
+                skipped = ToolResult(False, f"not run: {blocked} did not complete")
+                outcome = _step(step.id, tool_name, "skipped", skipped, blocked_by=blocked, fingerprint=fp)
             elif (
                 resume
                 and old.get("status") in ("ok", "reused")
                 and old.get("fingerprint") == fp
                 and all(done[d].status == "reused" for d in step.depends_on)
             ):
-                outcome = StepOutcome(
-                    step.id, tool_name, "reused", True, old.get("data"), old.get("summary", ""), fingerprint=fp
-                )
-                outcome.params = old.get("params")
+                reused = ToolResult(True, old.get("summary", ""), old.get("data"))
+                outcome = _step(step.id, tool_name, "reused", reused, old.get("params"), fingerprint=fp)
             else:
                 ctx = base | {"steps": {d: done[d].context() for d in _ancestors(step.id, {s.id: s for s in wf.steps})}}
                 started = time.perf_counter()
@@ -369,23 +204,25 @@ def run_workflow(
                 outcome.fingerprint = fp
             done[step.id] = outcome
             result.outcomes.append(outcome)
-            state["steps"][step.id] = asdict(outcome)
+            state["steps"][step.id] = outcome.to_state()
             _save_state(spath, state)
-            payload = asdict(outcome)
+            payload = outcome.to_state()
             payload.pop("data" if not outcome.ok else "error")
-            session.log("workflow_step", payload)
+            session.log(WorkflowEvent("workflow_step", payload))
             if on_step:
                 on_step(outcome)
         state["status"] = "ok" if result.ok else "failed"
         _save_state(spath, state)
         session.log(
-            "workflow_end",
-            {
-                "name": wf.name,
-                "status": state["status"],
-                "failed": [o.id for o in result.failed],
-                "skipped": [o.id for o in result.outcomes if o.status == "skipped"],
-            },
+            WorkflowEvent(
+                "workflow_end",
+                {
+                    "name": wf.name,
+                    "status": state["status"],
+                    "failed": [o.id for o in result.failed],
+                    "skipped": [o.id for o in result.outcomes if o.status == "skipped"],
+                },
+            )
         )
     finally:
         session.close()
@@ -409,25 +246,12 @@ def _run_step(
         prompt = render_value(env, step.prompt, ctx) if step.prompt else None
     except (TemplateError, ValueError, TypeError) as exc:
         message = f"cannot fill in params: {type(exc).__name__}: {exc}"
-        return StepOutcome(step.id, tool_name, "failed", error=message, error_kind="invalid_arguments", summary=message)
-    executor.last_approval = ""
+        return _step(step.id, tool_name, "failed", ToolResult.failure("invalid_arguments", message, message))
     if step.summarize:
         res = _summarize(step, wf, ctx, params, prompt, executor, settings, workspace, approver, llm_factory)
     else:
         res = executor.execute(step.tool or "", params)
-    status = "ok" if res.ok else "failed"
-    return StepOutcome(
-        step.id,
-        tool_name,
-        status,
-        res.ok,
-        res.data,
-        res.summary,
-        res.error,
-        res.error_kind,
-        params,
-        executor.last_approval,
-    )
+    return _step(step.id, tool_name, "ok" if res.ok else "failed", res, params)
 
 
 def _summarize(

@@ -12,6 +12,10 @@ Measures, with the same model, threads and n_ctx:
   6. issue 15 (scripts/bench_speed.py): `prompt_cache` (cold vs warm TTFT in two fresh processes),
      `fast_forward` and `prompt_lookup` (tok/s on vs off, share of identical outputs at temperature 0),
      `batched` (aggregate tok/s with 1, 2, 4 concurrent runs).
+  5. peak RSS, and RSS growth over a 200-step scripted soak.
+  7. when scripts/build_llama_cpp_tools.sh has built llama-server: the llama-server peer (OpenAI-style
+     tool loop, --jinja with the Hermes tool_use template) and hermes-local with the llama-server engine,
+     on 8- and 20-step tasks (scripts/bench_llama_server.py).
 Prints a table and writes JSON (--json PATH). Figures, not assertions: nothing here fails on speed.
 
   python scripts/bench.py                     # embedded SmolLM2, 8 steps
@@ -37,13 +41,15 @@ for _p in (ROOT, ROOT / "scripts"):
         sys.path.insert(0, str(_p))
 
 from hermes_local.config import load_settings  # noqa: E402
+from hermes_local.dialects.hermes import HermesDialect  # noqa: E402
+from hermes_local.events import StepStart  # noqa: E402
 from hermes_local.grammar import tool_call_grammar  # noqa: E402
 from hermes_local.llm import LlamaCppLLM, LlamaParams  # noqa: E402
 from hermes_local.models import resolve_model  # noqa: E402
 from hermes_local.parsing import parse_tool_calls  # noqa: E402
-from hermes_local.prompts import chat_tokens, render  # noqa: E402
+from hermes_local.prompts import render  # noqa: E402
+from hermes_local.replay import ReplayLLM  # noqa: E402
 from hermes_local.runtime import build_agent  # noqa: E402
-from hermes_local.testing import ScriptedLLM  # noqa: E402
 from hermes_local.tools import Approver, Executor, ToolContext, ToolRegistry, default_registry  # noqa: E402
 
 TASK = "What time is it? Note the time in my memo, then note one more fact about the day."
@@ -89,7 +95,8 @@ def ceiling(llm: LlamaCppLLM, depth: int = 512) -> dict[str, float]:
 
 # -- 2/3. multi-step task ---------------------------------------------------------------------
 def hermes_run(llm: LlamaCppLLM, steps: int, n_ctx: int, *, naive: bool = False) -> dict[str, Any]:
-    llm.reset_cache()
+    if hasattr(llm, "reset_cache"):  # a remote engine (bench_llama_server.py) starts on a fresh server instead
+        llm.reset_cache()
     with tempfile.TemporaryDirectory() as ws:
         settings = load_settings(
             {
@@ -230,7 +237,7 @@ def grammar_overhead(llm: LlamaCppLLM) -> dict[str, float]:
     grammar = tool_call_grammar(list(registry))
     system = render("system.jinja", tools=registry.schemas(), instructions="")
     messages = [{"role": "system", "content": system}, {"role": "user", "content": TASK}]
-    tokens = chat_tokens(messages, llm, prefill="<tool_call>\n")
+    tokens = HermesDialect().tokens(messages, registry.schemas(), llm, prefill="<tool_call>\n")
     out: dict[str, float] = {}
     for label, g in (("unconstrained", None), ("constrained", grammar)):
         total_tokens, decode_s = 0, 0.0
@@ -247,14 +254,14 @@ def grammar_overhead(llm: LlamaCppLLM) -> dict[str, float]:
 def soak(llm: LlamaCppLLM, steps: int = 200) -> dict[str, float]:
     call = '<tool_call>\n{"name": "list_dir", "arguments": {"path": "."}}\n</tool_call>'
     outputs = [call.replace('"."', f'"{"." if i % 2 else "./"}"') for i in range(steps)] + ["done"]
-    scripted = ScriptedLLM(outputs, n_ctx=2048, tokenizer=llm)
+    scripted = ReplayLLM(outputs, n_ctx=2048, tokenizer=llm)
     with tempfile.TemporaryDirectory() as ws:
         for i in range(50):
             (Path(ws) / f"file_{i:03}.txt").write_text("x" * i)
         settings = load_settings({"max_steps": steps, "n_ctx": 2048, "max_tokens": 128})
         agent = build_agent(scripted, settings, workspace=Path(ws), registry=task_registry())
         rss: list[float] = []
-        agent.on_event = lambda kind, payload: rss.append(rss_mb()) if kind == "step_start" else None
+        agent.on_event = lambda event: rss.append(rss_mb()) if isinstance(event, StepStart) else None
         t0 = time.perf_counter()
         result = agent.run(TASK)
         wall = time.perf_counter() - t0
@@ -278,6 +285,7 @@ def main() -> None:
     ap.add_argument("--n-ctx", type=int, default=4096)
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--n-gpu-layers", type=int, default=0)
+    ap.add_argument("--server-steps", default="8,20", help="step counts for the llama-server rows ('' = skip)")
     ap.add_argument("--json", type=Path, default=ROOT / "bench-results" / "bench.json")
     ap.add_argument("--only", choices=("all", "speed"), default="all", help="speed: only the issue-15 sections")
     args = ap.parse_args()
@@ -302,6 +310,12 @@ def main() -> None:
     report["grammar"] = grammar_overhead(llm)
     report["soak"] = soak(llm)
     report["peak_rss_mb"] = peak_rss_mb()
+    import bench_llama_server  # scripts/ is on sys.path when this file runs as a script
+
+    skipped = bench_llama_server.available() if args.server_steps else "--server-steps ''"
+    if skipped is None:
+        steps = [int(s) for s in args.server_steps.split(",")]
+        report["llama_server"] = bench_llama_server.run(path, steps, args.n_ctx, args.threads)
 
     c, h, n, p = report["ceiling"], report["hermes"], report["naive_reset_loop"], report["llama_cpp_chat_handler_loop"]
     rows = [
@@ -349,6 +363,10 @@ def main() -> None:
         ),
         ("peak RSS", f"{report['peak_rss_mb']:.0f} MB"),
     ]
+    if "llama_server" in report:
+        rows += bench_llama_server.rows(report["llama_server"])
+    else:
+        rows.append(("llama-server rows", f"skipped: {skipped}"))
     print_rows(rows + speed_rows)
     write_report(report, args.json)
 

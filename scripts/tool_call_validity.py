@@ -21,11 +21,12 @@ if str(ROOT) not in sys.path:
 
 from pydantic import ValidationError  # noqa: E402
 
+from hermes_local.dialects.hermes import HermesDialect  # noqa: E402
 from hermes_local.grammar import tool_call_grammar  # noqa: E402
 from hermes_local.llm import LlamaCppLLM, LlamaParams  # noqa: E402
 from hermes_local.models import resolve_model  # noqa: E402
 from hermes_local.parsing import parse_tool_calls  # noqa: E402
-from hermes_local.prompts import chat_tokens, render  # noqa: E402
+from hermes_local.prompts import render  # noqa: E402
 from hermes_local.runtime import build_registry  # noqa: E402
 
 TASKS = [
@@ -75,7 +76,7 @@ def main() -> None:
         for task in TASKS:
             messages = [{"role": "system", "content": system}, {"role": "user", "content": task}]
             out = llm.complete(
-                chat_tokens(messages, llm, prefill="<tool_call>\n"),
+                HermesDialect().tokens(messages, registry.schemas(), llm, prefill="<tool_call>\n"),
                 max_tokens=160,
                 temperature=args.temperature,
                 grammar=g,

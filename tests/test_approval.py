@@ -82,10 +82,11 @@ def test_denied_call_is_not_run_and_not_remembered(workspace: Path) -> None:
     denied = ex.execute("write_file", {"path": "x.txt", "content": "hi"})
     assert denied.error_kind == "permission_denied" and "no terminal" in denied.error
     assert "--allow write_file" in denied.error and "--yes" in denied.error
-    assert ex.last_approval == "no_terminal" and not (workspace / "x.txt").exists()
+    assert denied.approval == "no_terminal" and not (workspace / "x.txt").exists()
     approver.allowed.add("write_file")
-    assert ex.execute("write_file", {"path": "x.txt", "content": "hi"}).ok
-    assert ex.last_approval == "policy" and (workspace / "x.txt").read_text() == "hi"
+    allowed = ex.execute("write_file", {"path": "x.txt", "content": "hi"})
+    assert allowed.ok
+    assert allowed.approval == "policy" and (workspace / "x.txt").read_text() == "hi"
 
 
 def test_agent_feeds_the_denial_back_and_still_answers(workspace: Path) -> None:

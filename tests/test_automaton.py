@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import random
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
@@ -215,14 +215,14 @@ def test_truncated_write_is_not_run_and_the_model_is_told_how_long_it_was(worksp
         cut={0, 1},
     )
     (workspace / "seen.txt").write_text("hello")
-    events: list[tuple[str, dict]] = []
+    events: list[Any] = []
     agent = build_agent(
         llm,
         load_settings({}),
         workspace=workspace,
         registry=default_registry(),
         approver=Approver(allow=["write_file"], interactive=False),
-        on_event=lambda kind, payload: events.append((kind, payload)),
+        on_event=events.append,
     )
     result = agent.run("write a big file")
     write, read = result.tool_calls
@@ -233,7 +233,7 @@ def test_truncated_write_is_not_run_and_the_model_is_told_how_long_it_was(worksp
     assert "smaller pieces" in llm.prompt_texts[1]
     calls = result.to_json()["tool_calls"]
     assert calls[0]["truncated"] is True and calls[1]["truncated"] is True
-    logged = [p for k, p in events if k in ("tool_call", "tool_result")]
+    logged = [e.to_dict() for e in events if e.kind in ("tool_call", "tool_result")]
     assert all(p.get("truncated") is True for p in logged)
 
 

@@ -145,12 +145,14 @@ def test_only_models_download_may_reach_the_hub(monkeypatch: pytest.MonkeyPatch)
 
 
 def test_terminal_progress_uses_the_session_show_lines(capsys: pytest.CaptureFixture[str]) -> None:
-    from hermes_local.cli import TerminalPrinter
+    from hermes_local.events import RunEnd, StepStart, Token, ToolCallStarted, ToolFinished, ToolOutcome
+    from hermes_local.terminal import TerminalPrinter
+    from hermes_local.tools.registry import ToolResult
 
     printer = TerminalPrinter(stream_tokens=True)
-    printer("step_start", {"step": 1})
-    printer("token", {"text": "<tool_call>"})
-    printer("tool_call", {"step": 1, "name": "get_current_time", "arguments": {}})
-    printer("tool_result", {"step": 1, "name": "get_current_time", "ok": False, "summary": "not_found: x"})
-    printer("run_end", {"stopped": "answer"})
+    printer(StepStart(1))
+    printer(Token("<tool_call>"))
+    printer(ToolCallStarted(1, "get_current_time", {}))
+    printer(ToolFinished(ToolOutcome(1, "get_current_time", {}, ToolResult(False, "not_found: x"))))
+    printer(RunEnd({"stopped": "answer"}))
     assert capsys.readouterr().err == ("── step 1\n<tool_call>\n   → get_current_time({})\n     ✗ not_found: x\n")

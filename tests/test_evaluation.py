@@ -10,8 +10,10 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from hermes_local.eval_cases import Call, Case, check_run, value_matches
+from hermes_local.cli_common import HermesGroup
+from hermes_local.eval_cases import Case, check_run, value_matches
 from hermes_local.eval_commands import eval_command, sessions_export, workflow_app
+from hermes_local.testing import outcome as Call  # noqa: N812
 from hermes_local.testing import tool_call_text as call
 from hermes_local.testing import write_replay as write_replay_file
 
@@ -21,7 +23,7 @@ runner = CliRunner()
 
 def make_app() -> typer.Typer:
     """Mounted the way cli.py mounts them."""
-    app = typer.Typer()
+    app = typer.Typer(cls=HermesGroup)
     app.command("eval")(eval_command)
     app.add_typer(workflow_app, name="workflow")
     sessions = typer.Typer()
@@ -192,7 +194,7 @@ def test_replay_that_runs_out_or_has_leftovers_fails(tmp_path: Path) -> None:
     res = run_eval(str(cases), "--model", f"replay:{tmp_path / 'rp'}", "--report", str(report))
     assert res.exit_code == 1
     failures = {f["case"]: f for f in json.loads(report.read_text())["failures"]}
-    assert failures["short"]["step"] == 2 and "ScriptExhausted" in failures["short"]["message"]
+    assert failures["short"]["step"] == 2 and "ReplayExhausted" in failures["short"]["message"]
     assert failures["long"]["check"] == "replay" and failures["long"]["step"] == 1
 
 

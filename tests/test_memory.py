@@ -29,7 +29,7 @@ def fetch_page(page: int) -> str:
 def make_agent(llm, workspace: Path, registry: ToolRegistry | None = None, **settings: object):
     registry = registry or build_registry()
     registry.register(fetch_page)
-    loaded = load_settings(settings)
+    loaded = load_settings({"max_tools_in_prompt": 50, **settings})  # flat prompt: these budgets assume it
     approver = Approver(allow=loaded.allow_tools, interactive=False)
     return build_agent(llm, loaded, workspace=workspace, registry=registry, approver=approver)
 

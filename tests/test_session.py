@@ -13,7 +13,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from hermes_local.cli import app
-from hermes_local.session import list_sessions, read_events, sessions_dir
+from hermes_local.session import list_sessions, read_records, sessions_dir
 from hermes_local.testing import tool_call_text as call
 from hermes_local.testing import write_replay
 
@@ -107,7 +107,7 @@ def test_kill_9_mid_step_then_resume_runs_each_effect_once(tmp_path: Path, works
     assert out["stopped"] == "answer" and out["answer"] == "Done after the crash."
     assert (workspace / "memo.md").read_text() == "- A\n- B\n"
     assert not (workspace / "out.txt").exists()  # the in-flight call was not silently re-run
-    events = read_events(sessions_dir() / f"{session.id}.jsonl")
+    events = read_records(sessions_dir() / f"{session.id}.jsonl")
     tool_turns = [e for e in events if e["kind"] == "turn" and e["role"] == "tool"]
     interrupted = [r for t in tool_turns for r in (t["responses"] or []) if r["name"] == "slow_write"]
     assert interrupted and "interrupted" in interrupted[0]["content"]["error"]
@@ -124,7 +124,7 @@ def test_torn_last_line_is_skipped_with_a_warning(tmp_path: Path, workspace: Pat
     path = sessions_dir() / f"{session_id}.jsonl"
     with open(path, "a") as fh:
         fh.write('{"kind": "tool_call", "step": 9, "na')
-    events = read_events(path)
+    events = read_records(path)
     assert events[-1]["kind"] == "run_end"
     assert "skipped corrupt line" in capsys.readouterr().err
     shown = runner.invoke(app, ["sessions", "show", session_id])
@@ -158,5 +158,5 @@ def test_chat_keeps_history_and_resets(tmp_path: Path, workspace: Path) -> None:
     )
     assert res.exit_code == 0, res.stderr
     assert res.stdout.splitlines() == ["Hi Ann.", "Your name is Ann.", "Hello."]
-    events = read_events(next(sessions_dir().glob("*.jsonl")))
+    events = read_records(next(sessions_dir().glob("*.jsonl")))
     assert len([e for e in events if e["kind"] == "run_end"]) == 3

@@ -17,9 +17,9 @@ from conftest import loopback_http_server
 
 from hermes_local.tools import Approver, Executor, ToolContext, ToolRegistry, ToolResult, default_registry, tool
 from hermes_local.tools.builtins import BUILTIN_TOOLS
+from hermes_local.tools.confined import locate
 from hermes_local.tools.execution import cap_result
 from hermes_local.tools.limits import HeadTailBuffer, clip_text
-from hermes_local.tools.paths import resolve_in_workspace
 from hermes_local.tools.registry import ToolFailure
 
 
@@ -52,21 +52,27 @@ def test_builtin_tools_and_permissions() -> None:
 # -- paths ----------------------------------------------------------------------------------------
 
 
+def _name(ctx: ToolContext, raw: str) -> str:
+    with locate(ctx, raw) as loc:
+        return loc.name
+
+
 def test_paths_inside_are_accepted(workspace: Path) -> None:
     ctx = ToolContext(workspace=workspace)
     root = workspace.resolve()
-    assert resolve_in_workspace(ctx, "a/../b.txt") == root / "b.txt"
-    assert resolve_in_workspace(ctx, str(root / "c.txt")) == root / "c.txt"
-    assert resolve_in_workspace(ctx, "") == root
+    (workspace / "a").mkdir()
+    assert _name(ctx, "a/../b.txt") == "b.txt"
+    assert _name(ctx, str(root / "c.txt")) == "c.txt"
+    assert _name(ctx, "") == "."
     (workspace / "real.txt").write_text("x")
     (workspace / "alias").symlink_to("real.txt")
-    assert resolve_in_workspace(ctx, "alias") == root / "real.txt"
+    assert _name(ctx, "alias") == "real.txt"
 
 
 @pytest.mark.parametrize(("path", "kind"), [("../x", "permission_denied"), ("a\x00b", "invalid_arguments")])
 def test_paths_refused(workspace: Path, path: str, kind: str) -> None:
     with pytest.raises(ToolFailure) as info:
-        resolve_in_workspace(ToolContext(workspace=workspace), path)
+        _name(ToolContext(workspace=workspace), path)
     assert info.value.kind == kind
 
 

@@ -12,9 +12,10 @@ import typer
 from jinja2 import TemplateError
 from typer.testing import CliRunner
 
+from hermes_local.cli_common import HermesGroup
 from hermes_local.config import home_dir
 from hermes_local.eval_commands import workflow_app
-from hermes_local.session import read_events, session_path
+from hermes_local.session import read_records, session_path
 from hermes_local.workflow import render_value, template_env
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "scripts" / "examples"
@@ -22,7 +23,7 @@ runner = CliRunner()
 
 
 def make_app() -> typer.Typer:
-    app = typer.Typer()
+    app = typer.Typer(cls=HermesGroup)
     app.add_typer(workflow_app, name="workflow")
     return app
 
@@ -40,7 +41,7 @@ def make_db(path: Path, day: date) -> dict[str, float]:
 
 
 def workflow_events(session_id: str) -> list[dict]:
-    return [e for e in read_events(session_path(session_id)) if e["kind"].startswith("workflow_")]
+    return [e for e in read_records(session_path(session_id)) if e["kind"].startswith("workflow_")]
 
 
 def session_id_from(stderr: str) -> str:
@@ -54,6 +55,7 @@ def test_daily_report_example_end_to_end(tmp_path: Path, workspace: Path) -> Non
     res = run_wf(
         str(EXAMPLES / "daily_report.toml"),
         *("--db", str(db), "--workspace", str(workspace), "--allow", "write_file", "--var", "date=2024-05-02"),
+        "--allow-imports",
     )
     assert res.exit_code == 0, res.stdout + res.stderr
     report = (workspace / "reports" / "daily-2024-05-02.md").read_text()
@@ -73,7 +75,7 @@ def test_daily_report_failure_then_resume_reuses_completed_steps(tmp_path: Path,
     db = tmp_path / "orders.db"
     make_db(db, date(2024, 5, 2))
     args = [str(EXAMPLES / "daily_report.toml"), "--db", str(db), "--workspace", str(workspace)]
-    args += ["--var", "date=2024-05-02"]
+    args += ["--var", "date=2024-05-02", "--allow-imports"]
     first = run_wf(*args)  # no --allow write_file and no terminal: the write is denied
     assert first.exit_code == 1
     assert "✗ write_report [write_file] permission_denied" in first.stdout
@@ -100,7 +102,15 @@ def test_daily_report_failure_then_resume_reuses_completed_steps(tmp_path: Path,
 def test_resume_reruns_a_step_whose_inputs_changed(tmp_path: Path, workspace: Path) -> None:
     db = tmp_path / "orders.db"
     make_db(db, date(2024, 5, 2))
-    base = [str(EXAMPLES / "daily_report.toml"), "--db", str(db), "--workspace", str(workspace), "--yes"]
+    base = [
+        str(EXAMPLES / "daily_report.toml"),
+        "--db",
+        str(db),
+        "--workspace",
+        str(workspace),
+        "--yes",
+        "--allow-imports",
+    ]
     assert run_wf(*base, "--var", "date=2024-05-02").exit_code == 0
     res = run_wf(*base, "--var", "date=2024-05-01", "--resume")
     assert res.exit_code == 0 and "reused" not in res.stdout

@@ -2,7 +2,12 @@
 
 `read` tools always run. Denied tools (config `deny_tools`) never run. `--yes` approves all,
 `--allow NAME` approves one tool. Otherwise a terminal user is asked yes / no / always; with no
-terminal (piped, CI, cron) the call is denied. Does not run tools.
+terminal (piped, CI, cron) the call is denied. The question shows every argument whole
+(`approval_view`): long whitespace runs collapsed to a visible marker, control, format and bidi
+characters escaped, each line of a multi-line value behind a `│` gutter so an argument cannot
+fake the prompt; when the view would be too long to review, or stderr (where the question goes) is
+not a terminal, the call is denied without asking.
+Does not run tools.
 """
 
 from __future__ import annotations
@@ -12,17 +17,49 @@ import sys
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from hermes_local.textsafe import collapse_runs, terminal_safe
 from hermes_local.tools.registry import Tool
 
 # Asked on a terminal: returns "y", "n" or "a" (always for this tool).
 AskFunction = Callable[[Tool, dict[str, Any]], str]
 
 
+# Longer views are not shown (nobody reviews them on a terminal): the call is denied instead.
+MAX_VIEW_CHARS = 20_000
+
+
+def approval_view(t: Tool, arguments: dict[str, Any]) -> str | None:
+    """What the user sees before answering: every argument whole and terminal-safe, or None if too long."""
+    lines = [f"{terminal_safe(t.name)} ({t.permission}) wants to run with:"]
+    for key, value in arguments.items():
+        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, indent=1, default=str)
+        shown = terminal_safe(collapse_runs(text), keep_newlines=True).replace("\t", "\\t")
+        label = terminal_safe(str(key))
+        if "\n" in shown or not shown.strip():
+            lines.append(f"  {label} ({len(text)} characters):")
+            lines.extend(f"    │ {line}" for line in shown.split("\n"))
+        else:
+            lines.append(f"  {label}: {shown}")
+    view = "\n".join(lines)
+    return view if len(view) <= MAX_VIEW_CHARS else None
+
+
 def ask_on_terminal(t: Tool, arguments: dict[str, Any]) -> str:
-    shown = json.dumps(arguments, ensure_ascii=False)
-    if len(shown) > 400:
-        shown = shown[:400] + "…"
-    sys.stderr.write(f"\n{t.name} ({t.permission}) wants to run with {shown}\n")
+    if not sys.stderr.isatty():  # the question would go to a file or pipe: the user could only answer blind
+        sys.stderr.write(
+            f"\n{terminal_safe(t.name)} denied: stderr is not a terminal, so the question cannot be shown.\n"
+        )
+        return "n"
+    view = approval_view(t, arguments)
+    if view is None:
+        size = sum(len(str(v)) for v in arguments.values())
+        sys.stderr.write(
+            f"\n{terminal_safe(t.name)} ({t.permission}) wants to run with {size} characters of arguments, too "
+            f"long to review here: denied. Rerun with --allow {terminal_safe(t.name)} if you trust it.\n"
+        )
+        sys.stderr.flush()
+        return "n"
+    sys.stderr.write(f"\n{view}\n")
     while True:
         sys.stderr.write("Allow? [y]es / [n]o / [a]lways for this tool: ")
         sys.stderr.flush()
@@ -35,6 +72,8 @@ def ask_on_terminal(t: Tool, arguments: dict[str, Any]) -> str:
 
 
 class Approver:
+    """Decides whether a write or dangerous call may run (flags, policy, or asking)."""
+
     def __init__(
         self,
         *,
@@ -49,6 +88,7 @@ class Approver:
         self.denied = set(deny)
         self.interactive = sys.stdin.isatty() if interactive is None else interactive
         self.ask = ask
+        self.notes: Callable[[Tool], str] = lambda t: ""  # e.g. whether the call runs sandboxed (runtime sets it)
 
     def decide(self, t: Tool, arguments: dict[str, Any]) -> tuple[bool, str]:
         """(approved, how) where how is one of: read, denied_by_policy, flag, policy, user, no_terminal."""
@@ -62,6 +102,8 @@ class Approver:
             return True, "policy"
         if not self.interactive:
             return False, "no_terminal"
+        if note := self.notes(t):
+            sys.stderr.write(f"\n{note}")
         answer = self.ask(t, arguments)
         if answer == "a":
             self.allowed.add(t.name)

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from hermes_local.tools.confined import append_line, locate
 from hermes_local.tools.database import query_database
 from hermes_local.tools.files import list_dir, read_file, write_file
-from hermes_local.tools.registry import Tool, ToolContext, tool
+from hermes_local.tools.registry import Tool, ToolContext, ToolFailure, tool
 from hermes_local.tools.shell import run_shell
 from hermes_local.tools.web import http_get
 
@@ -33,10 +34,12 @@ def append_to_memo(content: str, ctx: ToolContext) -> dict:
         content: The text to note down.
     """
     line = " ".join(content.split())
-    path = ctx.workspace / MEMO_FILE
-    with open(path, "a", encoding="utf-8") as fh:
-        fh.write(f"- {line}\n")
-        fh.flush()
+    try:
+        line.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ToolFailure("invalid_arguments", "content has an invalid character (a lone surrogate).") from exc
+    with locate(ctx, MEMO_FILE) as loc:  # the same confinement as write_file: no links out, no FIFOs, no hard links
+        append_line(loc, f"- {line}\n")
     return {"file": MEMO_FILE, "appended": line}
 
 

@@ -5,8 +5,22 @@ Read-only is enforced by SQLite itself, never by looking at the SQL text: the fi
 allows only reads (SELECT, reading columns, functions, recursive CTEs and a short list of
 introspection pragmas); every write, schema change, ATTACH/DETACH, transaction, VACUUM and pragma
 change is refused while the statement is compiled. One statement per call, at most
-`MAX_ROWS` rows, and a time limit enforced with a progress handler. Does not open any file other
-than `ctx.db_path` and does not decide who may call it.
+`MAX_ROWS` rows, and a time limit enforced with a progress handler.
+
+Memory stays bounded: no single value may exceed `MAX_VALUE_BYTES` (SQLite's length limit, so
+`zeroblob(999999999)` is an error, not 1 GB), SQLite's own heap is capped process-wide at
+`SQLITE_HEAP_LIMIT` (a row of many big values fails cleanly), rows are fetched one at a time and
+at most `MAX_FETCH_BYTES` are fetched per call; sorts and temporary tables are kept in memory
+(under the same cap) so a query cannot fill the disk with temporary files. Text that is not valid
+UTF-8 is shown with `\\x` escapes instead of failing the query. SQLite errors are reported as
+what they are (locked, not a database, corrupt, interrupted write with a hot journal) rather than
+as a mistake in the SQL.
+
+A database in WAL mode is opened `immutable=1` when it has no `-wal` file (nothing unmerged, no
+writer), because `mode=ro` would leave new `-wal`/`-shm` files next to the user's file; when a
+`-wal` file exists it is opened `mode=ro` (that file is already there; SQLite may add the `-shm` index
+if a crashed writer left none). Does not open any file
+other than `ctx.db_path` and does not decide who may call it.
 """
 
 from __future__ import annotations
@@ -17,10 +31,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from hermes_local.tools.registry import ToolContext, ToolFailure, ToolResult, tool
+from hermes_local.tools.registry import ErrorKind, ToolContext, ToolFailure, ToolResult, tool
 
 MAX_ROWS = 1000
 QUERY_SECONDS = 10.0
+MAX_VALUE_BYTES = 16 * 1024 * 1024
+MAX_FETCH_BYTES = 64 * 1024 * 1024
+MAX_SQL_BYTES = 1_000_000
+SQLITE_HEAP_LIMIT = 256 * 1024 * 1024  # process-wide; SQLite only lets it be lowered
 _MAX_CELL = 500
 
 # Pragmas that only read, allowed without an argument / with a table or index name.
@@ -66,18 +84,44 @@ def _authorizer(action: int, arg1: str | None, arg2: str | None, _db: str | None
     return sqlite3.SQLITE_DENY
 
 
+def _is_wal(db_path: Path) -> bool:
+    try:
+        with open(db_path, "rb") as fh:
+            header = fh.read(20)
+    except OSError:
+        return False
+    return len(header) == 20 and header[:16] == b"SQLite format 3\x00" and header[18:20] == b"\x02\x02"
+
+
+def _decode_text(raw: bytes) -> str:
+    return raw.decode("utf-8", "backslashreplace")
+
+
 def open_read_only(db_path: Path) -> sqlite3.Connection:
     """A connection on which SQLite refuses every change (see the module docstring)."""
-    uri = db_path.resolve().as_uri() + "?mode=ro"
+    resolved = db_path.resolve()
+    immutable = _is_wal(resolved) and not Path(f"{resolved}-wal").exists()
+    uri = resolved.as_uri() + ("?immutable=1" if immutable else "?mode=ro")
     conn = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=1.0, check_same_thread=False)
     try:
+        conn.execute(f"PRAGMA hard_heap_limit={SQLITE_HEAP_LIMIT}")  # lowers only; 0 (no limit) by default
+        conn.execute("PRAGMA temp_store=MEMORY")  # sorts and temp tables count against the heap cap, not the disk
         conn.execute("PRAGMA query_only=1")
         conn.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)
+        conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_VALUE_BYTES)
+        conn.setlimit(sqlite3.SQLITE_LIMIT_SQL_LENGTH, MAX_SQL_BYTES)
+        conn.text_factory = _decode_text
         conn.set_authorizer(_authorizer)
     except BaseException:
         conn.close()
         raise
     return conn
+
+
+def _size(value: Any) -> int:
+    if isinstance(value, (bytes, str)):
+        return len(value)
+    return 8
 
 
 def _cell(value: Any) -> Any:
@@ -88,9 +132,33 @@ def _cell(value: Any) -> Any:
     return value
 
 
+# SQLite's own error names, for failures that are not a mistake in the SQL: (kind, what to say).
+_LOCKED = "the database is locked by another program that is writing to it; try again later or tell the user"
+_NOT_THE_SQL = {
+    "SQLITE_BUSY": _LOCKED,
+    "SQLITE_LOCKED": _LOCKED,
+    "SQLITE_NOTADB": "the file is not a SQLite database (or it is encrypted); tell the user",
+    "SQLITE_CORRUPT": "the database file is corrupt (malformed); tell the user, it needs repair",
+    "SQLITE_READONLY_ROLLBACK": (
+        "the database has a hot journal (an interrupted write left a -journal file); it must be recovered by "
+        "opening it once read-write, which this read-only tool does not do: tell the user"
+    ),
+    "SQLITE_READONLY_RECOVERY": "the database's WAL needs recovery by a writer first; tell the user",
+    "SQLITE_READONLY_CANTINIT": "the database's WAL index cannot be read without write access; tell the user",
+    "SQLITE_CANTOPEN": "the database file cannot be opened (permissions, or a missing folder); tell the user",
+    "SQLITE_IOERR": "reading the database file failed (I/O error); tell the user",
+    "SQLITE_NOMEM": "the query needs too much memory; select fewer or smaller columns, or aggregate",
+    "SQLITE_TOOBIG": (
+        f"a value in the result would be over {MAX_VALUE_BYTES // (1024 * 1024)} MB; "
+        "select length(col) or substr(col, 1, N)"
+    ),
+}
+
+
 def _explain(exc: sqlite3.Error, seconds: float) -> ToolFailure:
     message = str(exc)
     lowered = message.lower()
+    name = getattr(exc, "sqlite_errorname", "") or ""
     if "interrupted" in lowered:
         return ToolFailure(
             "timeout",
@@ -99,6 +167,14 @@ def _explain(exc: sqlite3.Error, seconds: float) -> ToolFailure:
     if isinstance(exc, sqlite3.ProgrammingError) and "one statement" in lowered:
         one = "send exactly one SQL statement per call (no ';' between statements). "
         return ToolFailure("invalid_arguments", one + READ_ONLY_HINT)
+    if "query string is too large" in lowered:
+        return ToolFailure("invalid_arguments", f"the SQL is over {MAX_SQL_BYTES:,} bytes; send a shorter query.")
+    for prefix in (name, "_".join(name.split("_")[:2])):  # SQLITE_IOERR_READ -> SQLITE_IOERR
+        if prefix in _NOT_THE_SQL:
+            kind: ErrorKind = "invalid_arguments" if prefix in ("SQLITE_TOOBIG", "SQLITE_NOMEM") else "tool_error"
+            return ToolFailure(kind, f"SQLite: {message}: {_NOT_THE_SQL[prefix]}.")
+    if isinstance(exc, sqlite3.DataError) or "too big" in lowered:
+        return ToolFailure("invalid_arguments", f"SQLite: {message}: {_NOT_THE_SQL['SQLITE_TOOBIG']}.")
     refused = ("not authorized", "authorization denied", "readonly", "read-only", "query_only", "too many attached")
     if any(word in lowered for word in refused):
         return ToolFailure("permission_denied", READ_ONLY_HINT)
@@ -130,33 +206,51 @@ def query_database(sql: str, ctx: ToolContext, limit: int = 100) -> ToolResult:
     try:
         conn = open_read_only(db_path)
     except sqlite3.Error as exc:
-        raise ToolFailure("tool_error", f"cannot open the database read-only: {exc}.") from exc
+        raise ToolFailure("tool_error", f"cannot open the database read-only: {_explain(exc, seconds)}") from exc
+    shown: list[list[Any]] = []
+    more = stopped_at_bytes = False
+    budget = max(500, ctx.output_cap - 400)  # keep the JSON under the output cap so it stays structured
+    fetched = 0
     try:
         conn.set_progress_handler(lambda: 1 if time.monotonic() > deadline else 0, 1000)
         try:
             cursor = conn.execute(sql)
-            rows = cursor.fetchmany(limit + 1)
-        except sqlite3.Error as exc:
+            columns = [d[0] for d in cursor.description or []]
+            while True:  # one row at a time: only the shown (cut) cells are kept
+                row = cursor.fetchone()
+                if row is None:
+                    break
+                if len(shown) >= limit or budget < 0:
+                    more = True
+                    break
+                fetched += sum(_size(v) for v in row)
+                if fetched > MAX_FETCH_BYTES:
+                    more = stopped_at_bytes = True
+                    break
+                cells = [_cell(v) for v in row]
+                budget -= len(json.dumps(cells, ensure_ascii=False, default=str)) + 2
+                if budget < 0:
+                    more = True
+                    break
+                shown.append(cells)
+        except (sqlite3.Error, MemoryError) as exc:
+            if isinstance(exc, MemoryError):
+                raise ToolFailure(
+                    "invalid_arguments", f"SQLite: out of memory: {_NOT_THE_SQL['SQLITE_NOMEM']}."
+                ) from exc
             raise _explain(exc, seconds) from exc
-        columns = [d[0] for d in cursor.description or []]
     finally:
         conn.close()
-    more = len(rows) > limit
-    shown: list[list[Any]] = []
-    budget = max(500, ctx.output_cap - 400)  # keep the JSON under the output cap so it stays structured
-    for row in rows[:limit]:
-        cells = [_cell(v) for v in row]
-        budget -= len(json.dumps(cells, ensure_ascii=False, default=str)) + 2
-        if budget < 0:
-            more = True
-            break
-        shown.append(cells)
     data: dict[str, Any] = {"columns": columns, "rows": shown, "row_count": len(shown)}
-    if more:
+    if stopped_at_bytes:
+        data["note"] = (
+            f"stopped after fetching {MAX_FETCH_BYTES // (1024 * 1024)} MB: only the first {len(shown)} rows are "
+            "shown; select smaller columns (length(col), substr(col, 1, N)) or aggregate."
+        )
+    elif more:
         data["note"] = (
             f"too many rows: only the first {len(shown)} are shown; aggregate with COUNT/GROUP BY or add LIMIT "
             "(or a WHERE clause) to get what you need."
         )
-    rows = shown
-    summary = f"query_database: {len(rows)} row(s)" + (", more exist (truncated)" if more else "")
+    summary = f"query_database: {len(shown)} row(s)" + (", more exist (truncated)" if more else "")
     return ToolResult.success(data, summary)

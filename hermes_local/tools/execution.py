@@ -7,7 +7,7 @@ why, and a tool that does not is abandoned shortly after. Results longer than th
 `output_cap` are cut to a head and a tail with a notice. A write/dangerous call repeated with
 identical arguments in one run returns the first result instead of running twice, unless the tool
 is `repeatable` (failed calls may be retried). Does not parse model output or talk to the LLM, and
-does not sandbox tools: confinement is each tool's job (see `tools/paths.py`).
+does not sandbox tools: confinement is each tool's job (see `tools/confined.py`).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from pydantic import ValidationError
 
 from hermes_local.tools.approval import Approver
 from hermes_local.tools.limits import clip_text
-from hermes_local.tools.registry import Tool, ToolContext, ToolFailure, ToolRegistry, ToolResult
+from hermes_local.tools.registry import Tool, ToolContext, ToolFailure, ToolRegistry, ToolResult, arguments_digest
 
 # Extra time given to a tool past its own limit, so tools that enforce `ctx.timeout` themselves report first.
 ABANDON_GRACE = 1.0
@@ -31,26 +31,23 @@ MAX_ERROR_CHARS = 1500
 
 @dataclass
 class Executor:
+    """Runs tool calls: look up, validate, approve, run with limits, one envelope."""
+
     registry: ToolRegistry
     context: ToolContext
     approver: Approver = field(default_factory=lambda: Approver(interactive=False))
     _done_writes: dict[str, ToolResult] = field(default_factory=dict)
-    last_approval: str = ""
 
-    def remember_done(self, name: str, arguments: dict[str, Any], result: ToolResult) -> None:
-        """Mark a write call as already done (a resumed session must not run it twice)."""
-        t = self.registry.get(name)
-        if t is None or t.permission == "read":
-            return
-        try:
-            args = t.arguments_model.model_validate(arguments).model_dump()
-        except ValidationError:
-            return
-        self._done_writes[t.name + json.dumps(args, sort_keys=True, default=str)] = result
+    def remember_done(self, digest: str, result: ToolResult) -> None:
+        """Mark a write call (by `events.arguments_digest` of the call as made) as done: never run it twice."""
+        self._done_writes[digest] = result
 
     def execute(self, name: str, arguments: dict[str, Any], *, truncated: bool = False) -> ToolResult:
-        """Check and run one call; `truncated` marks a call the decoder had to close early (issue 18)."""
-        self.last_approval = ""
+        """Run one call; the result carries how it was approved (`result.approval`). `truncated` marks a
+        call the decoder had to close early (issue 18): a truncated write or dangerous call is not run."""
+        return self._execute(name, arguments, truncated)
+
+    def _execute(self, name: str, arguments: dict[str, Any], truncated: bool = False) -> ToolResult:
         t = self.registry.get(name)
         if t is None:
             known = ", ".join(self.registry.names()) or "none"
@@ -63,25 +60,21 @@ class Executor:
             return ToolResult.failure("invalid_arguments", _validation_message(t, exc))
         args = validated.model_dump()
         approved, how = self.approver.decide(t, args)
-        self.last_approval = how
         if not approved:
-            return ToolResult.failure("permission_denied", denial_message(t.name, how))
-        key = t.name + json.dumps(args, sort_keys=True, default=str)
+            return dataclasses.replace(
+                ToolResult.failure("permission_denied", denial_message(t.name, how)), approval=how
+            )
+        key = arguments_digest(t.name, arguments)
         if t.permission != "read" and not t.repeatable and key in self._done_writes:
             first = self._done_writes[key]
-            return ToolResult(
-                ok=first.ok,
-                data=first.data,
-                error=first.error,
-                error_kind=first.error_kind,
-                summary=f"(already done earlier in this run; not repeated) {first.summary}",
+            return dataclasses.replace(
+                first, summary=f"(already done earlier in this run; not repeated) {first.summary}", approval=how
             )
-        result = self._run(t, args)
-        result = cap_result(result, self.context.output_cap)
+        result = cap_result(self._run(t, args), self.context.output_cap)
         if t.permission != "read" and (result.ok or result.error_kind == "timeout"):
             # A timed-out write may still be running in its abandoned thread: never start it twice.
             self._done_writes[key] = result
-        return result
+        return dataclasses.replace(result, approval=how)
 
     def _run(self, t: Tool, args: dict[str, Any]) -> ToolResult:
         kwargs = dict(args)

@@ -1,37 +1,38 @@
 """File tools confined to the workspace: `read_file`, `list_dir`, `write_file`.
 
-Paths go through `tools/paths.py`, so nothing outside the workspace is read, listed or written.
-`read_file` returns at most about `ctx.output_cap` characters of a UTF-8 text file and refuses
-binary files and non-regular files (FIFOs, devices); `write_file` replaces a file atomically (a
-temporary file in the same directory, then `os.replace`). Approval, timeouts and result capping are
-the executor's job (`tools/execution.py`), not this module's.
+Every access goes through `tools/confined.py` (walked and opened relative to directory fds, no
+symlink or `..` leads out, no re-walk after the check), so nothing outside the workspace is read,
+listed or written. `read_file` returns at most about `ctx.output_cap` characters of a UTF-8 text
+file and refuses binary files and non-regular files (FIFOs, devices); `write_file` replaces a file
+atomically (a temporary file in the same directory, then a rename by dir fd) and refuses
+non-regular and hard-linked files. Approval, timeouts and result capping are the executor's job
+(`tools/execution.py`), not this module's.
 """
 
 from __future__ import annotations
 
 import codecs
-import contextlib
+import itertools
 import json
 import os
 import stat
-import tempfile
 
-from hermes_local.tools.paths import relative_name, resolve_in_workspace
+from hermes_local.tools.confined import Location, display, locate, open_leaf, write_atomically
 from hermes_local.tools.registry import ToolContext, ToolFailure, ToolResult, tool
 
 MAX_LIST_ENTRIES = 200
+MAX_SCAN = 20_000  # entries read from one folder at most
 MAX_WRITE_BYTES = 5_000_000
 _BINARY_PROBE = 8192
 
 
-def _open_nofollow(path: os.PathLike, flags: int) -> int:
-    try:
-        return os.open(path, flags | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
-    except FileNotFoundError as exc:
-        missing = f"{os.path.basename(path)!r} does not exist; call list_dir to see what exists."
-        raise ToolFailure("not_found", missing) from exc
-    except OSError as exc:  # ELOOP: the file became a symlink after the check
-        raise ToolFailure("permission_denied", f"cannot open {os.path.basename(path)!r}: {exc.strerror}.") from exc
+def _must_exist(loc: Location) -> os.stat_result:
+    info = loc.lstat()
+    if info is None:
+        raise ToolFailure(
+            "not_found", f"{loc.name!r} does not exist in the workspace; call list_dir to see what exists."
+        )
+    return info
 
 
 @tool
@@ -41,19 +42,19 @@ def read_file(path: str, ctx: ToolContext) -> ToolResult:
     Args:
         path: Path relative to the workspace, e.g. "notes.txt".
     """
-    target = resolve_in_workspace(ctx, path, must_exist=True)
-    name = relative_name(ctx, target)
-    info = target.stat()
-    if stat.S_ISDIR(info.st_mode):
-        raise ToolFailure("invalid_arguments", f"{name!r} is a directory; call list_dir with this path instead.")
-    if not stat.S_ISREG(info.st_mode):
-        raise ToolFailure("invalid_arguments", f"{name!r} is not a regular file; read_file only reads text files.")
     limit = max(200, ctx.output_cap - 200)  # characters, leaving room for the notice
-    fd = _open_nofollow(target, os.O_RDONLY | os.O_NONBLOCK)  # O_NONBLOCK: a swapped-in FIFO cannot block us
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise ToolFailure("invalid_arguments", f"{name!r} is not a regular file; read_file only reads text files.")
+    with locate(ctx, path) as loc:
+        name = loc.name
+        info = _must_exist(loc)
+        if stat.S_ISDIR(info.st_mode):
+            raise ToolFailure("invalid_arguments", f"{name!r} is a directory; call list_dir with this path instead.")
+        if not stat.S_ISREG(info.st_mode):
+            raise ToolFailure("invalid_arguments", f"{name!r} is not a regular file; read_file only reads text files.")
+        fd = open_leaf(loc, os.O_RDONLY | os.O_NONBLOCK)  # O_NONBLOCK: a swapped-in FIFO cannot block us
     with os.fdopen(fd, "rb") as fh:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise ToolFailure("invalid_arguments", f"{name!r} is not a regular file; read_file only reads text files.")
         raw = fh.read(limit * 4 + 1)  # enough bytes for `limit` characters; the file is never read whole
     complete = len(raw) <= limit * 4
     size = max(info.st_size, len(raw))
@@ -74,6 +75,14 @@ def read_file(path: str, ctx: ToolContext) -> ToolResult:
     return ToolResult.success(text, summary)
 
 
+def _kind(mode: int) -> str:
+    if stat.S_ISLNK(mode):
+        return "symlink"
+    if stat.S_ISDIR(mode):
+        return "dir"
+    return "file" if stat.S_ISREG(mode) else "other"
+
+
 @tool
 def list_dir(ctx: ToolContext, path: str = ".") -> ToolResult:
     """List a workspace folder: name, type and size of each entry.
@@ -81,33 +90,40 @@ def list_dir(ctx: ToolContext, path: str = ".") -> ToolResult:
     Args:
         path: Folder relative to the workspace.
     """
-    target = resolve_in_workspace(ctx, path, must_exist=True)
-    name = relative_name(ctx, target)
-    if not target.is_dir():
-        raise ToolFailure("invalid_arguments", f"{name!r} is not a directory; call read_file to read a file.")
-    entries = []
-    with os.scandir(target) as it:
-        items = sorted(it, key=lambda e: e.name)
-    budget = max(500, ctx.output_cap - 300)  # keep the JSON under the output cap so it stays structured
-    for entry in items[:MAX_LIST_ENTRIES]:
-        info = entry.stat(follow_symlinks=False)
-        if stat.S_ISLNK(info.st_mode):
-            kind = "symlink"
-        elif stat.S_ISDIR(info.st_mode):
-            kind = "dir"
-        elif stat.S_ISREG(info.st_mode):
-            kind = "file"
-        else:
-            kind = "other"
-        item = {"name": entry.name, "type": kind, "size": info.st_size if kind == "file" else None}
-        budget -= len(json.dumps(item, ensure_ascii=False)) + 2
-        if budget < 0:
-            break
-        entries.append(item)
+    with locate(ctx, path) as loc:
+        name = loc.name
+        if not stat.S_ISDIR(_must_exist(loc).st_mode):
+            raise ToolFailure("invalid_arguments", f"{name!r} is not a directory; call read_file to read a file.")
+        fd = open_leaf(loc, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        with os.scandir(fd) as it:  # a folder of millions of entries is read only up to MAX_SCAN
+            items = sorted(itertools.islice(it, MAX_SCAN + 1), key=lambda e: os.fsencode(e.name))
+        huge = len(items) > MAX_SCAN
+        items = items[:MAX_SCAN]
+        budget = max(500, ctx.output_cap - 300)  # keep the JSON under the output cap so it stays structured
+        entries = []
+        for entry in items[:MAX_LIST_ENTRIES]:
+            try:
+                info = entry.stat(follow_symlinks=False)
+            except FileNotFoundError:  # removed while listing
+                continue
+            kind = _kind(info.st_mode)
+            item = {"name": display(entry.name), "type": kind, "size": info.st_size if kind == "file" else None}
+            if item["name"] != entry.name:
+                item["note"] = "name is not valid UTF-8; shown with \\x escapes, it cannot be opened by this name"
+            budget -= len(json.dumps(item, ensure_ascii=False)) + 2
+            if budget < 0:
+                break
+            entries.append(item)
+    finally:
+        os.close(fd)
     data: dict = {"path": name, "entries": entries}
-    if len(entries) < len(items):
+    if huge:
+        data["note"] = f"the folder has more than {MAX_SCAN} entries; showing {len(entries)} of them (not in order)"
+    elif len(entries) < len(items):
         data["note"] = f"showing the first {len(entries)} of {len(items)} entries; list a subfolder instead"
-    return ToolResult.success(data, f"list_dir {name}: {len(items)} entries")
+    count = f"more than {MAX_SCAN}" if huge else str(len(items))
+    return ToolResult.success(data, f"list_dir {name}: {count} entries")
 
 
 @tool(permission="write", repeatable=True)
@@ -120,34 +136,17 @@ def write_file(path: str, content: str, ctx: ToolContext) -> ToolResult:
     """
     # repeatable: writing the same content again is harmless, and it is needed when another write
     # changed the file in between, so identical calls are not de-duplicated.
-    target = resolve_in_workspace(ctx, path)
-    name = relative_name(ctx, target)
-    data = content.encode("utf-8")
+    try:
+        data = content.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ToolFailure(
+            "invalid_arguments", f"content has an invalid character at {exc.start} (a lone surrogate); send valid text."
+        ) from exc
     if len(data) > MAX_WRITE_BYTES:
         raise ToolFailure("invalid_arguments", f"content is {len(data)} bytes; write at most {MAX_WRITE_BYTES}.")
-    if target.is_dir() or name == ".":
-        raise ToolFailure("invalid_arguments", f"{name!r} is a directory; give a file path inside it.")
-    parent = target.parent
-    if parent.exists() and not parent.is_dir():
-        raise ToolFailure("invalid_arguments", f"{relative_name(ctx, parent)!r} is a file, not a folder.")
-    parent.mkdir(parents=True, exist_ok=True)
-    if parent.resolve() != parent:  # a folder on the way became a symlink after the check
-        raise ToolFailure("permission_denied", f"path {path!r} leads outside the workspace.")
-    existed = os.path.lexists(target)
-    mode = stat.S_IMODE(target.stat().st_mode) if target.is_file() else None
-    fd, tmp = tempfile.mkstemp(dir=parent, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        if mode is not None:
-            os.chmod(tmp, mode)
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    with locate(ctx, path, create_parents=True) as loc:
+        name = loc.name
+        existed = write_atomically(loc, data)
     verb = "replaced" if existed else "created"
     return ToolResult.success(
         {"path": name, "bytes": len(data), "created": not existed}, f"write_file {verb} {name} ({len(data)} bytes)"

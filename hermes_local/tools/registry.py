@@ -20,8 +20,18 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, create_model
 
+from hermes_local.errors import UserError
+
 Permission = Literal["read", "write", "dangerous"]
 ErrorKind = Literal["invalid_arguments", "permission_denied", "timeout", "not_found", "tool_error", "truncated"]
+
+
+def arguments_digest(name: str, arguments: dict[str, Any]) -> str:
+    """A stable hash of a call (tool name + arguments): identifies a finished write across a resume."""
+    import hashlib
+
+    blob = json.dumps([name, arguments], sort_keys=True, default=str, ensure_ascii=True)
+    return hashlib.sha256(blob.encode("ascii")).hexdigest()[:32]
 
 
 @dataclass
@@ -46,11 +56,14 @@ class ToolFailure(Exception):
 
 @dataclass
 class ToolResult:
+    """The envelope of one tool call's outcome; `approval` says how it was allowed (not shown to the model)."""
+
     ok: bool
     summary: str
     data: Any = None
     error: str | None = None
     error_kind: ErrorKind | None = None
+    approval: str = ""
 
     @classmethod
     def success(cls, data: Any, summary: str) -> ToolResult:
@@ -59,6 +72,18 @@ class ToolResult:
     @classmethod
     def failure(cls, kind: ErrorKind, error: str, summary: str | None = None) -> ToolResult:
         return cls(ok=False, error=error, error_kind=kind, summary=summary or f"{kind}: {error}")
+
+    @classmethod
+    def from_envelope(cls, d: dict[str, Any]) -> ToolResult:
+        """The result from its envelope (as logged); extra keys are ignored."""
+        return cls(
+            bool(d.get("ok")),
+            str(d.get("summary", "")),
+            d.get("data"),
+            d.get("error"),
+            d.get("error_kind"),
+            str(d.get("approval") or ""),
+        )
 
     def envelope(self) -> dict[str, Any]:
         if self.ok:
@@ -71,6 +96,8 @@ class ToolResult:
 
 @dataclass
 class Tool:
+    """A callable tool: name, description, argument model, permission and limits."""
+
     name: str
     description: str
     function: Callable[..., Any]
@@ -79,9 +106,18 @@ class Tool:
     timeout: float | None = None
     repeatable: bool = False
     context_param: str | None = None
+    # A JSON schema given as is (MCP tools); `arguments_model` then validates against it.
+    input_schema: dict[str, Any] | None = None
+    # Whether a read cache may serve this tool's results again (MCP tools: only with `cache = true`).
+    cacheable: bool = True
 
     def schema(self) -> dict[str, Any]:
         """OpenAI/Hermes function signature shown to the model inside <tools>."""
+        if self.input_schema is not None:
+            return {
+                "type": "function",
+                "function": {"name": self.name, "description": self.description, "parameters": self.input_schema},
+            }
         params = self.arguments_model.model_json_schema()
         # Validation rejects extra keys anyway; titles and additionalProperties only cost prompt tokens.
         params.pop("title", None)
@@ -173,17 +209,55 @@ def tool(
 
 
 class ToolRegistry:
-    """The tools offered to the model in one run, by name."""
+    """The tools of one run by name, where each came from, and what to close when the run ends.
 
-    def __init__(self, tools: Iterable[Tool] = ()) -> None:
+    `source` is "builtin", "module:PATH" or "mcp:SERVER"; a second tool with a taken name is refused
+    with one line naming both sources. `add_closer` registers cleanup (e.g. stopping MCP servers)
+    that `close()` runs once, last registered first; a `subset()` shares the cleanup of its parent.
+    """
+
+    def __init__(self, tools: Iterable[Tool] = (), *, source: str = "builtin") -> None:
         self._tools: dict[str, Tool] = {}
+        self._sources: dict[str, str] = {}
+        self._closers: list[Callable[[], None]] = []
         for t in tools:
-            self.register(t)
+            self.register(t, source=source)
 
-    def register(self, t: Tool) -> None:
+    def register(self, t: Tool, *, source: str = "builtin") -> None:
         if not isinstance(t, Tool):
             raise TypeError(f"{t!r} is not a Tool; decorate the function with @tool")
+        if t.name in self._tools:
+            raise UserError(
+                f"tool name {t.name!r} from {source} is already taken by {self._sources[t.name]}; "
+                "rename one of them (or leave one out)"
+            )
         self._tools[t.name] = t
+        self._sources[t.name] = source
+
+    def source(self, name: str) -> str:
+        return self._sources.get(name, "builtin")
+
+    def subset(self, names: Iterable[str]) -> ToolRegistry:
+        """A registry with only `names` (in this registry's order), sharing this one's cleanup hooks."""
+        keep = set(names)
+        out = ToolRegistry()
+        for t in self._tools.values():
+            if t.name in keep:
+                out.register(t, source=self._sources[t.name])
+        out._closers = self._closers
+        return out
+
+    def add_closer(self, closer: Callable[[], None]) -> None:
+        self._closers.append(closer)
+
+    def close(self) -> None:
+        """Run the cleanup hooks (once); errors in one do not stop the others."""
+        while self._closers:
+            closer = self._closers.pop()
+            try:
+                closer()
+            except Exception:  # noqa: BLE001 - cleanup at the end of a run must not mask its result
+                pass
 
     def get(self, name: str) -> Tool | None:
         return self._tools.get(name)

@@ -1,11 +1,16 @@
-"""`run_shell`: run one `/bin/sh -c` command in the workspace with a time limit and capped output.
+"""`run_shell`: run one `/bin/sh -c` command in the workspace, sandboxed, limited, timed, output capped.
 
-The command runs in its own session (`start_new_session=True`), so it and everything it starts
-form one process group. When the command exits, or when the time limit is reached, the whole group
-is killed with SIGKILL: a background child (`sleep 30 &`) that still holds the output pipes can
-neither hang the agent nor outlive the call. Output is read with `select` as it arrives and only a
-head and a tail are kept in memory. This is a `dangerous` tool: it needs approval, and it is NOT a
-sandbox (the command can touch anything the user can); it only bounds time and output.
+The command runs through `procs.spawn` in its own session, with the run's resource limits, a
+parent-death signal and (where available) a pids cgroup, and registered so that Ctrl-C, SIGTERM or
+exit of the agent kills it. With the sandbox in force (`sandbox.py`: bwrap) it sees only the system
+directories and the workspace, has no network, only the allow-listed environment variables, and lives
+in its own PID namespace; with `sandbox = off` (or `auto` where bwrap does not work) it runs with the
+user's rights, still limited and with the filtered environment, and a warning says so once per run.
+When the command exits, or when the time limit is reached, everything it started is killed: a
+background child that still holds the output pipes can neither hang the agent nor outlive the call.
+Output is read with `select` as it arrives and only a head and a tail are kept in memory. A command
+stopped by a resource limit is reported as `tool_error` naming the limit. This is a `dangerous` tool:
+it needs approval.
 """
 
 from __future__ import annotations
@@ -15,36 +20,55 @@ import os
 import selectors
 import signal
 import subprocess
+import sys
 import time
 
+from hermes_local.procs import spawn
+from hermes_local.sandbox import Limits, SandboxPolicy, sandboxed_command
+from hermes_local.textsafe import terminal_safe
+from hermes_local.tools.confined import workspace_root
 from hermes_local.tools.limits import HeadTailBuffer
-from hermes_local.tools.paths import workspace_root
 from hermes_local.tools.registry import ToolContext, ToolFailure, ToolResult, tool
 
 # After the command exits, how long background children may keep the pipes open before they are killed.
 EXIT_GRACE = 0.2
+# Tools whose calls run through the sandbox (the approval prompt says so).
+SANDBOXED_TOOLS = frozenset({"run_shell"})
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
+def sandbox_policy(ctx: ToolContext) -> SandboxPolicy:
+    """The run's sandbox setting (`runtime.build_agent` puts it in the context; default: auto)."""
+    policy = ctx.extras.get("sandbox")
+    return policy if isinstance(policy, SandboxPolicy) else SandboxPolicy()
 
 
 def run_captured(
-    command: str, cwd: str, seconds: float, out_cap: int, err_cap: int
-) -> tuple[int | None, HeadTailBuffer, HeadTailBuffer]:
-    """(exit code or None on timeout, stdout, stderr). The process group is always dead on return."""
+    command: str,
+    cwd: str,
+    seconds: float,
+    out_cap: int,
+    err_cap: int,
+    policy: SandboxPolicy | None = None,
+) -> tuple[int | None, HeadTailBuffer, HeadTailBuffer, str | None]:
+    """(exit code or None on timeout, stdout, stderr, limit hit or None). Everything started is dead on return."""
+    policy = policy or SandboxPolicy()
+    sandboxed, _ = policy.in_force()
+    # Limits, the parent-death signal and the pids cage are applied by spawn() in the child, not by argv.
+    argv, env = sandboxed_command(
+        ["/bin/sh", "-c", command], workspace=cwd, env_allow=policy.env_allow, use_bwrap=sandboxed, pdeathsig=False
+    )
     out = HeadTailBuffer(out_cap * 2 // 3, out_cap // 3)
     err = HeadTailBuffer(err_cap * 2 // 3, err_cap // 3)
-    proc = subprocess.Popen(
-        ["/bin/sh", "-c", command],
+    running = spawn(
+        argv,
         cwd=cwd,
+        env=env,
+        limits=policy.limits,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        start_new_session=True,
-        close_fds=True,
     )
+    proc = running.proc
     deadline = time.monotonic() + seconds
     exited_at: float | None = None
     selector = selectors.DefaultSelector()
@@ -69,11 +93,7 @@ def run_captured(
                 proc.wait(timeout=max(0.0, deadline - time.monotonic()))
         timed_out = proc.poll() is None
     finally:
-        _kill_group(proc)
-        if proc.poll() is None:
-            proc.kill()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=1.0)
+        running.kill()
         # Drain whatever the killed processes left in the pipes, without blocking.
         for key in list(selector.get_map().values()):
             os.set_blocking(key.fd, False)
@@ -81,10 +101,46 @@ def run_captured(
                 while chunk := os.read(key.fd, 65536):
                     key.data.write(chunk)
         selector.close()
+        hit = running.limit_hit()
+        running.close()
         for pipe in (proc.stdout, proc.stderr):
             if pipe is not None:
                 pipe.close()
-    return (None if timed_out else proc.returncode), out, err
+    code = None if timed_out else proc.returncode
+    return code, out, err, limit_reached(policy.limits, code, err.text(), cage_full=hit)
+
+
+def limit_reached(limits: Limits, code: int | None, stderr: str, *, cage_full: bool = False) -> str | None:
+    """Which resource limit stopped the command, judged from its exit status and error output, or None.
+
+    Signals (SIGXCPU, SIGXFSZ) and a full pids cgroup are certain; a failed fork or allocation is read
+    from the error output of a command that failed, so a program printing "Cannot allocate memory" for
+    another reason is reported the same way.
+    """
+    signum = -code if code is not None and code < 0 else code - 128 if code is not None and 128 < code < 193 else 0
+    lowered = stderr.lower()
+    failed_fork = "fork" in lowered and ("resource temporarily unavailable" in lowered or "cannot fork" in lowered)
+    if limits.processes and (cage_full or (code != 0 and failed_fork)):
+        return f"the process limit ({limits.processes} processes) was reached"
+    if limits.cpu_seconds and signum == signal.SIGXCPU:
+        return f"the CPU time limit ({limits.cpu_seconds} s) was reached"
+    if limits.file_size_mb and (signum == signal.SIGXFSZ or (code and "file too large" in lowered)):
+        return f"the file size limit ({limits.file_size_mb} MB) was reached"
+    no_memory = ("memoryerror", "cannot allocate memory", "out of memory", "bad_alloc")
+    if limits.memory_mb and code and any(m in lowered for m in no_memory):
+        return f"the memory limit ({limits.memory_mb} MB) was reached"
+    return None
+
+
+def warn_unsandboxed(ctx: ToolContext, policy: SandboxPolicy) -> None:
+    """Once per run: one line on stderr when commands run without the sandbox."""
+    if ctx.extras.get("sandbox_warned"):
+        return
+    ctx.extras["sandbox_warned"] = True
+    sandboxed, why = policy.in_force()
+    if not sandboxed:
+        sys.stderr.write(terminal_safe(f"warning: run_shell runs WITHOUT a sandbox: {why}") + "\n")
+        sys.stderr.flush()
 
 
 @tool(permission="dangerous", repeatable=True)
@@ -99,7 +155,21 @@ def run_shell(command: str, ctx: ToolContext) -> ToolResult:
         raise ToolFailure("invalid_arguments", "command is empty; give the shell command to run.")
     seconds = max(0.1, ctx.timeout - min(0.5, ctx.timeout * 0.1))
     cap = max(600, ctx.output_cap * 3 // 4)  # bytes kept from both streams; the rest of the envelope fits too
-    code, out, err = run_captured(command, str(workspace_root(ctx)), seconds, cap * 2 // 3, cap // 3)
+    policy = sandbox_policy(ctx)
+    refusal = policy.refusal()
+    if refusal:
+        raise ToolFailure(
+            "permission_denied", f"{refusal}; commands cannot run. Do without run_shell and tell the user."
+        )
+    warn_unsandboxed(ctx, policy)
+    code, out, err, limit = run_captured(command, str(workspace_root(ctx)), seconds, cap * 2 // 3, cap // 3, policy)
+    if limit:
+        partial = (out.text()[-200:] + err.text()[-200:]).strip()
+        raise ToolFailure(
+            "tool_error",
+            f"the command hit a resource limit: {limit}; everything it started was killed. "
+            "Do the work with fewer processes or less data. " + (f"Last output: {partial}" if partial else ""),
+        )
     if code is None:
         partial = (out.text()[-300:] + err.text()[-300:]).strip()
         raise ToolFailure(

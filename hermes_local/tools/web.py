@@ -3,11 +3,15 @@
 Offline by default: with no allow-listed host every call is refused before any socket or DNS
 lookup. The host is taken from the parsed URL (so `http://allowed@evil/` is `evil`), every
 redirect is checked against the same list, and proxies from the environment are ignored. The body
-is read only up to a cap. Does not send cookies, credentials or anything but a plain GET.
+is read only up to a cap and decoded with its declared charset only when that is an ordinary text
+encoding (never `unicode_escape`, `utf-7` and the like, which can produce lone surrogates or control
+characters); `[::1]` in `allow_hosts` matches the IPv6 loopback. Does not send cookies, credentials
+or anything but a plain GET.
 """
 
 from __future__ import annotations
 
+import codecs
 import urllib.error
 import urllib.request
 from urllib.parse import urlsplit
@@ -29,9 +33,32 @@ def _host_allowed(url: str, allow_hosts: list[str]) -> tuple[bool, str]:
         raise ToolFailure("invalid_arguments", f"the URL is malformed: {exc}.") from exc
     if not host:
         raise ToolFailure("invalid_arguments", "the URL has no host; give a full URL like http://host/path.")
-    allowed = {h.strip().lower().rstrip(".") for h in allow_hosts if h.strip()}
-    with_port = f"{host}:{port}" if port is not None else None
+    allowed = {_allow_entry(h) for h in allow_hosts if h.strip()}
+    with_port = f"[{host}]:{port}" if ":" in host else f"{host}:{port}" if port is not None else None
     return host in allowed or (with_port is not None and with_port in allowed), host
+
+
+def _allow_entry(entry: str) -> str:
+    """An `allow_hosts` entry as compared: lower case, no trailing dot, `[::1]` -> `::1` (a port is kept)."""
+    entry = entry.strip().lower().rstrip(".")
+    if entry.startswith("[") and entry.endswith("]"):
+        return entry[1:-1]
+    return entry
+
+
+# Codecs that turn escape sequences or shifts in the body into arbitrary code points (lone surrogates,
+# controls): a server may not choose them. Anything else unknown or non-text falls back to UTF-8.
+_UNSAFE_CHARSETS = frozenset({"unicode_escape", "raw_unicode_escape", "utf_7", "punycode", "idna", "undefined"})
+
+
+def _decode_body(body: bytes, charset: str) -> str:
+    try:
+        info = codecs.lookup(charset)
+        safe = getattr(info, "_is_text_encoding", True) and info.name.replace("-", "_") not in _UNSAFE_CHARSETS
+    except LookupError:
+        safe = False
+    text = body.decode(info.name if safe else "utf-8", errors="replace")
+    return text.encode("utf-8", "replace").decode("utf-8")  # no lone surrogates survive
 
 
 def _refusal(host: str, allow_hosts: list[str]) -> ToolFailure:
@@ -83,10 +110,7 @@ def http_get(url: str, ctx: ToolContext) -> ToolResult:
         raise ToolFailure("tool_error", f"could not fetch {url}: {exc.reason}.") from exc
     except TimeoutError as exc:
         raise ToolFailure("timeout", f"{host} did not answer within {seconds:g} s.") from exc
-    try:
-        text = body.decode(charset, errors="replace")
-    except LookupError:
-        text = body.decode("utf-8", errors="replace")
+    text = _decode_body(body, charset)
     truncated = len(body) > cap * 4 or len(text) > cap
     if truncated:
         text = text[:cap] + f"\n[... body truncated after {cap} characters ...]"

@@ -1,0 +1,121 @@
+"""Dialects: how each model family frames turns, offers tools, writes calls and receives results.
+
+`get_dialect(name)` returns one by name; `detect_dialect(header)` picks one from a GGUF's metadata
+(its chat template's markers, architecture and tokenizer); `select_dialect` applies the precedence
+`--dialect` > models.toml `chat_format` > GGUF metadata > `hermes`. `missing_framing(dialect, llm)`
+lists the framing tokens the model's vocabulary lacks and `require_framing` turns that into the
+one-line refusal `run`, `chat` (and later `serve`) give. Does not render prompts itself.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hermes_local.dialects.base import Dialect, result_content
+from hermes_local.dialects.gguf import GGUFDialect
+from hermes_local.dialects.hermes import HermesDialect
+from hermes_local.dialects.llama3 import Llama3Dialect
+from hermes_local.dialects.mistral import MistralDialect, MistralV3Dialect
+from hermes_local.dialects.qwen import QwenDialect
+from hermes_local.errors import UserError
+from hermes_local.llm import LLM
+
+__all__ = [
+    "DIALECT_NAMES",
+    "Dialect",
+    "detect_dialect",
+    "get_dialect",
+    "missing_framing",
+    "require_framing",
+    "result_content",
+    "select_dialect",
+]
+
+_FIXED: dict[str, type[Dialect]] = {
+    "hermes": HermesDialect,
+    "qwen": QwenDialect,
+    "mistral": MistralDialect,
+    "mistral-v3": MistralV3Dialect,
+    "llama3": Llama3Dialect,
+}
+ALIASES = {"chatml": "hermes", "llama-3": "llama3", "tekken": "mistral"}
+DIALECT_NAMES = (*_FIXED, "gguf")
+
+
+def _gguf_dialect(header: Any | None) -> GGUFDialect:
+    if header is None:
+        return GGUFDialect()
+    meta = header.metadata
+    template = meta.get("tokenizer.chat_template.tool_use") or meta.get("tokenizer.chat_template") or ""
+    tokens = meta.get("tokenizer.ggml.tokens")
+    values = getattr(tokens, "values", None) or []
+
+    def token_text(key: str) -> str:
+        idx = meta.get(key)
+        return values[idx] if isinstance(idx, int) and 0 <= idx < len(values) else ""
+
+    eos, eot = token_text("tokenizer.ggml.eos_token_id"), token_text("tokenizer.ggml.eot_token_id")
+    return GGUFDialect(str(template), eos_token=eos, stop=[s for s in (eot,) if s])
+
+
+def get_dialect(name: str, header: Any | None = None) -> Dialect:
+    """The dialect called `name` (or an alias); `gguf` reads its template from `header`."""
+    key = ALIASES.get(name.lower(), name.lower())
+    if key == "gguf":
+        return _gguf_dialect(header)
+    if key not in _FIXED:
+        raise UserError(f"unknown dialect {name!r}; use --dialect with one of: {', '.join(DIALECT_NAMES)}")
+    return _FIXED[key]()
+
+
+_VOCAB_PROBES = (("<|im_start|>", "hermes"), ("<|start_header_id|>", "llama3"), ("[AVAILABLE_TOOLS]", "mistral"))
+
+
+def detect_dialect(header: Any | None, llm: LLM | None = None) -> str:
+    """A dialect name from GGUF metadata: template markers first, then tokenizer and architecture, then
+    the special tokens of the vocabulary (when `llm` is given)."""
+    if header is None:
+        return "hermes"
+    meta = header.metadata
+    template = str(meta.get("tokenizer.chat_template.tool_use") or meta.get("tokenizer.chat_template") or "")
+    pre = str(meta.get("tokenizer.ggml.pre") or "")
+    arch = str(header.architecture or "")
+    if "<|im_start|>" in template:
+        return "qwen" if "# Tools" in template else "hermes"
+    if "<|start_header_id|>" in template:
+        return "llama3"
+    if "[INST]" in template or "[AVAILABLE_TOOLS]" in template:
+        return "mistral" if pre == "tekken" else "mistral-v3"
+    if template:
+        return "gguf"
+    if arch.startswith("qwen"):
+        return "qwen"
+    if pre == "llama-bpe" or arch == "llama" and pre.startswith("llama3"):
+        return "llama3"
+    for token, name in _VOCAB_PROBES:
+        if llm is not None and llm.special_token_id(token) is not None:
+            return name if name != "mistral" or pre == "tekken" else "mistral-v3"
+    return "hermes"
+
+
+def select_dialect(
+    name: str | None, *, chat_format: str | None = None, header: Any | None = None, llm: LLM | None = None
+) -> Dialect:
+    """`--dialect` wins, then the registry's `chat_format`, then the GGUF's metadata and vocabulary."""
+    chosen = name or chat_format or detect_dialect(header, llm)
+    return get_dialect(chosen, header)
+
+
+def missing_framing(dialect: Dialect, llm: LLM) -> list[str]:
+    """The dialect's framing tokens that are not single special tokens of `llm`'s vocabulary."""
+    return [t for t in dialect.framing_tokens if llm.special_token_id(t) is None]
+
+
+def require_framing(dialect: Dialect, llm: LLM) -> None:
+    """Refuse (exit 2, one line) a model whose vocabulary cannot frame `dialect`."""
+    missing = missing_framing(dialect, llm)
+    if missing:
+        raise UserError(
+            f"{llm.description} has no {' '.join(missing)} special token(s), so the {dialect.name} format "
+            f"would reach it as plain text; pick its format with --dialect NAME ({', '.join(DIALECT_NAMES)})"
+        )

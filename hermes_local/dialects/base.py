@@ -1,0 +1,121 @@
+"""What every dialect shares: the `Dialect` base class and the tool-result shape.
+
+A dialect is how one model family frames turns, offers tools, writes calls and receives results.
+`Dialect.render(messages, tools)` turns the agent's conversation (role + `Segments` content, the
+system message holding hermes-local's own rules) into trusted/untrusted segments through a template
+in `prompts/`; `assistant_content` and `tool_results` give the content of an assistant turn with
+calls and of the turn(s) answering them. Framing (template text) is trusted, so only it can become
+special tokens; everything else is content. Does not tokenize beyond `prompts.to_tokens`, load
+models or run tools.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from hermes_local.llm import LLM
+from hermes_local.parsing import ParseResult, ToolCall, parse_tool_calls
+from hermes_local.prompts import Segment, Segments, render, to_tokens
+
+Message = dict[str, Any]  # {"role": "system" | "user" | "assistant" | "tool", "content": Segments}
+
+
+def result_content(envelope: dict[str, Any]) -> Any:
+    """What a model sees of one tool result: the data, or the error and its kind (no duplicate fields)."""
+    if envelope.get("ok"):
+        return envelope.get("data")
+    return {"error": envelope.get("error"), "kind": envelope.get("error_kind")}
+
+
+def dumps(value: Any, indent: int | None = None) -> str:
+    """JSON as transformers' `tojson` writes it: keys in insertion order, non-ASCII kept."""
+    return json.dumps(value, ensure_ascii=False, indent=indent, default=str)
+
+
+def call_id(step: int, index: int) -> str:
+    """A stable 9-character call id (Mistral requires exactly nine alphanumerics)."""
+    return f"s{step % 10000:04d}c{index % 1000:03d}"
+
+
+class Dialect:
+    """One model family's prompt format; subclasses set the class attributes and the templates."""
+
+    name = "base"
+    template = "chatml.jinja"
+    framing_tokens: tuple[str, ...] = ()  # must be single special tokens in the model's vocabulary
+    stop: tuple[str, ...] = ()
+    call_open: str | None = None  # the lazy grammar trigger (None: the grammar applies only when required)
+    required_prefill = ""  # written for the model when every step must call a tool; the grammar follows it
+    description = ""
+    user_joins: tuple[str, ...] = ("user", "tool")  # a user note merges into a preceding turn of these roles
+    roles: dict[str, str] = {}  # our role -> the role this family's template writes (e.g. tool -> user)
+
+    # -- prompt ----------------------------------------------------------------------------
+    def offer(self, tools: Sequence[dict[str, Any]]) -> Any:
+        """The tool definitions as this dialect's template wants them (default: the schemas)."""
+        return list(tools)
+
+    def render(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[dict[str, Any]] = (),
+        *,
+        add_generation_prompt: bool = True,
+        prefill: str = "",
+    ) -> Segments:
+        """The whole prompt as segments; `messages[0]` may be a system message (our rules)."""
+        msgs = list(messages)
+        system = msgs.pop(0)["content"] if msgs and msgs[0]["role"] == "system" else None
+        msgs = [{**m, "role": self.roles.get(m["role"], m["role"])} for m in msgs]
+        return render(
+            self.template,
+            system=system,
+            messages=msgs,
+            tools=self.offer(tools) if tools else None,
+            add_generation_prompt=add_generation_prompt,
+            prefill=Segments((Segment(prefill, True),)) if prefill else "",  # ours, so framing
+            **self.context(),
+        )
+
+    def context(self) -> dict[str, Any]:
+        """Extra template variables of this dialect."""
+        return {}
+
+    def tokens(
+        self, messages: Sequence[Message], tools: Sequence[dict[str, Any]], llm: LLM, *, prefill: str = ""
+    ) -> list[int]:
+        """Token ids of the conversation ending in an open assistant turn (optionally pre-filled)."""
+        return to_tokens(self.render(messages, tools, prefill=prefill), llm)
+
+    # -- history ---------------------------------------------------------------------------
+    def call_text(self, call: ToolCall, step: int, index: int) -> str:
+        return dumps({"name": call.name, "arguments": call.arguments})
+
+    def assistant_content(self, step: int, text: str, calls: Sequence[ToolCall]) -> Segments:
+        """An assistant reply with its calls in canonical form (trusted tags, untrusted JSON)."""
+        segs: list[Segment] = []
+        if text:
+            segs.append(Segment(text + ("\n" if calls else ""), False))
+        for i, call in enumerate(calls):
+            segs += [Segment("<tool_call>\n", True), Segment(self.call_text(call, step, i), False)]
+            segs.append(Segment("\n</tool_call>" + ("\n" if i < len(calls) - 1 else ""), True))
+        return Segments(segs)
+
+    def tool_results(self, step: int, responses: Sequence[dict[str, Any]]) -> Segments:
+        """One turn answering a step's calls; `responses` hold {"name", "content"} (content shown as is)."""
+        return render("tool_response.jinja", responses=[dumps(r) for r in responses])
+
+    # -- output ----------------------------------------------------------------------------
+    def parse(self, text: str, tool_names: Sequence[str] | frozenset[str] | None = None) -> ParseResult:
+        return parse_tool_calls(text, tool_names, dialect=self.name)
+
+    def grammar(self, tools: Sequence[Any]) -> str:
+        """GBNF for what follows `call_open`."""
+        from hermes_local.grammar import tool_call_grammar
+
+        return tool_call_grammar(list(tools))
+
+    def __repr__(self) -> str:
+        return f"<dialect {self.name}>"

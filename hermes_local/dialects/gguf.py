@@ -1,0 +1,154 @@
+"""The `gguf` dialect: the model's own `tokenizer.chat_template`, rendered safely.
+
+For any family the other dialects do not cover. The template (its `tool_use` variant when the GGUF has
+one) runs in a sandboxed Jinja environment with the globals transformers passes (`messages`, `tools`,
+`bos_token`, `eos_token`, `add_generation_prompt`, `raise_exception`, `strftime_now`) and its
+`tojson`. Every message content is replaced by a unique sentinel before rendering and put back
+afterwards with its own trust flags, so only the template's text can become special tokens. Tool
+definitions are template data: they are refused if they spell special-token text; a template that
+does not use `tools` gets the Hermes tool block at the top of the system message instead (as content). Calls in the
+history are written in the Hermes `<tool_call>` form inside the assistant content, results as `tool`
+messages (most tool-capable templates accept both). Stop strings are the GGUF's EOS/EOT token texts.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import re
+from collections.abc import Iterable, Sequence
+from functools import lru_cache
+from typing import Any
+
+import jinja2
+import jinja2.sandbox
+
+from hermes_local.dialects.base import Dialect, Message, dumps
+from hermes_local.errors import UserError
+from hermes_local.prompts import Segment, Segments
+
+_SENTINEL = re.compile("\ue002(\\d+)\ue003")
+_CONTROL_TEXT = re.compile(r"<\|[^|<>\s]{1,40}\|>|<｜[^｜<>]{1,40}｜>|</?s>|\[/?(?:INST|TOOL_CALLS|AVAILABLE_TOOLS)\]")
+_USES_TOOLS = re.compile(r"\btools\b")
+_NEXT_RESULT = Segment("\ue004", True)  # separates results in one results turn: each becomes a tool message
+
+
+def _raise_exception(message: str) -> None:
+    raise jinja2.exceptions.TemplateError(message)
+
+
+def _tojson(value: Any, ensure_ascii: bool = False, indent: int | None = None, separators: Any = None,
+            sort_keys: bool = False) -> str:  # fmt: skip
+    return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+
+
+def _strftime_now(fmt: str) -> str:
+    return datetime.datetime.now().strftime(fmt)
+
+
+@lru_cache(maxsize=8)
+def compile_template(source: str) -> jinja2.Template:
+    """A chat template compiled as transformers does (sandboxed, trim_blocks, lstrip_blocks)."""
+    env = jinja2.sandbox.ImmutableSandboxedEnvironment(
+        trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"]
+    )
+    env.filters["tojson"] = _tojson
+    env.globals["raise_exception"] = _raise_exception
+    env.globals["strftime_now"] = _strftime_now
+    try:
+        return env.from_string(source)
+    except jinja2.TemplateError as exc:
+        raise UserError(f"the model's chat template does not compile ({exc}); pick a format with --dialect") from exc
+
+
+def tool_offer_text(tools: Sequence[dict[str, Any]]) -> str:
+    """The Hermes tool block's text (without its framing), for templates that cannot offer tools."""
+    from hermes_local.dialects.hermes import HermesDialect
+
+    text = HermesDialect().render([], tools, add_generation_prompt=False).text
+    return text.removeprefix("<|im_start|>system\n").removesuffix("<|im_end|>\n")
+
+
+class GGUFDialect(Dialect):
+    """Renders a model's own chat template; content behind sentinels."""
+
+    name = "gguf"
+    call_open = "<tool_call>"
+    required_prefill = "<tool_call>\n"
+    description = "the model's own tokenizer.chat_template (sandboxed Jinja), for any other family"
+
+    def __init__(
+        self, template: str = "", *, bos_token: str = "", eos_token: str = "", stop: Sequence[str] = ()
+    ) -> None:
+        self.source = template
+        self.bos_token = bos_token
+        self.eos_token = eos_token
+        self.stop = tuple(dict.fromkeys([*stop, *([eos_token] if eos_token else [])]))
+
+    def add_stops(self, texts: Iterable[str]) -> None:
+        """Also stop at these texts (the model's EOS/EOT tokens, known once its vocabulary is loaded)."""
+        self.stop = tuple(dict.fromkeys([*self.stop, *(t for t in texts if t)]))
+        if not self.eos_token and self.stop:
+            self.eos_token = self.stop[0]
+
+    def tool_results(self, step: int, responses: Sequence[dict[str, Any]]) -> Segments:
+        """One `tool` message per result holding {"name", "content"}; the template frames each."""
+        segs: list[Segment] = []
+        for i, r in enumerate(responses):
+            segs += [_NEXT_RESULT] if i else []
+            segs.append(Segment(dumps(r), False))
+        return Segments(segs)
+
+    def render(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[dict[str, Any]] = (),
+        *,
+        add_generation_prompt: bool = True,
+        prefill: str = "",
+    ) -> Segments:
+        if not self.source:
+            raise UserError("this model has no tokenizer.chat_template; pick a format with --dialect NAME")
+        if tools and _CONTROL_TEXT.search(dumps(list(tools))):
+            raise UserError("a tool definition contains special-token text such as <|...|>; rename or reword it")
+        messages = list(messages)
+        if tools and not _USES_TOOLS.search(self.source):  # a template without tool support: offer them ourselves
+            offer = Segments.untrusted(tool_offer_text(tools))
+            if messages and messages[0]["role"] == "system":
+                messages[0] = {"role": "system", "content": offer + Segments.untrusted("\n\n") + messages[0]["content"]}
+            else:
+                messages.insert(0, {"role": "system", "content": offer})
+            tools = ()
+        values: list[Segments] = []
+        hf_messages = []
+        for m in messages:
+            parts: list[list[Segment]] = [[]]
+            for seg in m["content"]:
+                if seg == _NEXT_RESULT:
+                    parts.append([])
+                else:
+                    parts[-1].append(seg)
+            for part in parts:
+                values.append(Segments(part))
+                hf_messages.append({"role": m["role"], "content": f"\ue002{len(values) - 1}\ue003"})
+        try:
+            rendered = compile_template(self.source).render(
+                messages=hf_messages,
+                tools=list(tools) or None,
+                bos_token="",  # hermes-local adds the BOS token itself, as llama.cpp does
+                eos_token=self.eos_token,
+                add_generation_prompt=add_generation_prompt,
+            )
+        except jinja2.TemplateError as exc:
+            raise UserError(f"the model's chat template failed: {exc}; pick a format with --dialect NAME") from exc
+        out: list[Segment] = []
+        pos = 0
+        for hit in _SENTINEL.finditer(rendered):
+            if hit.start() > pos:
+                out.append(Segment(rendered[pos : hit.start()], True))
+            out.extend(values[int(hit.group(1))])
+            pos = hit.end()
+        out.append(Segment(rendered[pos:], True))
+        if prefill:
+            out.append(Segment(prefill, True))
+        return Segments(seg for seg in out if seg.text)

@@ -1,0 +1,46 @@
+"""The `qwen` dialect: Qwen 2.5 / Qwen 3 ChatML, tools in a `# Tools` section, results in user turns.
+
+The system turn is ours (hermes-local's rules) followed by the official `# Tools` section with one
+JSON schema per line; calls are `<tool_call>{"name", "arguments"}</tool_call>` as in `hermes`; tool
+results go back inside a *user* turn as `<tool_response>` blocks, as the official template does. The
+parser entry also reads Qwen3-Coder's `<function=N><parameter=K>V</parameter></function>` calls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from hermes_local.dialects.base import Dialect, Message, dumps
+from hermes_local.prompts import Segments
+
+DEFAULT_SYSTEM = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
+
+
+class QwenDialect(Dialect):
+    """Qwen's ChatML tool format."""
+
+    name = "qwen"
+    template = "qwen.jinja"
+    framing_tokens = ("<|im_start|>", "<|im_end|>")
+    stop = ("<|im_end|>", "<|im_start|>", "<|endoftext|>")
+    call_open = "<tool_call>"
+    required_prefill = "<tool_call>\n"
+    roles = {"tool": "user"}
+    description = "Qwen 2.5 / 3: ChatML, '# Tools' in the system turn, results inside user turns"
+
+    def offer(self, tools: Sequence[dict[str, Any]]) -> Any:
+        return "\n".join(dumps(t) for t in tools)
+
+    def render(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[dict[str, Any]] = (),
+        *,
+        add_generation_prompt: bool = True,
+        prefill: str = "",
+    ) -> Segments:
+        msgs = list(messages)
+        if not msgs or msgs[0]["role"] != "system":
+            msgs.insert(0, {"role": "system", "content": Segments.untrusted(DEFAULT_SYSTEM)})
+        return super().render(msgs, tools, add_generation_prompt=add_generation_prompt, prefill=prefill)

@@ -1,0 +1,129 @@
+"""The small HTTP client the remote engines share: JSON requests and server-sent events over urllib.
+
+Checks an engine URL against the offline rule (loopback, or a host in `allow_hosts`), adds the optional
+bearer token, applies the timeout, and turns every transport failure into one `EngineError` line that
+names the URL and the fix. It knows no engine's API; `llama_server.py` and `vllm.py` do. Uses only the
+standard library (no new HTTP dependency).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from hermes_local.errors import ModelLoadError
+
+
+class EngineError(ModelLoadError):
+    """A remote engine is unreachable, refused the request, or serves another model: exit code 2."""
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_engine_url(url: str | None, allow_hosts: Sequence[str] = ()) -> str:
+    """The URL without a trailing slash, if it is http(s) to loopback or an allow-listed host."""
+    if not url:
+        raise EngineError("a remote engine needs --engine-url http://HOST:PORT (or engine_url in config.toml)")
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise EngineError(f"engine URL {url!r} is not http(s)://HOST:PORT")
+    host = parts.hostname
+    if not _is_loopback(host) and host not in allow_hosts:
+        raise EngineError(
+            f"engine URL host {host} is not loopback; add it to allow_hosts (--allow-host {host}) "
+            "to let hermes-local talk to it"
+        )
+    return url.rstrip("/")
+
+
+class EngineHTTP:
+    """JSON over HTTP to one engine base URL, with a bearer token and a timeout."""
+
+    def __init__(self, base_url: str, *, token: str | None = None, timeout: float = 120.0, name: str = "engine"):
+        self.base_url = base_url.rstrip("/")
+        self.token = token
+        self.timeout = timeout
+        self.name = name
+
+    def _request(self, method: str, path: str, body: Any | None) -> urllib.request.Request:
+        headers = {"Accept": "application/json"}
+        data = None
+        if body is not None:
+            data = json.dumps(body).encode("utf-8")
+            headers["Content-Type"] = "application/json"
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        return urllib.request.Request(self.base_url + path, data=data, headers=headers, method=method)
+
+    def _fail(self, path: str, exc: BaseException) -> EngineError:
+        if isinstance(exc, urllib.error.HTTPError):
+            detail = ""
+            try:
+                payload = json.loads(exc.read().decode("utf-8", errors="replace") or "{}")
+                err = payload.get("error", payload)
+                detail = err.get("message", "") if isinstance(err, dict) else str(err)
+            except (ValueError, OSError, AttributeError):
+                pass
+            hint = "; check engine_token" if exc.code in (401, 403) else ""
+            return EngineError(f"{self.name} at {self.base_url} answered {path} with HTTP {exc.code} {detail}{hint}")
+        reason = getattr(exc, "reason", exc)
+        return EngineError(f"{self.name} at {self.base_url} is not reachable ({reason}); start it or fix --engine-url")
+
+    def get(self, path: str) -> Any:
+        return self.post(path, None, method="GET")
+
+    def post(self, path: str, body: Any | None, *, method: str = "POST") -> Any:
+        try:
+            with urllib.request.urlopen(self._request(method, path, body), timeout=self.timeout) as resp:
+                raw = resp.read()
+        except (TimeoutError, urllib.error.URLError, OSError) as exc:
+            raise self._fail(path, exc) from exc
+        try:
+            return json.loads(raw.decode("utf-8"))
+        except ValueError as exc:
+            raise EngineError(f"{self.name} at {self.base_url} sent non-JSON from {path}") from exc
+
+    def stream(self, path: str, body: Any) -> Iterator[dict[str, Any]]:
+        """POST and yield each server-sent `data:` JSON object until `[DONE]` or the end of the stream."""
+        try:
+            resp = urllib.request.urlopen(self._request("POST", path, body), timeout=self.timeout)
+        except (TimeoutError, urllib.error.URLError, OSError) as exc:
+            raise self._fail(path, exc) from exc
+        with resp:
+            while True:
+                try:
+                    line = resp.readline()
+                except (TimeoutError, OSError) as exc:
+                    raise EngineError(
+                        f"{self.name} at {self.base_url} stopped answering mid-stream ({exc}); "
+                        "check the server, then resume the run"
+                    ) from exc
+                if not line:
+                    return
+                text = line.decode("utf-8", errors="replace").strip()
+                if not text.startswith("data:"):
+                    continue  # blank separators, SSE comments (pings), event names
+                data = text[5:].strip()
+                if data == "[DONE]":
+                    return
+                try:
+                    event = json.loads(data)
+                except ValueError as exc:
+                    raise EngineError(f"{self.name} at {self.base_url} sent a malformed stream event") from exc
+                if isinstance(event, dict) and "error" in event and not event.get("choices"):
+                    err = event["error"]
+                    msg = err.get("message", err) if isinstance(err, dict) else err
+                    raise EngineError(f"{self.name} at {self.base_url} failed: {msg}")
+                yield event

@@ -1,0 +1,186 @@
+"""The llama-server engine: llama.cpp's HTTP server behind the `LLM` protocol.
+
+Completes from token ids (`POST /completion` with a token-array prompt), so hermes-local's own rendering
+and the injection rule stay in charge: `/tokenize` is called with `parse_special=false` for content and
+special ids come only from framing (`special_token_id`). Sends our GBNF grammar (lazy, with the
+`<tool_call>` trigger, when the model may also answer in prose), asks for `cache_prompt` and reports the
+server's processed-token count as `prompt_tokens_evaluated`, and streams pieces to `on_token`.
+Sampling runs in the server with the same chain as the in-process engine (repeat penalty, top-k,
+top-p, min-p, temperature). In-process features (fast-forward, drafting, the persistent prefix cache)
+do not apply here. Does not start servers (`engines/tools.py` does, for tests and the benchmark).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Sequence
+from pathlib import PurePath
+from typing import Any
+
+from hermes_local.engines.common import RemoteTokenizer, model_matches
+from hermes_local.engines.http import EngineError, EngineHTTP
+from hermes_local.llm import DEFAULT_STOP, Completion, TokenCallback, Usage
+
+# llama.cpp's common_grammar_trigger_type: a trigger word (a single-token word becomes a token trigger)
+TRIGGER_WORD = 1
+
+
+def lazy_grammar(grammar: str, trigger: str) -> str:
+    """Our grammar covers what follows the trigger; a lazy llama.cpp grammar starts at the trigger itself.
+
+    The result also allows further calls after the first (whitespace, trigger, call), as the
+    in-process engine does; after the last call only end-of-generation is allowed.
+    """
+    body = re.sub(r"^root ::=", "hermes-call ::=", grammar, count=1, flags=re.MULTILINE)
+    literal = '"' + trigger.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return f"root ::= {literal} hermes-call ( [ \\n]* {literal} hermes-call )*\n{body}"
+
+
+class LlamaServerLLM:
+    """A model served by a llama-server at `base_url` (loopback or an allow-listed host)."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        token: str | None = None,
+        timeout: float = 120.0,
+        expected_model: Sequence[str] = (),
+        seed: int = 0,
+    ) -> None:
+        self.http = EngineHTTP(base_url, token=token, timeout=timeout, name="llama-server")
+        self.seed = seed
+        props = self.http.get("/props")
+        if not isinstance(props, dict):
+            raise EngineError(f"{base_url} does not look like a llama-server (GET /props)")
+        self.model_path = str(props.get("model_path") or "")
+        alias = str(props.get("model_alias") or "")
+        if not model_matches(expected_model, [self.model_path, alias]):
+            raise EngineError(
+                f"llama-server at {base_url} serves {PurePath(self.model_path).name or alias or 'an unknown model'}, "
+                f"not {expected_model[0]}; start it with that model or drop --model"
+            )
+        settings = props.get("default_generation_settings") or {}
+        self.n_ctx = int(settings.get("n_ctx") or props.get("n_ctx") or 0)
+        if self.n_ctx <= 0:
+            raise EngineError(f"llama-server at {base_url} did not report its context size (GET /props)")
+        self.description = f"llama-server {PurePath(self.model_path).name} at {base_url}"
+        self.tokenizer = RemoteTokenizer(self._tokenize)
+        self._bos: list[int] | None = None
+        self.tokens_evaluated_total = 0
+
+    # -- tokenizer -------------------------------------------------------------------------
+    def _tokenize(self, text: str, special: bool, add_special: bool = False) -> list[int]:
+        body = {"content": text, "add_special": add_special, "parse_special": special}
+        reply = self.http.post("/tokenize", body)
+        return [int(t["id"]) if isinstance(t, dict) else int(t) for t in reply.get("tokens", [])]
+
+    def tokenize(self, text: str, *, special: bool) -> list[int]:
+        return self.tokenizer.tokenize(text, special=special)
+
+    def special_token_id(self, text: str) -> int | None:
+        return self.tokenizer.special_token_id(text)
+
+    def bos_tokens(self) -> list[int]:
+        if self._bos is None:
+            self._bos = self._tokenize("", False, add_special=True)[:1]
+        return list(self._bos)
+
+    def detokenize(self, tokens: Sequence[int]) -> str:
+        return str(self.http.post("/detokenize", {"tokens": list(tokens)}).get("content", ""))
+
+    # -- completion ------------------------------------------------------------------------
+    def request_body(
+        self,
+        prompt: list[int],
+        *,
+        max_tokens: int,
+        temperature: float,
+        stop: Sequence[str],
+        grammar: str | None,
+        grammar_trigger: str | None,
+    ) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "prompt": prompt,
+            "n_predict": max_tokens,
+            "temperature": max(temperature, 0.0),
+            "top_k": 40,
+            "top_p": 0.95,
+            "min_p": 0.05,
+            "repeat_penalty": 1.1,
+            "repeat_last_n": 64,
+            "samplers": ["penalties", "top_k", "top_p", "min_p", "temperature"],
+            "seed": self.seed,
+            "stop": list(stop),
+            "cache_prompt": True,
+            "stream": True,
+            "return_tokens": True,
+        }
+        if grammar and grammar_trigger:
+            body["grammar"] = lazy_grammar(grammar, grammar_trigger)
+            body["grammar_lazy"] = True
+            body["grammar_triggers"] = [{"type": TRIGGER_WORD, "value": grammar_trigger}]
+            body["preserved_tokens"] = [grammar_trigger]
+        elif grammar:
+            body["grammar"] = grammar
+        return body
+
+    def complete(
+        self,
+        tokens: Sequence[int],
+        *,
+        max_tokens: int = 512,
+        temperature: float = 0.2,
+        stop: Sequence[str] = DEFAULT_STOP,
+        on_token: TokenCallback | None = None,
+        grammar: str | None = None,
+        grammar_trigger: str | None = None,
+    ) -> Completion:
+        prompt = list(tokens)
+        if not prompt:
+            raise ValueError("complete() needs at least one prompt token")
+        if len(prompt) + 1 > self.n_ctx:
+            raise ValueError(f"prompt of {len(prompt)} tokens does not fit n_ctx={self.n_ctx}")
+        body = self.request_body(
+            prompt,
+            max_tokens=min(max_tokens, self.n_ctx - len(prompt)),
+            temperature=temperature,
+            stop=stop,
+            grammar=grammar,
+            grammar_trigger=grammar_trigger,
+        )
+        start = time.perf_counter()
+        first: float | None = None
+        text, final = "", None
+        generated: list[int] = []
+        for event in self.http.stream("/completion", body):
+            piece = str(event.get("content") or "")
+            generated.extend(int(t) for t in event.get("tokens") or [])
+            if piece:
+                first = first or time.perf_counter()
+                text += piece
+                if on_token:
+                    on_token(piece)
+            if event.get("stop"):
+                final = event
+                break
+        if final is None:
+            raise EngineError(
+                f"llama-server at {self.http.base_url} closed the stream before the completion finished; "
+                "check the server, then resume the run"
+            )
+        timings = final.get("timings") or {}
+        cached = int(timings.get("cache_n") or 0)  # prompt tokens reused from the slot's KV cache
+        evaluated = int(timings.get("prompt_n", len(prompt) - min(cached, len(prompt))))
+        self.tokens_evaluated_total += evaluated + len(generated)
+        prompt_ms = timings.get("prompt_ms")
+        usage = Usage(
+            prompt_tokens=len(prompt),
+            prompt_tokens_evaluated=evaluated,
+            completion_tokens=int(timings.get("predicted_n", len(generated))),
+            seconds=time.perf_counter() - start,
+            prompt_seconds=float(prompt_ms) / 1000 if prompt_ms is not None else (first or start) - start,
+        )
+        finish = "length" if final.get("stop_type") == "limit" else "stop"
+        return Completion(text=text, tokens=generated, usage=usage, finish_reason=finish)

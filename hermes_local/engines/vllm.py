@@ -1,0 +1,187 @@
+"""The vLLM engine: vLLM's OpenAI-compatible server behind the `LLM` protocol.
+
+The path for multi-GPU serving and many concurrent users: hermes-local keeps the agent (tools,
+approval, memory, sessions) and sends token ids to `POST /v1/completions`. A grammar-constrained step
+(`tool_choice=required`) sends our GBNF as `structured_outputs.grammar` (vLLM >= 0.12; older servers
+called it `guided_grammar`); vLLM has no lazy GBNF trigger, so `auto` steps run unconstrained and rely
+on hermes-local's parser and repair. Prefix caching is reported when the server is started with
+`--enable-prompt-tokens-details` (`usage.prompt_tokens_details.cached_tokens`); otherwise every prompt
+token counts as evaluated. Written from vLLM's documented API and tested against a loopback stand-in,
+not a real vLLM (no GPU here).
+
+vLLM's `/tokenize` always parses special-token spellings, so content is tokenized with every special
+spelling split in two (it then cannot match a special token), and a result holding a known special id is
+refused: the injection rule holds. Does not start servers.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from hermes_local.engines.common import RemoteTokenizer, model_matches
+from hermes_local.engines.http import EngineError, EngineHTTP
+from hermes_local.llm import DEFAULT_STOP, Completion, TokenCallback, Usage
+from hermes_local.prompts import SPECIAL_CANDIDATE
+
+
+class VLLMEngine:
+    """A model served by vLLM at `base_url` (loopback or an allow-listed host)."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        token: str | None = None,
+        timeout: float = 120.0,
+        expected_model: Sequence[str] = (),
+        seed: int = 0,
+        n_ctx: int | None = None,
+    ) -> None:
+        self.http = EngineHTTP(base_url, token=token, timeout=timeout, name="vLLM")
+        self.seed = seed
+        listing = self.http.get("/v1/models")
+        models = [m for m in (listing.get("data") or []) if isinstance(m, dict)] if isinstance(listing, dict) else []
+        if not models:
+            raise EngineError(f"vLLM at {base_url} lists no models (GET /v1/models)")
+        chosen = next((m for m in models if model_matches(expected_model, [str(m.get("id", ""))])), None)
+        if chosen is None:
+            served = ", ".join(str(m.get("id")) for m in models)
+            raise EngineError(
+                f"vLLM at {base_url} serves {served}, not {expected_model[0]}; start it with that model or drop --model"
+            )
+        self.model = str(chosen["id"])
+        self.n_ctx = int(chosen.get("max_model_len") or n_ctx or 4096)
+        self.description = f"vLLM {self.model} at {base_url}"
+        self.tokenizer = RemoteTokenizer(self._tokenize, special_probe=self._special_probe)
+        self._bos: list[int] | None = None
+        self.tokens_evaluated_total = 0
+
+    # -- tokenizer -------------------------------------------------------------------------
+    def _server_tokenize(self, text: str, add_special: bool = False) -> list[int]:
+        reply = self.http.post("/tokenize", {"model": self.model, "prompt": text, "add_special_tokens": add_special})
+        return [int(t) for t in reply.get("tokens", [])]
+
+    def _tokenize(self, text: str, special: bool) -> list[int]:
+        if special:
+            return self._server_tokenize(text)
+        ids: list[int] = []
+        pos = 0
+        for m in SPECIAL_CANDIDATE.finditer(text):
+            if self.tokenizer.special_token_id(m.group(0)) is None:
+                continue
+            ids += self._server_tokenize(text[pos : m.start()]) if m.start() > pos else []
+            half = len(m.group(0)) // 2
+            ids += self._server_tokenize(m.group(0)[:half]) + self._server_tokenize(m.group(0)[half:])
+            pos = m.end()
+        if pos < len(text):
+            ids += self._server_tokenize(text[pos:])
+        bad = self.tokenizer.known_special_ids() & set(ids)
+        if bad:
+            raise EngineError(f"vLLM tokenized plain text into special token(s) {sorted(bad)}; refusing the prompt")
+        return ids
+
+    def tokenize(self, text: str, *, special: bool) -> list[int]:
+        return self.tokenizer.tokenize(text, special=special)
+
+    def _special_probe(self, text: str) -> int | None:
+        """One id for `text` whole, and other ids when it is split in two: a special token."""
+        whole = self._server_tokenize(text)
+        half = len(text) // 2
+        split = self._server_tokenize(text[:half]) + self._server_tokenize(text[half:]) if half else whole
+        return whole[0] if len(whole) == 1 and split != whole else None
+
+    def special_token_id(self, text: str) -> int | None:
+        return self.tokenizer.special_token_id(text)
+
+    def bos_tokens(self) -> list[int]:
+        if self._bos is None:
+            self._bos = self._server_tokenize("", add_special=True)[:1]
+        return list(self._bos)
+
+    # -- completion ------------------------------------------------------------------------
+    def request_body(
+        self, prompt: list[int], *, max_tokens: int, temperature: float, stop: Sequence[str], grammar: str | None
+    ) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "model": self.model,
+            "prompt": prompt,
+            "max_tokens": max_tokens,
+            "temperature": max(temperature, 0.0),
+            "top_k": 40,
+            "top_p": 0.95,
+            "min_p": 0.05,
+            "repetition_penalty": 1.1,
+            "seed": self.seed,
+            "stop": list(stop),
+            "skip_special_tokens": False,
+            "return_token_ids": True,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        if grammar:
+            body["structured_outputs"] = {"grammar": grammar}
+        return body
+
+    def complete(
+        self,
+        tokens: Sequence[int],
+        *,
+        max_tokens: int = 512,
+        temperature: float = 0.2,
+        stop: Sequence[str] = DEFAULT_STOP,
+        on_token: TokenCallback | None = None,
+        grammar: str | None = None,
+        grammar_trigger: str | None = None,
+    ) -> Completion:
+        prompt = list(tokens)
+        if not prompt:
+            raise ValueError("complete() needs at least one prompt token")
+        if len(prompt) + 1 > self.n_ctx:
+            raise ValueError(f"prompt of {len(prompt)} tokens does not fit n_ctx={self.n_ctx}")
+        body = self.request_body(
+            prompt,
+            max_tokens=min(max_tokens, self.n_ctx - len(prompt)),
+            temperature=temperature,
+            stop=stop,
+            grammar=grammar if grammar and not grammar_trigger else None,
+        )
+        start = time.perf_counter()
+        first: float | None = None
+        text, finish, usage_json = "", None, None
+        generated: list[int] = []
+        for event in self.http.stream("/v1/completions", body):
+            for choice in event.get("choices") or []:
+                piece = str(choice.get("text") or "")
+                generated.extend(int(t) for t in choice.get("token_ids") or [])
+                if piece:
+                    first = first or time.perf_counter()
+                    text += piece
+                    if on_token:
+                        on_token(piece)
+                finish = choice.get("finish_reason") or finish
+            if event.get("usage"):
+                usage_json = event["usage"]
+        if finish is None:
+            raise EngineError(
+                f"vLLM at {self.http.base_url} closed the stream before the completion finished; "
+                "check the server, then resume the run"
+            )
+        usage_json = usage_json or {}
+        if not generated and text:
+            generated = self.tokenize(text, special=True)
+        details = usage_json.get("prompt_tokens_details") or {}
+        cached = int(details.get("cached_tokens") or 0)
+        evaluated = len(prompt) - min(cached, len(prompt))
+        self.tokens_evaluated_total += evaluated + len(generated)
+        usage = Usage(
+            prompt_tokens=len(prompt),
+            prompt_tokens_evaluated=evaluated,
+            completion_tokens=int(usage_json.get("completion_tokens") or len(generated)),
+            seconds=time.perf_counter() - start,
+            prompt_seconds=(first or time.perf_counter()) - start,
+        )
+        return Completion(
+            text=text, tokens=generated, usage=usage, finish_reason="length" if finish == "length" else "stop"
+        )

@@ -1,0 +1,332 @@
+"""The typed facts of a run: `ToolOutcome` and the `Event` classes, each defined once.
+
+The agent emits events; the session log writes them (`to_dict`), and everything that reads a run
+back — resume, the terminal printer, `sessions show`, evaluation, session export, the service's
+event stream — gets the same objects from `event_from_dict`. A `ToolOutcome` (call + result + step)
+is the one record of a tool call, used by the run result, the ledger, eval checks and workflows.
+Tool arguments longer than `LOGGED_ARGUMENT_CHARS` are abbreviated in tool events (the full text is in
+the step's `assistant` event) with a hash of the full arguments kept for resume. Does not write files
+or format terminal output.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from hermes_local.tools.registry import ToolResult, arguments_digest
+
+LOGGED_ARGUMENT_CHARS = 4000
+
+
+def abbreviate_arguments(arguments: dict[str, Any]) -> dict[str, Any]:
+    """Arguments with any string value over `LOGGED_ARGUMENT_CHARS` replaced by a short description."""
+    out: dict[str, Any] = {}
+    for key, value in arguments.items():
+        if isinstance(value, str) and len(value) > LOGGED_ARGUMENT_CHARS:
+            head = value[:200]
+            out[key] = f"{head}…[{len(value)} characters; full text in this step's assistant event]"
+        else:
+            out[key] = value
+    return out
+
+
+@dataclass
+class ToolOutcome:
+    """One tool call and what came of it: step, name, arguments, the result and how it was approved."""
+
+    step: int
+    name: str
+    arguments: dict[str, Any]
+    result: ToolResult
+    digest: str = ""
+    truncated: bool = False  # closing mode ended the call before the model did (issue 18)
+
+    def __post_init__(self) -> None:
+        if not self.digest:
+            self.digest = arguments_digest(self.name, self.arguments)
+
+    @property
+    def ok(self) -> bool:
+        return self.result.ok
+
+    @property
+    def error_kind(self) -> str | None:
+        return self.result.error_kind
+
+    @property
+    def error(self) -> str | None:
+        return self.result.error
+
+    @property
+    def summary(self) -> str:
+        return self.result.summary
+
+    @property
+    def data(self) -> Any:
+        return self.result.data
+
+    @property
+    def approval(self) -> str:
+        return self.result.approval
+
+    @property
+    def valid(self) -> bool:
+        """The call parsed and named a real tool with acceptable arguments (whatever happened next)."""
+        return self.name != "invalid_tool_call" and self.error_kind not in ("invalid_arguments", "not_found")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "step": self.step,
+            "name": self.name,
+            "arguments": abbreviate_arguments(self.arguments),
+            "digest": self.digest,
+            "approval": self.result.approval,
+            **({"truncated": True} if self.truncated else {}),
+            **self.result.envelope(),
+        }
+
+    def brief(self) -> dict[str, Any]:
+        """The `--json` view: name, arguments, ok, error_kind."""
+        brief = {"name": self.name, "arguments": self.arguments, "ok": self.ok, "error_kind": self.error_kind}
+        return brief | ({"truncated": True} if self.truncated else {})
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ToolOutcome:
+        arguments = d.get("arguments") or {}
+        if not isinstance(arguments, dict):
+            raise ValueError("tool arguments must be an object")
+        result = ToolResult.from_envelope(d)
+        truncated = bool(d.get("truncated"))
+        return cls(int(d.get("step") or 0), str(d["name"]), arguments, result, d.get("digest", ""), truncated)
+
+
+class Event:
+    """Base of every run event: `kind` names it in the log; `to_dict`/`from_dict` round-trip it."""
+
+    kind: ClassVar[str] = ""
+    logged: ClassVar[bool] = True  # token events are shown live but not written to the session log
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, **dataclasses.asdict(self)}  # type: ignore[call-overload]
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Event:
+        names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+
+@dataclass
+class RunStart(Event):
+    """A run began with this goal (and these recalled long-term facts)."""
+
+    kind: ClassVar[str] = "run_start"
+    goal: str
+    recalled: list[str] = field(default_factory=list)
+
+
+@dataclass
+class RunResumed(Event):
+    """A logged run was continued from `from_step`."""
+
+    kind: ClassVar[str] = "run_resumed"
+    goal: str
+    from_step: int
+
+
+@dataclass
+class StepStart(Event):
+    """An agent step (one model call and its tool calls) began."""
+
+    kind: ClassVar[str] = "step_start"
+    step: int
+
+
+@dataclass
+class TurnAdded(Event):
+    """A user or tool turn was added to the history (assistant turns are rebuilt from `AssistantText`)."""
+
+    kind: ClassVar[str] = "turn"
+    role: str
+    step: int
+    content: list[list[Any]]
+    responses: list[dict[str, Any]] | None = None
+
+
+@dataclass
+class LLMCall(Event):
+    """One model call and its token usage."""
+
+    kind: ClassVar[str] = "llm_call"
+    step: int
+    prompt_tokens: int
+    prompt_tokens_evaluated: int
+    prompt_tokens_new: int
+    completion_tokens: int
+    seconds: float
+    prompt_seconds: float = 0.0
+    finish_reason: str = "stop"
+
+    def record(self) -> dict[str, Any]:
+        """The `llm_calls` entry of `--json` (everything but the kind and finish reason)."""
+        d = dataclasses.asdict(self)
+        d.pop("finish_reason")
+        return d
+
+
+@dataclass
+class AssistantText(Event):
+    """What the model wrote at a step (`final`: the answer requested at the step limit)."""
+
+    kind: ClassVar[str] = "assistant"
+    step: int
+    text: str
+    final: bool = False
+
+
+@dataclass
+class Token(Event):
+    """A piece of streamed model output (shown live, never logged)."""
+
+    kind: ClassVar[str] = "token"
+    logged: ClassVar[bool] = False
+    text: str
+
+
+@dataclass
+class ToolCallStarted(Event):
+    """A validated-or-not tool call is about to run (logged before it runs, for crash recovery)."""
+
+    kind: ClassVar[str] = "tool_call"
+    step: int
+    name: str
+    arguments: dict[str, Any]
+    truncated: bool = False  # closing mode ended the call (issue 18)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "step": self.step,
+            "name": self.name,
+            "arguments": abbreviate_arguments(self.arguments),
+            **({"truncated": True} if self.truncated else {}),
+        }
+
+
+@dataclass
+class ToolFinished(Event):
+    """A tool call finished (or was refused): its `ToolOutcome`."""
+
+    kind: ClassVar[str] = "tool_result"
+    outcome: ToolOutcome
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, **self.outcome.to_dict()}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Event:
+        return cls(ToolOutcome.from_dict(d))
+
+
+@dataclass
+class Compaction(Event):
+    """History through `through_step` was folded into the summary to fit the context."""
+
+    kind: ClassVar[str] = "compaction"
+    through_step: int
+
+
+@dataclass
+class RunEnd(Event):
+    """The run stopped; `result` is the object `run --json` prints."""
+
+    kind: ClassVar[str] = "run_end"
+    result: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, **self.result}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Event:
+        return cls({k: v for k, v in d.items() if k not in ("kind", "ts")})
+
+    @property
+    def stopped(self) -> str | None:
+        return self.result.get("stopped")
+
+    @property
+    def answer(self) -> str | None:
+        return self.result.get("answer")
+
+
+@dataclass
+class WorkflowEvent(Event):
+    """A workflow's start, step or end (`kind` is workflow_start / workflow_step / workflow_end)."""
+
+    kind: ClassVar[str] = "workflow"
+    name: str
+    data: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.name, **self.data}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Event:
+        return cls(str(d["kind"]), {k: v for k, v in d.items() if k not in ("kind", "ts")})
+
+
+@dataclass
+class Unknown(Event):
+    """An event of a kind this version does not know (kept so logs from other versions still read)."""
+
+    kind: ClassVar[str] = "unknown"
+    data: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.data)
+
+
+EVENT_TYPES: dict[str, type[Event]] = {
+    t.kind: t
+    for t in (
+        RunStart,
+        RunResumed,
+        StepStart,
+        TurnAdded,
+        LLMCall,
+        AssistantText,
+        Token,
+        ToolCallStarted,
+        ToolFinished,
+        Compaction,
+        RunEnd,
+    )
+}
+WORKFLOW_KINDS = frozenset({"workflow_start", "workflow_step", "workflow_end"})
+
+
+def event_from_dict(d: dict[str, Any]) -> Event:
+    """The typed event for a logged dict; raises ValueError when a known kind has the wrong shape."""
+    kind = d.get("kind")
+    if kind in WORKFLOW_KINDS:
+        return WorkflowEvent.from_dict(d)
+    cls = EVENT_TYPES.get(kind) if isinstance(kind, str) else None
+    if cls is None:
+        return Unknown(dict(d))
+    try:
+        event = cls.from_dict(d)
+    except (TypeError, KeyError, ValueError, AttributeError) as exc:
+        raise ValueError(f"malformed {kind} event: {exc}") from exc
+    _check_types(event)
+    return event
+
+
+def _check_types(event: Event) -> None:
+    """Reject fields of the wrong basic type (a tampered log), so readers can trust the objects."""
+    for f in dataclasses.fields(event):  # type: ignore[arg-type]
+        value = getattr(event, f.name)
+        basic: dict[str, type | tuple[type, ...]] = {"int": int, "str": str, "float": (int, float), "bool": bool}
+        expected = basic.get(str(f.type))
+        if expected is not None and (not isinstance(value, expected) or (expected is int and isinstance(value, bool))):
+            raise ValueError(f"malformed {event.kind} event: {f.name} is {type(value).__name__}")

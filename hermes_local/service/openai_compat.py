@@ -1,0 +1,369 @@
+"""`POST /v1/chat/completions` for clients that bring their own tools, answered in the Hermes dialect.
+
+OpenAI-shaped messages and `tools` are rendered with the same templates as the agent (`prompts/`:
+`system.jinja` offers the tools inside `<tools>`, assistant tool calls become `<tool_call>` blocks in
+the agent's canonical form, `role: "tool"` messages become one `<tool_response>` turn per run of
+results); all client text is untrusted content and never becomes special tokens. `tool_choice`
+(`auto`, `none`, `required`, or a named function) is enforced with the tool-call grammar of
+`grammar.py` (lazy after `<tool_call>` for `auto`; pre-filled and constrained from the first token
+for `required` and a named function). The reply is parsed (and repaired) by `parsing.py`; calls
+come back as OpenAI `tool_calls` with ids and JSON-string arguments and `finish_reason:
+"tool_calls"`. `stream: true` sends `chat.completion.chunk` deltas: content as it is generated
+(text that may open a `<tool_call>` is held back) and then one tool-call delta per call. Does not
+run tools and does not know about HTTP routes.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import secrets
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, cast
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from hermes_local.dialects.base import Dialect
+from hermes_local.dialects.hermes import HermesDialect
+from hermes_local.errors import UserError
+from hermes_local.llm import DEFAULT_STOP, Completion
+from hermes_local.parsing import ToolCall, parse_tool_calls
+from hermes_local.prompts import Segments
+
+CALL_OPEN = "<tool_call>"
+DIALECT: Dialect = HermesDialect()  # the format Hermes 2 Pro / 3 were trained on
+
+
+class ChatRequest(BaseModel):
+    """The fields of an OpenAI chat completion request that change the answer (others are ignored)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    model: str | None = None
+    messages: list[dict[str, Any]] = Field(min_length=1)
+    tools: list[dict[str, Any]] | None = None
+    tool_choice: str | dict[str, Any] | None = None
+    stream: bool = False
+    stream_options: dict[str, Any] | None = None
+    temperature: float | None = Field(None, ge=0.0, le=2.0)
+    max_tokens: int | None = Field(None, ge=1)
+    max_completion_tokens: int | None = Field(None, ge=1)
+    stop: str | list[str] | None = None
+
+
+class _SchemaTool:
+    """A client's function definition, shaped like `tools.Tool` for `grammar.tool_call_grammar`."""
+
+    def __init__(self, spec: dict[str, Any], index: int) -> None:
+        fn = spec.get("function") if spec.get("type", "function") == "function" else None
+        if not isinstance(fn, dict) or not isinstance(fn.get("name"), str) or not fn["name"]:
+            raise UserError(f'tools[{index}] must be {{"type": "function", "function": {{"name": ..., ...}}}}')
+        params = fn.get("parameters") or {"type": "object", "properties": {}}
+        if not isinstance(params, dict):
+            raise UserError(f"tools[{index}].function.parameters must be a JSON schema object")
+        self.name: str = fn["name"]
+        self._schema: dict[str, Any] = {
+            "type": "function",
+            "function": {"name": self.name, "description": str(fn.get("description") or ""), "parameters": params},
+        }
+
+    def schema(self) -> dict[str, Any]:
+        return self._schema
+
+    def parameters_schema(self) -> dict[str, Any]:
+        return self._schema["function"]["parameters"]
+
+
+def _text(content: Any, where: str) -> str:
+    """A message's content as text: a string, or the text parts of a content list."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for part in content:
+            if isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str):
+                parts.append(part["text"])
+            else:
+                raise UserError(f"{where}: only text content parts are supported")
+        return "".join(parts)
+    raise UserError(f"{where} must be a string or a list of text parts")
+
+
+def _arguments(raw: Any, where: str) -> dict[str, Any]:
+    if isinstance(raw, dict):
+        return raw
+    try:
+        value = json.loads(raw or "{}")
+    except (TypeError, json.JSONDecodeError) as exc:
+        raise UserError(f"{where}.function.arguments must be a JSON object string ({exc})") from exc
+    if not isinstance(value, dict):
+        raise UserError(f"{where}.function.arguments must be a JSON object")
+    return value
+
+
+def render_messages(messages: list[dict[str, Any]], dialect: Dialect = DIALECT) -> list[dict[str, Any]]:
+    """OpenAI messages -> the dialect's messages of `Segments` (framing trusted, every client text untrusted).
+
+    The client's system messages become the system turn that follows the dialect's tool block; the tools
+    themselves are offered by `Dialect.tokens`.
+    """
+    system = [_text(m.get("content"), f"messages[{i}].content") for i, m in enumerate(messages)
+              if m.get("role") in ("system", "developer")]  # fmt: skip
+    out: list[dict[str, Any]] = []
+    if system:
+        out.append({"role": "system", "content": Segments.untrusted("\n\n".join(system))})
+    names: dict[str, str] = {}  # tool_call_id -> function name
+    responses: list[dict[str, Any]] = []
+
+    def flush_responses() -> None:
+        if responses:
+            out.append({"role": "tool", "content": dialect.tool_results(0, list(responses))})
+            responses.clear()
+
+    for i, m in enumerate(messages):
+        role, where = m.get("role"), f"messages[{i}]"
+        if role != "tool":
+            flush_responses()
+        if role in ("system", "developer"):
+            continue
+        if role == "user":
+            out.append({"role": "user", "content": Segments.untrusted(_text(m.get("content"), f"{where}.content"))})
+        elif role == "assistant":
+            calls = []
+            for j, tc in enumerate(m.get("tool_calls") or []):
+                fn = tc.get("function") if isinstance(tc, dict) else None
+                if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
+                    raise UserError(f"{where}.tool_calls[{j}] needs function.name and function.arguments")
+                calls.append(ToolCall(fn["name"], _arguments(fn.get("arguments"), f"{where}.tool_calls[{j}]")))
+                if isinstance(tc.get("id"), str):
+                    names[tc["id"]] = fn["name"]
+            text = _text(m.get("content"), f"{where}.content").strip()
+            out.append({"role": "assistant", "content": dialect.assistant_content(0, text, calls)})
+        elif role == "tool":
+            content = _text(m.get("content"), f"{where}.content")
+            try:
+                shown: Any = json.loads(content)
+            except json.JSONDecodeError:
+                shown = content
+            name = m.get("name") or names.get(str(m.get("tool_call_id")), "tool")
+            responses.append({"name": str(name), "content": shown})
+        else:
+            raise UserError(f"{where}.role must be system, user, assistant or tool, not {role!r}")
+    flush_responses()
+    return out
+
+
+@dataclass
+class Prepared:
+    """A request turned into what the model call needs."""
+
+    tokens: list[int]
+    prefill: str
+    grammar: str | None
+    trigger: str | None
+    max_tokens: int
+    temperature: float
+    stop: tuple[str, ...]
+    tools: list[_SchemaTool]
+    choice: str  # auto | none | required | named
+
+
+def prepare(req: ChatRequest, model: Any, *, temperature: float, max_tokens: int, use_grammar: bool) -> Prepared:
+    """Render the prompt and pick grammar and pre-fill for the request's `tool_choice`."""
+    tools = [_SchemaTool(spec, i) for i, spec in enumerate(req.tools or [])]
+    choice_raw = req.tool_choice if req.tool_choice is not None else ("auto" if tools else "none")
+    allowed = tools
+    if isinstance(choice_raw, dict):
+        wanted = (choice_raw.get("function") or {}).get("name")
+        allowed = [t for t in tools if t.name == wanted]
+        if not allowed:
+            raise UserError(f"tool_choice names function {wanted!r}, which is not in tools")
+        choice = "named"
+    elif choice_raw in ("auto", "none", "required"):
+        choice = choice_raw
+    else:
+        raise UserError('tool_choice must be "auto", "none", "required" or {"type": "function", ...}')
+    if choice in ("required", "named") and not tools:
+        raise UserError(f"tool_choice {choice_raw!r} needs tools")
+    if not tools:
+        choice = "none"
+    forced = choice in ("required", "named")
+    prefill = CALL_OPEN + "\n" if forced else ""
+    messages = render_messages(req.messages)
+    offered = [] if choice == "none" else [t.schema() for t in tools]
+    tokens = DIALECT.tokens(messages, offered, model, prefill=prefill)
+    room = model.n_ctx - len(tokens) - 1
+    if room < 1:
+        raise UserError(f"the prompt needs {len(tokens)} tokens but the model's context is {model.n_ctx}")
+    grammar = None
+    if use_grammar and choice != "none":
+        from hermes_local.grammar import tool_call_grammar
+
+        grammar = tool_call_grammar(cast(Any, allowed))
+    stop = tuple(DEFAULT_STOP) + ((req.stop,) if isinstance(req.stop, str) else tuple(req.stop or ()))
+    wanted_tokens = req.max_completion_tokens or req.max_tokens or max_tokens
+    return Prepared(
+        tokens=tokens,
+        prefill=prefill,
+        grammar=grammar,
+        trigger=None if (grammar is None or forced) else CALL_OPEN,
+        max_tokens=min(wanted_tokens, room),
+        temperature=req.temperature if req.temperature is not None else temperature,
+        stop=stop,
+        tools=allowed,
+        choice=choice,
+    )
+
+
+def reply_parts(p: Prepared, completion: Completion) -> tuple[str | None, list[dict[str, Any]], str]:
+    """(content, OpenAI tool_calls, finish_reason) of a finished completion."""
+    text = p.prefill + completion.text
+    if p.choice == "none":
+        return text.strip(), [], completion.finish_reason
+    parsed = parse_tool_calls(text, [t.name for t in p.tools])
+    known = {t.name for t in p.tools}
+    calls = [
+        {
+            "id": "call_" + secrets.token_hex(12),
+            "type": "function",
+            "function": {"name": c.name, "arguments": json.dumps(c.arguments, ensure_ascii=False)},
+        }
+        for c in parsed.calls
+        if c.name in known
+    ]
+    content = parsed.text or None
+    if calls:
+        return content, calls, "tool_calls"
+    return (content if content is not None else text.strip()), [], completion.finish_reason
+
+
+def _usage(completion: Completion) -> dict[str, int]:
+    u = completion.usage
+    return {
+        "prompt_tokens": u.prompt_tokens,
+        "completion_tokens": u.completion_tokens,
+        "total_tokens": u.prompt_tokens + u.completion_tokens,
+    }
+
+
+def _run(model: Any, p: Prepared, on_token: Any = None) -> Completion:
+    return model.complete(
+        p.tokens,
+        max_tokens=p.max_tokens,
+        temperature=p.temperature,
+        stop=p.stop,
+        on_token=on_token,
+        grammar=p.grammar,
+        grammar_trigger=p.trigger,
+    )
+
+
+def complete_chat(model: Any, req: ChatRequest, p: Prepared) -> dict[str, Any]:
+    """The `chat.completion` object for a non-streaming request."""
+    completion = _run(model, p)
+    content, calls, finish = reply_parts(p, completion)
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    if calls:
+        message["tool_calls"] = calls
+    return {
+        "id": "chatcmpl-" + secrets.token_hex(12),
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": req.model or model.description,
+        "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
+        "usage": _usage(completion),
+    }
+
+
+class _ContentGate:
+    """Streamed text to send now: leading and trailing whitespace waits, and so does anything from a
+    possible `<tool_call>` on (`watch_calls`); nothing is sent once a call opened or when `closed`."""
+
+    def __init__(self, *, watch_calls: bool, closed: bool = False) -> None:
+        self.text = ""
+        self.sent = 0
+        self.watch_calls = watch_calls
+        self.closed = closed
+
+    def feed(self, piece: str) -> str:
+        self.text += piece
+        if self.closed:
+            return ""
+        if self.sent == 0:
+            self.sent = len(self.text) - len(self.text.lstrip())
+        end = len(self.text.rstrip())
+        if self.watch_calls:
+            found = self.text.find(CALL_OPEN, self.sent)
+            if found >= 0:
+                self.closed, end = True, len(self.text[:found].rstrip())
+            else:
+                lt = self.text.rfind("<", self.sent, end)
+                if lt >= 0 and CALL_OPEN.startswith(self.text[lt:end]):
+                    end = lt
+        if end <= self.sent:
+            return ""
+        out, self.sent = self.text[self.sent : end], end
+        return out
+
+
+def stream_chat(model: Any, req: ChatRequest, p: Prepared) -> Iterator[str]:
+    """Server-sent `chat.completion.chunk` lines, ending with `data: [DONE]`."""
+    chunk_id, created = "chatcmpl-" + secrets.token_hex(12), int(time.time())
+    name = req.model or model.description
+
+    def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> str:
+        body = {
+            "id": chunk_id,
+            "object": "chat.completion.chunk",
+            "created": created,
+            "model": name,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}],
+            **extra,
+        }
+        return f"data: {json.dumps(body, ensure_ascii=False)}\n\n"
+
+    pieces: queue.Queue[tuple[str, Any]] = queue.Queue()
+
+    def work() -> None:
+        try:
+            pieces.put(("done", _run(model, p, on_token=lambda piece: pieces.put(("piece", piece)))))
+        except Exception as exc:  # noqa: BLE001 - reported in the stream
+            pieces.put(("error", exc))
+
+    threading.Thread(target=work, name="chat-stream", daemon=True).start()
+    gate = _ContentGate(watch_calls=p.choice != "none", closed=bool(p.prefill))
+    yield chunk({"role": "assistant", "content": ""})
+    sent = ""
+    while True:
+        kind, value = pieces.get()
+        if kind == "piece":
+            out = gate.feed(value)
+            if out:
+                sent += out
+                yield chunk({"content": out})
+            continue
+        if kind == "error":
+            message = value.line if isinstance(value, UserError) else f"{type(value).__name__}: {value}"
+            yield f"data: {json.dumps({'error': {'message': message, 'type': 'server_error'}})}\n\n"
+            yield "data: [DONE]\n\n"
+            return
+        completion: Completion = value
+        break
+    content, calls, finish = reply_parts(p, completion)
+    if content and content.startswith(sent) and len(content) > len(sent):
+        yield chunk({"content": content[len(sent) :]})
+    for i, call in enumerate(calls):
+        head = {"index": i, "id": call["id"], "type": "function", "function": {"name": call["function"]["name"]}}
+        head["function"]["arguments"] = ""
+        yield chunk({"tool_calls": [head]})
+        yield chunk({"tool_calls": [{"index": i, "function": {"arguments": call["function"]["arguments"]}}]})
+    yield chunk({}, finish)
+    if (req.stream_options or {}).get("include_usage"):
+        body = {"id": chunk_id, "object": "chat.completion.chunk", "created": created, "model": name}
+        yield f"data: {json.dumps(body | {'choices': [], 'usage': _usage(completion)})}\n\n"
+    yield "data: [DONE]\n\n"

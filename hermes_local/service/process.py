@@ -1,0 +1,91 @@
+"""What the serve process shares between requests: the one loaded model, and its child processes.
+
+`SharedModel` wraps the loaded `LLM` so runs and chat completions take turns (one `complete()` at a
+time; with a replay model that is one queue of outputs in arrival order). `kill_child_process_groups`
+ends every process this process started (tool commands run in their own process groups), for cancel
+and shutdown of `hermes-local serve`. Linux `/proc` only. Does not queue runs or speak HTTP.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from hermes_local.llm import DEFAULT_STOP, Completion, TokenCallback
+
+
+class SharedModel:
+    """The one loaded model, shared by runs and chat completions: one `complete()` at a time."""
+
+    def __init__(self, llm: Any) -> None:
+        self.llm = llm
+        self.lock = threading.Lock()
+        self.n_ctx: int = llm.n_ctx
+        self.description: str = llm.description
+
+    def tokenize(self, text: str, *, special: bool) -> list[int]:
+        return self.llm.tokenize(text, special=special)
+
+    def special_token_id(self, text: str) -> int | None:
+        return self.llm.special_token_id(text)
+
+    def bos_tokens(self) -> list[int]:
+        return self.llm.bos_tokens()
+
+    def detokenize(self, tokens: Sequence[int]) -> str:
+        return self.llm.detokenize(tokens)
+
+    def complete(
+        self,
+        tokens: Sequence[int],
+        *,
+        max_tokens: int = 512,
+        temperature: float = 0.2,
+        stop: Sequence[str] = DEFAULT_STOP,
+        on_token: TokenCallback | None = None,
+        grammar: str | None = None,
+        grammar_trigger: str | None = None,
+    ) -> Completion:
+        with self.lock:
+            return self.llm.complete(
+                tokens,
+                max_tokens=max_tokens,
+                temperature=temperature,
+                stop=stop,
+                on_token=on_token,
+                grammar=grammar,
+                grammar_trigger=grammar_trigger,
+            )
+
+    def __getattr__(self, name: str) -> Any:  # e.g. `remaining` of a replay model
+        return getattr(self.llm, name)
+
+
+def kill_child_process_groups() -> int:
+    """SIGKILL every child process of this process (and its process group if it leads its own); Linux /proc."""
+    me, my_group = os.getpid(), os.getpgrp()
+    killed = 0
+    for entry in Path("/proc").iterdir() if Path("/proc").is_dir() else []:
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid != me:
+            continue
+        pid = int(entry.name)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            group = os.getpgid(pid)
+            if group != my_group:
+                os.killpg(group, signal.SIGKILL)
+            else:
+                os.kill(pid, signal.SIGKILL)
+            killed += 1
+    return killed

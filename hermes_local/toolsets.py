@@ -1,0 +1,157 @@
+"""Which tools the model sees: toolsets (named groups), `--tools` selection, and routing for many tools.
+
+Built-in toolsets are `files`, `db`, `shell`, `web`, `memory` and `time`; each MCP server is a toolset
+named after it and each `--tools-module` file one named after the file. `select_tools` keeps the
+tools named by `--tools` / config `tools` (toolset or tool names; empty = all) minus `deny_tools`,
+so denied tools are absent from the prompt and the grammar, not just refused. When more than
+`max_tools_in_prompt` tools remain, `route()` offers only `open_toolset` plus one line per toolset in
+the system prompt; calling `open_toolset(toolset)` returns that toolset's full schemas as a tool
+result, appended where new tokens go, so the cached prompt prefix survives. Routing never refuses a
+call: every enabled tool stays registered and runs whether or not its toolset was opened. Does not
+run tools or build prompts (the agent renders `PromptPlan`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import ConfigDict, Field, create_model
+
+from hermes_local.errors import UserError
+from hermes_local.tools.registry import Tool, ToolRegistry
+
+OPEN_TOOLSET = "open_toolset"
+BUILTIN_GROUPS: dict[str, tuple[tuple[str, ...], str]] = {
+    "files": (("read_file", "list_dir", "write_file"), "read, list and write files in the workspace"),
+    "db": (("query_database",), "read-only SQL on the user's SQLite database"),
+    "shell": (("run_shell",), "run a shell command in the workspace"),
+    "web": (("http_get",), "fetch a URL from an allow-listed host"),
+    "memory": (("append_to_memo", "remember"), "note things in memo.md or remember facts across sessions"),
+    "time": (("get_current_time",), "the current local date and time"),
+}
+ROUTING_NOTE = (
+    "Tools are grouped in toolsets, listed below one per line. To see the full description and arguments "
+    f"of a toolset's tools, call {OPEN_TOOLSET} with its name. You may call any listed tool directly when "
+    "you know its arguments."
+)
+
+
+def group_of(registry: ToolRegistry, name: str) -> str:
+    """The toolset a registered tool belongs to (`open_toolset` itself: "routing")."""
+    if name == OPEN_TOOLSET:
+        return "routing"
+    source = registry.source(name)
+    if source.startswith("mcp:"):
+        return source[len("mcp:") :]
+    if source.startswith("module:"):
+        spec = source[len("module:") :]
+        return Path(spec).stem if spec.endswith(".py") else spec.rsplit(".", 1)[-1]
+    for group, (names, _) in BUILTIN_GROUPS.items():
+        if name in names:
+            return group
+    return "other"
+
+
+def groups(registry: ToolRegistry) -> dict[str, list[str]]:
+    """Toolset -> tool names, in registration order."""
+    out: dict[str, list[str]] = {}
+    for t in registry:
+        if t.name != OPEN_TOOLSET:
+            out.setdefault(group_of(registry, t.name), []).append(t.name)
+    return out
+
+
+def parse_spec(spec: list[str] | None) -> list[str]:
+    """`["files,time", "db"]` -> `["files", "time", "db"]` (the option is repeatable and comma-separated)."""
+    return [part.strip() for item in spec or [] for part in item.split(",") if part.strip()]
+
+
+def check_spec(registry: ToolRegistry, spec: list[str] | None) -> None:
+    """A one-line `UserError` for a `--tools` name that is neither a toolset nor a tool of `registry`."""
+    by_group = groups(registry)
+    for entry in parse_spec(spec):
+        if entry not in by_group and registry.get(entry) is None:
+            raise UserError(
+                f"--tools {entry!r} is neither a toolset ({', '.join(by_group) or 'none'}) nor a tool; "
+                "see `hermes-local tools list`"
+            )
+
+
+def select_tools(
+    registry: ToolRegistry, spec: list[str] | None, deny: list[str] | None = None, *, strict: bool = True
+) -> ToolRegistry:
+    """The registry narrowed to `spec` (toolset or tool names; empty = all) minus `deny`.
+
+    With `strict`, a name that is neither a toolset nor a tool is a one-line `UserError`; without it
+    (e.g. an eval case that has fewer tools than the suite) it is skipped.
+    """
+    if strict:
+        check_spec(registry, spec)
+    entries = parse_spec(spec)
+    by_group = groups(registry)
+    if not entries:
+        chosen = set(registry.names())
+    else:
+        chosen = set()
+        for entry in entries:
+            if entry in by_group:
+                chosen.update(by_group[entry])
+            elif registry.get(entry) is not None:
+                chosen.add(entry)
+    return registry.subset(chosen - set(deny or []))
+
+
+@dataclass
+class PromptPlan:
+    """What the system prompt offers: full schemas for `offered` (None = all) and extra instructions."""
+
+    offered: list[str] | None = None
+    instructions: str = ""
+
+    @property
+    def routed(self) -> bool:
+        return self.offered is not None
+
+
+def toolset_lines(registry: ToolRegistry) -> list[str]:
+    lines = []
+    for group, names in groups(registry).items():
+        about = BUILTIN_GROUPS[group][1] if group in BUILTIN_GROUPS else ""
+        if not about and registry.source(names[0]).startswith("mcp:"):
+            about = f"tools of the {group} MCP server"
+        lines.append(f"- {group}: {', '.join(names)}" + (f" ({about})" if about else ""))
+    return lines
+
+
+def route(registry: ToolRegistry, max_tools_in_prompt: int) -> PromptPlan:
+    """Flat when few tools are enabled; otherwise register `open_toolset` and offer only it plus the toolset list."""
+    if len(registry) <= max_tools_in_prompt or registry.get(OPEN_TOOLSET) is not None:
+        return PromptPlan()
+    registry.register(open_toolset_tool(registry), source="builtin")
+    text = "\n".join([ROUTING_NOTE, "Toolsets:", *toolset_lines(registry)])
+    return PromptPlan(offered=[OPEN_TOOLSET], instructions=text)
+
+
+def open_toolset_tool(registry: ToolRegistry) -> Tool:
+    """The `open_toolset(toolset)` tool over `registry`'s toolsets (schemas read when called)."""
+    names = list(groups(registry))
+    model = create_model(  # type: ignore[call-overload]
+        "open_toolset_arguments",
+        __config__=ConfigDict(extra="forbid"),
+        toolset=(Literal[tuple(names)], Field(description="Name of the toolset to open.")),
+    )
+
+    def open_toolset(toolset: str) -> dict[str, Any]:
+        members = groups(registry).get(toolset, [])
+        return {"toolset": toolset, "tools": [t.schema()["function"] for n in members if (t := registry.get(n))]}
+
+    return Tool(
+        name=OPEN_TOOLSET,
+        description="Show the full descriptions and arguments of the tools in one toolset.",
+        function=open_toolset,
+        arguments_model=model,
+        permission="read",
+        repeatable=True,
+    )
