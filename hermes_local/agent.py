@@ -124,6 +124,7 @@ class Agent:
         self.recall = recall
         self._previous_tokens: list[int] = []
         self._grammar_text: str | None = None
+        self._last_truncated: str | None = None  # the last completion's closing reason, if any
         self.closers: list[Callable[[], None]] = []
 
     def close(self) -> None:
@@ -210,6 +211,7 @@ class Agent:
             grammar=grammar,
             grammar_trigger=trigger if grammar else None,
         )
+        self._last_truncated = getattr(completion, "truncated", None)
         new = len(tokens) - common_prefix_length(tokens, self._previous_tokens)
         self._previous_tokens = tokens + completion.tokens
         u = completion.usage
@@ -318,7 +320,8 @@ class Agent:
                     result.answer, result.stopped = parsed.text, "answer"
                     break
                 memory.add_assistant(step, parsed.text, parsed.calls)
-                outcomes = [self._execute(step, call, result) for call in parsed.calls]
+                cut = parsed.calls[-1] if self._last_truncated and parsed.calls else None
+                outcomes = [self._execute(step, call, result, call is cut) for call in parsed.calls]
                 for error in parsed.errors:
                     failure = ToolResult.failure("invalid_arguments", error, "unreadable tool call")
                     outcome = ToolOutcome(step, "invalid_tool_call", {}, failure)
@@ -345,8 +348,8 @@ class Agent:
         self.on_event(AssistantText(step, text, final=True))
         return answer
 
-    def _execute(self, step: int, call: ToolCall, result: RunResult) -> ToolOutcome:
-        self.on_event(ToolCallStarted(step, call.name, call.arguments))
+    def _execute(self, step: int, call: ToolCall, result: RunResult, truncated: bool = False) -> ToolOutcome:
+        self.on_event(ToolCallStarted(step, call.name, call.arguments, truncated))
         recent = [(c.name, c.arguments) for c in result.tool_calls[-(self.config.max_identical_calls - 1) :]]
         if len(recent) == self.config.max_identical_calls - 1 and all(r == (call.name, call.arguments) for r in recent):
             res = ToolResult.failure(
@@ -356,8 +359,8 @@ class Agent:
                 "repeated call refused",
             )
         else:
-            res = self.executor.execute(call.name, call.arguments)
-        outcome = ToolOutcome(step, call.name, call.arguments, res)
+            res = self.executor.execute(call.name, call.arguments, truncated=truncated)
+        outcome = ToolOutcome(step, call.name, call.arguments, res, truncated=truncated)
         result.tool_calls.append(outcome)
         self.on_event(ToolFinished(outcome))
         return outcome

@@ -13,6 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
+from hermes_local.cache_commands import cache_app
 from hermes_local.cli_common import (
     AllowHostOpt,
     AllowOpt,
@@ -24,6 +25,7 @@ from hermes_local.cli_common import (
     HermesGroup,
     ModelOpt,
     NCtxOpt,
+    NoPromptCacheOpt,
     SandboxOpt,
     ToolsModuleOpt,
     ToolsOpt,
@@ -59,6 +61,7 @@ app.add_typer(sessions_app, name="sessions")
 app.add_typer(memory_app, name="memory")
 app.command()(doctor)
 app.add_typer(workflow_app, name="workflow")
+app.add_typer(cache_app, name="cache")
 app.command("eval")(eval_command)
 app.command("prompt")(prompt_command)
 sessions_app.command("export")(sessions_export)
@@ -166,6 +169,7 @@ def run(
         bool, typer.Option("--no-grammar", help="Do not constrain tool calls with a grammar.")
     ] = False,
     temperature: Annotated[float | None, typer.Option(help="Sampling temperature (default 0.2).")] = None,
+    no_prompt_cache: NoPromptCacheOpt = False,
     yes: YesOpt = False,
     allow: AllowOpt = None,
     tools_module: ToolsModuleOpt = None,
@@ -198,6 +202,7 @@ def run(
         tool_choice=tool_choice,
         temperature=temperature,
         grammar=False if no_grammar else None,
+        prompt_cache=False if no_prompt_cache else None,
         sandbox=sandbox,
         tools=tools,
     )
