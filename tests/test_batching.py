@@ -36,7 +36,7 @@ def test_batched_runs_match_single_runs_and_share_decode_steps(real_llm) -> None
     try:
         outs = batched.complete_many(batch, max_tokens=48, temperature=0.0, grammar=grammar)
         longest = max(o.usage.completion_tokens for o in outs)
-        assert batched.steps <= longest + len(batch)  # one decode per step for all, plus one prefill each
+        assert batched.steps <= longest + 2 * len(batch)  # one decode per step for all (not one per sequence)
         same = sum(o.text == s for o, s in zip(outs, single, strict=True))
         assert same >= len(batch) - 1, (outs, single)  # batch-size numerics may flip a near-tie
         # threads calling complete() at once are served together; a second call reuses the KV prefix
