@@ -28,10 +28,9 @@ from hermes_local.llm import (
     LlamaCppLLM,
     TokenCallback,
     Usage,
-    _Output,
-    _TokenSampler,
     common_prefix_length,
 )
+from hermes_local.sampling import Output, TokenSampler
 
 
 @dataclass
@@ -208,8 +207,8 @@ class BatchedLLM:
         r.evaluated = len(rest)
         r.prompt_seconds = time.perf_counter() - r.start
         r.constrained = r.grammar is not None and r.grammar_trigger is None
-        r.sampler = _TokenSampler(self.owner, r.temperature, r.grammar if r.constrained else None, ctx=self.ctx)
-        r.out = _Output(self.owner, r.stop, r.on_token)
+        r.sampler = TokenSampler(self.owner, r.temperature, r.grammar if r.constrained else None, ctx=self.ctx)
+        r.out = Output(self.owner, r.stop, r.on_token)
         r.budget = min(r.max_tokens, self.n_ctx - len(r.prompt))
 
     def _step_sample(self, r: _Request) -> bool:
@@ -233,7 +232,7 @@ class BatchedLLM:
                 if switch_on or switch_off:
                     r.constrained = switch_on
                     r.sampler.close()
-                    r.sampler = _TokenSampler(
+                    r.sampler = TokenSampler(
                         self.owner, r.temperature, r.grammar if r.constrained else None, ctx=self.ctx
                     )
             return False

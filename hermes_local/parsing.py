@@ -64,6 +64,7 @@ def _skip(s: str, pos: int) -> int:
     m = _SKIP.match(s, pos)
     return m.end() if m else pos
 
+
 _PARTIAL_END = re.compile(r"<\s*/?\s*[\w-]*\Z")
 _THINK_OPEN, _THINK_END = re.compile(r"<think>", re.I), re.compile(r"</think>", re.I)
 _FN_NAME = re.compile(r"\s*([A-Za-z_][\w.\-]*)\s*</function>", re.I)
