@@ -136,6 +136,7 @@ class Agent:
         self.recall = recall
         self._previous_tokens: list[int] = []
         self._grammar_text: str | None = None
+        self._last_truncated: str | None = None  # the last completion's closing reason, if any
         self.closers: list[Callable[[], None]] = []
         self.loop_guard = LoopGuard(max_identical=self.config.max_identical_calls)
         if self.config.tool_choice == "required" and executor.registry.get(FINAL_ANSWER) is None:
@@ -231,6 +232,7 @@ class Agent:
             grammar=grammar,
             grammar_trigger=trigger if grammar else None,
         )
+        self._last_truncated = getattr(completion, "truncated", None)
         new = len(tokens) - common_prefix_length(tokens, self._previous_tokens)
         self._previous_tokens = tokens + completion.tokens
         u = completion.usage
@@ -350,7 +352,8 @@ class Agent:
                     force_tool = True
                     continue
                 memory.add_assistant(step, parsed.text, parsed.calls)
-                outcomes = self._execute_turn(step, parsed.calls, result)
+                cut = parsed.calls[-1] if self._last_truncated and parsed.calls else None
+                outcomes = self._execute_turn(step, parsed.calls, result, cut)
                 for error in parsed.errors:
                     failure = ToolResult.failure("invalid_arguments", error, "unreadable tool call")
                     outcome = ToolOutcome(step, "invalid_tool_call", {}, failure)
@@ -391,8 +394,14 @@ class Agent:
             return None
         return needs_tool(memory.goal, self.executor.registry)
 
-    def _execute_turn(self, step: int, calls: list[ToolCall], result: RunResult) -> list[ToolOutcome]:
-        """Run one turn's calls: guarded in order, reads concurrently, outcomes in call order."""
+    def _execute_turn(
+        self, step: int, calls: list[ToolCall], result: RunResult, cut: ToolCall | None = None
+    ) -> list[ToolOutcome]:
+        """Run one turn's calls: guarded in order, reads concurrently, outcomes in call order.
+
+        `cut` is the call the output limit cut off (closing mode ended it): the executor refuses it
+        when it writes, and its outcome is marked truncated.
+        """
         refusals: list[str | None] = []
         pending: list[str] = []
         for call in calls:
@@ -405,10 +414,10 @@ class Agent:
             refusal, call = refusals[i], calls[i]
             if refusal is not None:
                 return lambda: ToolResult.failure("loop", refusal, "refused: looping")
-            return lambda: self.executor.execute(call.name, call.arguments)
+            return lambda: self.executor.execute(call.name, call.arguments, truncated=call is cut)
 
         def finish(i: int, res: ToolResult) -> None:
-            outcome = ToolOutcome(step, calls[i].name, calls[i].arguments, res)
+            outcome = ToolOutcome(step, calls[i].name, calls[i].arguments, res, truncated=calls[i] is cut)
             result.tool_calls.append(outcome)
             outcomes.append(outcome)
             self.on_event(ToolFinished(outcome))
@@ -417,7 +426,7 @@ class Agent:
         run_grouped(
             [job(i) for i in range(len(calls))],
             [refusals[i] is None and self.executor.concurrent(c.name) for i, c in enumerate(calls)],
-            before=lambda i: self.on_event(ToolCallStarted(step, calls[i].name, calls[i].arguments)),
+            before=lambda i: self.on_event(ToolCallStarted(step, calls[i].name, calls[i].arguments, calls[i] is cut)),
             after=finish,
         )
         return outcomes

@@ -13,6 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
+from hermes_local.cache_commands import cache_app
 from hermes_local.cli_common import (
     AllowHostOpt,
     AllowOpt,
@@ -27,6 +28,7 @@ from hermes_local.cli_common import (
     InstructionsOpt,
     ModelOpt,
     NCtxOpt,
+    NoPromptCacheOpt,
     SandboxOpt,
     TemperatureOpt,
     ToolsModuleOpt,
@@ -64,6 +66,7 @@ app.add_typer(sessions_app, name="sessions")
 app.add_typer(memory_app, name="memory")
 app.command()(doctor)
 app.add_typer(workflow_app, name="workflow")
+app.add_typer(cache_app, name="cache")
 app.command("eval")(eval_command)
 app.command("prompt")(prompt_command)
 sessions_app.command("export")(sessions_export)
@@ -174,6 +177,7 @@ def run(
     answer_temperature: AnswerTemperatureOpt = None,
     answer_guard: AnswerGuardOpt = None,
     instructions: InstructionsOpt = None,
+    no_prompt_cache: NoPromptCacheOpt = False,
     yes: YesOpt = False,
     allow: AllowOpt = None,
     tools_module: ToolsModuleOpt = None,
@@ -209,6 +213,7 @@ def run(
         answer_guard=answer_guard,
         instructions=read_instructions(instructions),
         grammar=False if no_grammar else None,
+        prompt_cache=False if no_prompt_cache else None,
         sandbox=sandbox,
         tools=tools,
     )

@@ -70,6 +70,10 @@ DbOpt = Annotated[Path | None, typer.Option(help="SQLite database for query_data
 AllowHostOpt = Annotated[
     list[str] | None, typer.Option(help="Host http_get may reach (repeatable; default: none, offline).")
 ]
+NoPromptCacheOpt = Annotated[
+    bool,
+    typer.Option("--no-prompt-cache", help="Do not load or save the prompt prefix's KV state on disk."),
+]
 SandboxOpt = Annotated[
     str | None,
     typer.Option(help="Commands run in bubblewrap: auto (when it works), bwrap (required), off (default auto)."),

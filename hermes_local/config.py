@@ -103,6 +103,8 @@ class Settings(BaseModel):
     main_gpu: int = 0
     tensor_split: list[float] | None = None
     rpc_servers: str | None = None
+    parallel: int = Field(1, ge=1, le=64)  # concurrent runs decoded together on one loaded model (batching.py)
+    prompt_cache: bool = True  # save/load the fixed prompt prefix's KV state ($HERMES_LOCAL_HOME/cache/kv)
     # Where completions run: in-process llama.cpp, or a llama-server / vLLM at engine_url (loopback or an
     # allow_hosts host; the agent, tools and logs stay here). engine_token is sent as a bearer token.
     engine: str = Field("llama-cpp", pattern="^(llama-cpp|llama-server|vllm)$")

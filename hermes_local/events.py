@@ -41,6 +41,7 @@ class ToolOutcome:
     arguments: dict[str, Any]
     result: ToolResult
     digest: str = ""
+    truncated: bool = False  # closing mode ended the call before the model did (issue 18)
 
     def __post_init__(self) -> None:
         if not self.digest:
@@ -82,26 +83,30 @@ class ToolOutcome:
             "arguments": abbreviate_arguments(self.arguments),
             "digest": self.digest,
             "approval": self.result.approval,
+            **({"truncated": True} if self.truncated else {}),
             **self.result.envelope(),
             **({"cached": True} if self.result.cached else {}),
         }
 
     def brief(self) -> dict[str, Any]:
-        """The `--json` view: name, arguments, ok, error_kind, cached."""
-        return {
+        """The `--json` view: name, arguments, ok, error_kind, cached (and truncated when the call was cut)."""
+        brief = {
             "name": self.name,
             "arguments": self.arguments,
             "ok": self.ok,
             "error_kind": self.error_kind,
             "cached": self.result.cached,
         }
+        return brief | ({"truncated": True} if self.truncated else {})
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ToolOutcome:
         arguments = d.get("arguments") or {}
         if not isinstance(arguments, dict):
             raise ValueError("tool arguments must be an object")
-        return cls(int(d.get("step") or 0), str(d["name"]), arguments, ToolResult.from_envelope(d), d.get("digest", ""))
+        result = ToolResult.from_envelope(d)
+        truncated = bool(d.get("truncated"))
+        return cls(int(d.get("step") or 0), str(d["name"]), arguments, result, d.get("digest", ""), truncated)
 
 
 class Event:
@@ -205,6 +210,7 @@ class ToolCallStarted(Event):
     step: int
     name: str
     arguments: dict[str, Any]
+    truncated: bool = False  # closing mode ended the call (issue 18)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -212,6 +218,7 @@ class ToolCallStarted(Event):
             "step": self.step,
             "name": self.name,
             "arguments": abbreviate_arguments(self.arguments),
+            **({"truncated": True} if self.truncated else {}),
         }
 
 

@@ -63,11 +63,14 @@ class _Builder:
         kind = schema.get("type")
         if isinstance(kind, list):
             return self.add(name, " | ".join(self.value({**schema, "type": k}, f"{name}-{k}", root) for k in kind))
+        if kind == "string" and isinstance(schema.get("maxLength"), int):
+            n = max(0, schema["maxLength"])
+            return self.add(f"string-max-{n}", f'"\\"" char{{0,{n}}} "\\""')
         if kind in ("string", "integer", "number", "boolean", "null"):
             return kind
         if kind == "array":
             item = self.value(schema.get("items", {}), f"{name}-item", root)
-            return self.add(name, f'"[" ws ( {item} ws ( "," ws {item} ws )* )? "]"')
+            return self.add(name, f'"[" ( {item} ( "," " " {item} )* )? "]"')
         if kind == "object" and "properties" in schema:
             return self.add(name, self.object_body(schema, name, root))
         if kind == "object":
@@ -80,20 +83,20 @@ class _Builder:
         optional = [p for p in props if p not in required]
 
         def pair(prop: str) -> str:
-            return f'{_literal(prop)} ws ":" ws {self.value(props[prop], f"{name}-{prop}", root)} ws'
+            return f'{_literal(prop)} ":" " " {self.value(props[prop], f"{name}-{prop}", root)}'
 
         def optional_tail(names: Sequence[str]) -> str:
-            return " ".join(f'( "," ws {pair(p)} )?' for p in names)
+            return " ".join(f'( "," " " {pair(p)} )?' for p in names)
 
         if required:
-            body = ' "," ws '.join(pair(p) for p in required)
+            body = ' "," " " '.join(pair(p) for p in required)
             body = f"{body} {optional_tail(optional)}"
         elif optional:
             alts = [f"{pair(p)} {optional_tail(optional[i + 1 :])}" for i, p in enumerate(optional)]
             body = "( " + " | ".join(f"( {a} )" for a in alts) + " )?"
         else:
             body = ""
-        return f'"{{" ws {body} "}}"'
+        return f'"{{" {body} "}}"'
 
     def text(self) -> str:
         lines = [f"{k} ::= {v}" for k, v in self.rules.items()]
@@ -107,13 +110,13 @@ def _calls(b: _Builder, tools: Sequence[Tool], args_key: str, both_orders: bool,
     for t in tools:
         params = t.parameters_schema()
         args = b.add(f"{t.name}-arguments", b.object_body({**params, "type": "object"}, f"{t.name}-arg", params))
-        name_pair = f'"\\"name\\"" ws ":" ws {_literal(t.name)}'
-        args_pair = f'{_literal(args_key)} ws ":" ws {args}'
-        alternatives.append(b.add(f"call-{t.name}", f'"{{" ws {name_pair} ws "," ws {args_pair}{tail} ws "}}"'))
+        # Canonical separators (", " and ": ", as json.dumps writes them): names and keys become forced
+        # tokens the decoder can fast-forward (automaton.py), instead of whitespace choices.
+        name_pair = f'"\\"name\\"" ":" " " {_literal(t.name)}'
+        args_pair = f'{_literal(args_key)} ":" " " {args}'
+        alternatives.append(b.add(f"call-{t.name}", f'"{{" {name_pair} "," " " {args_pair}{tail} "}}"'))
         if both_orders:
-            alternatives.append(
-                b.add(f"call-{t.name}-args-first", f'"{{" ws {args_pair} ws "," ws {name_pair}{tail} ws "}}"')
-            )
+            alternatives.append(b.add(f"call-{t.name}-args-first", f'"{{" {args_pair} "," " " {name_pair}{tail} "}}"'))
     return alternatives
 
 

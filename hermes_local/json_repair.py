@@ -11,6 +11,7 @@ arguments, envelopes) or the tags around them: that is `parsing.py`. Pure stdlib
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import re
 from typing import Any
@@ -79,12 +80,16 @@ def decode(src: str) -> tuple[Any, str | None]:
         return None, "a number in it has too many digits; send long numbers as strings"
 
     for py in (False, True):
-        fixed = _TOKENS.sub(lambda m, py=py: _fix_token(m, py), src)
+        fixed = _TOKENS.sub(functools.partial(_fix_match, py=py), src)
         try:
             return (_plain(ast.literal_eval(fixed)) if py else json.loads(fixed)), None
         except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
             continue
     return None, why
+
+
+def _fix_match(m: re.Match[str], *, py: bool) -> str:
+    return _fix_token(m, py)
 
 
 def _fix_token(m: re.Match[str], py: bool) -> str:

@@ -8,10 +8,7 @@ string) constrains decoding only after the trigger appears in the output.
 
 from __future__ import annotations
 
-import codecs
-import contextlib
-import ctypes
-import io
+import logging
 import os
 import threading
 import time
@@ -20,8 +17,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from hermes_local.automaton import TokenTexts, automaton_for
+from hermes_local.decoding import SPECIAL_LITERALS, GrammarTracker
+from hermes_local.drafting import PromptLookup
 from hermes_local.errors import ModelLoadError
+from hermes_local.kvcache import PromptCache, model_identity, restore_or_save_prefix
+from hermes_local.llama_load import extra_buffers
+from hermes_local.sampling import Output, TokenSampler, quiet_stderr
 
+log = logging.getLogger("hermes_local.llm")
 TokenCallback = Callable[[str], None]
 DEFAULT_STOP = ("<|im_end|>", "<|im_start|>", "<|endoftext|>")
 
@@ -45,6 +49,7 @@ class Completion:
     tokens: list[int] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
     finish_reason: str = "stop"  # "stop" (eos or stop string) or "length"
+    truncated: str | None = None  # closing mode ended the call early: "budget" | "loop" | "max_length"
 
 
 @runtime_checkable
@@ -103,24 +108,8 @@ class LlamaParams:
     tensor_split: list[float] | None = None
     rpc_servers: str | None = None
     vocab_only: bool = False
-
-
-@contextlib.contextmanager
-def _quiet_stderr():
-    """llama.cpp logs to fd 2 from C (and through Python's sys.stderr); hide it unless HERMES_LOCAL_DEBUG is set."""
-    if os.environ.get("HERMES_LOCAL_DEBUG"):
-        yield
-        return
-    saved = os.dup(2)
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(devnull, 2)
-        with contextlib.redirect_stderr(io.StringIO()):  # llama-cpp-python's log callback prints to sys.stderr
-            yield
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
-        os.close(devnull)
+    prompt_cache: bool = False  # persistent prefix KV cache under $HERMES_LOCAL_HOME/cache/kv (kvcache.py)
+    extra_buffers: bool | None = None  # llama.cpp weight repacking / AMX buffers; None: see _extra_buffers
 
 
 class LlamaCppLLM:
@@ -152,7 +141,7 @@ class LlamaCppLLM:
         if self.params.rpc_servers:
             kwargs["rpc_servers"] = self.params.rpc_servers
         try:
-            with _quiet_stderr():
+            with quiet_stderr(), extra_buffers(llama_cpp, self.params.extra_buffers):
                 self._llama = llama_cpp.Llama(**kwargs)
         except (ValueError, RuntimeError, OSError) as exc:
             raise ModelLoadError(f"llama.cpp could not load {self.model_path}: {exc}") from exc
@@ -169,6 +158,23 @@ class LlamaCppLLM:
 
         self._llama.eval = counting_eval  # type: ignore[method-assign]
         self._special_ids: dict[str, int | None] = {}
+        self._token_texts: TokenTexts | None = None
+        self.fast_forward = True  # append grammar-forced tokens without sampling (decoding.py)
+        self.closing = True  # closing mode and runaway-string guard on constrained calls
+        self.drafting = False  # prompt-lookup drafting (drafting.py), verified in one batch
+        self.prompt_cache: PromptCache | None = None
+        if self.params.prompt_cache and not self.params.vocab_only:
+            self.prompt_cache = PromptCache(
+                model_identity(
+                    self.model_path,
+                    llama_cpp=llama_cpp.__version__,
+                    n_ctx=self.n_ctx,
+                    n_batch=self.params.n_batch,
+                    flash_attn=self.params.flash_attn,
+                    type_k="f16",
+                    type_v="f16",
+                )
+            )
 
     # -- tokenizer -------------------------------------------------------------------------
     def tokenize(self, text: str, *, special: bool) -> list[int]:
@@ -203,6 +209,7 @@ class LlamaCppLLM:
     def _prefill(self, prompt: list[int]) -> int:
         """Evaluate `prompt`, reusing the longest cached prefix; returns tokens actually evaluated."""
         llama = self._llama
+        saved = restore_or_save_prefix(self, prompt) if self.prompt_cache is not None else 0
         cached = common_prefix_length(llama._input_ids[: llama.n_tokens].tolist(), prompt)
         cached = min(cached, len(prompt) - 1)  # the last prompt token is re-evaluated for fresh logits
         if cached == 0 or (cached < llama.n_tokens and not llama._ctx.kv_cache_seq_rm(-1, cached, -1)):
@@ -210,7 +217,7 @@ class LlamaCppLLM:
             cached = 0
         llama.n_tokens = cached
         llama.eval(prompt[cached:])
-        return len(prompt) - cached
+        return len(prompt) - cached + saved
 
     def complete(
         self,
@@ -233,160 +240,139 @@ class LlamaCppLLM:
             evaluated = self._prefill(prompt)
             prompt_seconds = time.perf_counter() - start
             constrained = grammar is not None and grammar_trigger is None
-            sampler = _TokenSampler(self, temperature, grammar if constrained else None)
-            generated: list[int] = []
-            decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-            text = ""
+            sampler = TokenSampler(self, temperature, grammar if constrained else None)
+            tracker = self._tracker(grammar) if constrained and grammar else None
+            out = Output(self, stop, on_token)
             finish = "length"
+            truncated: str | None = None
             search_from = 0  # where to look for the grammar trigger next
             budget = min(max_tokens, self.n_ctx - len(prompt))
+            draft = PromptLookup(prompt) if self.drafting else None
+            ahead: list[int] = []  # drafted tokens already in the KV cache, not yet confirmed
+            row = -1  # which logits row of the last decode the next token is sampled from
             try:
-                while len(generated) < budget:
-                    token = sampler.sample()
-                    if self._is_end_of_generation(token):
-                        finish = "stop"
+                while len(out.tokens) < budget:
+                    reason = tracker.closing_reason(budget - len(out.tokens)) if tracker else None
+                    if tracker is not None and reason is not None:
+                        # closing mode: append the shortest valid completion instead of sampling
+                        batch = sampler.force(tracker.completion_tokens()[: budget - len(out.tokens)])
+                        truncated = reason
+                        if not batch or out.add(batch, tracker):
+                            break
+                    else:
+                        token = sampler.sample(row)
+                        if ahead and token == ahead[0]:
+                            ahead.pop(0)  # the draft guessed right: already evaluated
+                            row += 1
+                            batch = []
+                        else:
+                            ahead = self._drop_ahead(ahead)
+                            batch = [token]
+                        if self._is_end_of_generation(token):
+                            finish = "stop"
+                            break
+                        if out.add([token], tracker):
+                            finish = "stop"
+                            break
+                        if draft is not None:
+                            draft.extend([token])
+                    if truncated is None and tracker is not None and self.fast_forward and out.whole_chars():
+                        forced = sampler.force(tracker.forced_tokens()[: budget - len(out.tokens)])
+                        if forced:
+                            ahead = self._drop_ahead(ahead)
+                            if out.add(forced, tracker):
+                                finish = "stop"
+                                break
+                            if draft is not None:
+                                draft.extend(forced)
+                            batch += forced
+                    if tracker is not None and grammar_trigger is None and tracker.finished:
+                        finish = "stop"  # the grammar allows only end of generation now
                         break
-                    generated.append(token)
-                    piece = decoder.decode(self._llama.detokenize([token], special=True))
-                    text += piece
-                    hit = _first_stop(text, stop)
-                    if hit is not None:
-                        text, finish = text[:hit], "stop"
+                    if truncated:
+                        finish = "stop" if tracker is not None and tracker.finished else "length"
                         break
-                    if piece and on_token:
-                        on_token(piece)
-                    if len(generated) >= budget:
+                    if len(out.tokens) >= budget:
                         break
                     if grammar and grammar_trigger:
                         # The trigger anywhere (even mid-token): the text after it is replayed into the grammar.
+                        text = out.text
                         at = -1 if constrained else text.find(grammar_trigger, search_from)
                         switch_off = constrained and text.rstrip().endswith("</tool_call>")
                         if at >= 0 or switch_off:
                             constrained = at >= 0
                             search_from = len(text)
                             sampler.close()
-                            sampler = _TokenSampler(self, temperature, grammar if constrained else None)
-                            if constrained and not sampler.feed(text[at + len(grammar_trigger) :]):
+                            sampler = TokenSampler(self, temperature, grammar if constrained else None)
+                            rest = text[at + len(grammar_trigger) :] if constrained else ""
+                            tracker = self._tracker(grammar) if constrained and not rest else None
+                            if constrained and not sampler.feed(rest):
                                 constrained = False  # already off-grammar: leave it to the parser
                                 sampler.close()
-                                sampler = _TokenSampler(self, temperature, None)
+                                sampler = TokenSampler(self, temperature, None)
                         elif not constrained:
                             search_from = max(search_from, len(text) - len(grammar_trigger) + 1)
-                    self._llama.eval([token])
+                    if batch:
+                        guess = draft.propose()[: max(0, budget - len(out.tokens) - 1)] if draft else []
+                        row = self._decode(batch, guess)
+                        ahead = guess
             finally:
                 sampler.close()
-            text += decoder.decode(b"", final=True)
+            text = out.finish()
             usage = Usage(
                 prompt_tokens=len(prompt),
                 prompt_tokens_evaluated=evaluated,
-                completion_tokens=len(generated),
+                completion_tokens=len(out.tokens),
                 seconds=time.perf_counter() - start,
                 prompt_seconds=prompt_seconds,
             )
-            return Completion(text=text, tokens=generated, usage=usage, finish_reason=finish)
+            return Completion(text=text, tokens=out.tokens, usage=usage, finish_reason=finish, truncated=truncated)
 
-
-class _TokenSampler:
-    """top-k/top-p/min-p/temperature sampling with a repeat penalty, and an optional GBNF grammar.
-
-    The grammar is checked lazily, as llama.cpp's own common sampler does: sample without it, and
-    only when the grammar rejects that token apply it to the whole vocabulary and sample again.
-    Most constrained tokens are accepted on the first try, so the grammar costs little.
-    """
-
-    def __init__(self, owner: LlamaCppLLM, temperature: float, grammar: str | None) -> None:
-        import numpy as np
-
-        lib = owner._llama_cpp
-        self._lib, self._np = lib, np
-        self._owner = owner
-        self._ctx = owner._llama.ctx
-        self._n_vocab = owner._llama.n_vocab()
-        self.chain = lib.llama_sampler_chain_init(lib.llama_sampler_chain_default_params())
-        stages = [lib.llama_sampler_init_penalties(self._n_vocab, 64, 1.1, 0.0, 0.0)]
-        if temperature <= 0:
-            stages.append(lib.llama_sampler_init_greedy())
-        else:
-            stages += [
-                lib.llama_sampler_init_top_k(40),
-                lib.llama_sampler_init_top_p(0.95, 1),
-                lib.llama_sampler_init_min_p(0.05, 1),
-                lib.llama_sampler_init_temp(temperature),
-                lib.llama_sampler_init_dist(owner.params.seed + owner._calls),
-            ]
-        for stage in stages:
-            lib.llama_sampler_chain_add(self.chain, stage)
-        owner._calls += 1
-        self.grammar = None
-        if grammar is not None:
-            with _quiet_stderr():
-                self.grammar = lib.llama_sampler_init_grammar(
-                    owner._llama._model.vocab, grammar.encode("utf-8"), b"root"
-                )
-            if not self.grammar:
-                lib.llama_sampler_free(self.chain)
-                raise ValueError("llama.cpp rejected the tool-call grammar")
-        dtype = np.dtype([("id", np.intc), ("logit", np.single), ("p", np.single)], align=True)
-        self._full = np.zeros(self._n_vocab, dtype=dtype)
-        self._ids = np.arange(self._n_vocab, dtype=np.intc)
-        self._one = np.zeros(1, dtype=dtype)
-        self._top = np.zeros(64, dtype=dtype)
-
-    def _apply(self, sampler: Any, data: Any) -> Any:
-        arr = self._lib.llama_token_data_array(
-            data=data.ctypes.data_as(self._lib.llama_token_data_p), size=len(data), selected=-1, sorted=False
+    def _tracker(self, grammar: str) -> GrammarTracker | None:
+        """Automaton tracking for closing mode and fast-forward; None when both are off."""
+        if not (self.closing or self.fast_forward):
+            return None
+        if self._token_texts is None:
+            self._token_texts = TokenTexts(lambda t: self._llama.detokenize([t], special=True))
+        return GrammarTracker(
+            automaton_for(grammar),
+            lambda text: self.tokenize(text, special=text in SPECIAL_LITERALS),
+            self._token_texts,
+            closing=self.closing,
         )
-        self._lib.llama_sampler_apply(sampler, ctypes.byref(arr))
-        return arr
 
-    def _pick(self, grammar_first: bool) -> int:
-        np = self._np
-        logits = np.ctypeslib.as_array(self._lib.llama_get_logits_ith(self._ctx, -1), shape=(self._n_vocab,))
-        if grammar_first:
-            # Constrain the 64 most likely tokens first (top-k keeps 40 anyway); the whole vocabulary
-            # only when the grammar allows none of them.
-            top = np.argpartition(logits, -64)[-64:]
-            self._top["id"], self._top["logit"], self._top["p"] = top, logits[top], 0.0
-            self._apply(self.grammar, self._top)
-            if np.isfinite(self._top["logit"]).any():
-                arr = self._apply(self.chain, self._top)
-                return int(arr.data[arr.selected].id)
-        self._full["id"] = self._ids
-        self._full["logit"] = logits
-        self._full["p"] = 0.0
-        if grammar_first:
-            self._apply(self.grammar, self._full)
-        arr = self._apply(self.chain, self._full)
-        return int(arr.data[arr.selected].id)
+    def _decode(self, batch: list[int], draft: list[int]) -> int:
+        """Evaluate `batch` and then `draft` in one llama_decode, with logits for the last batch token
+        and every draft token (the sampler verifies the draft row by row). Returns the logits row of
+        the last batch token."""
+        llama = self._llama
+        if not draft or len(batch) + len(draft) > self.params.n_batch:
+            draft.clear()
+            llama.eval(batch)
+            return -1
+        tokens = batch + draft
+        n_past = llama.n_tokens
+        llama._ctx.kv_cache_seq_rm(-1, n_past, -1)
+        b = llama._batch.batch
+        b.n_tokens = len(tokens)
+        for i, t in enumerate(tokens):
+            b.token[i] = t
+            b.pos[i] = n_past + i
+            b.seq_id[i][0] = 0
+            b.n_seq_id[i] = 1
+            b.logits[i] = i >= len(batch) - 1
+        llama._ctx.decode(llama._batch)
+        llama.input_ids[n_past : n_past + len(tokens)] = tokens
+        llama.n_tokens += len(tokens)
+        self.tokens_evaluated_total += len(tokens)
+        return len(batch) - 1
 
-    def sample(self) -> int:
-        token = self._pick(grammar_first=False)
-        if self.grammar is not None:
-            self._one["id"], self._one["logit"], self._one["p"] = token, 1.0, 0.0
-            self._apply(self.grammar, self._one)
-            if self._one["logit"][0] == float("-inf"):
-                token = self._pick(grammar_first=True)
-            self._lib.llama_sampler_accept(self.grammar, token)
-        self._lib.llama_sampler_accept(self.chain, token)
-        return token
-
-    def feed(self, text: str) -> bool:
-        """Advance the grammar over `text` (already generated); False if the grammar rejects it."""
-        for token in self._owner.tokenize(text, special=False) if self.grammar is not None else []:
-            self._one["id"], self._one["logit"], self._one["p"] = token, 1.0, 0.0
-            self._apply(self.grammar, self._one)
-            if self._one["logit"][0] == float("-inf"):
-                return False
-            self._lib.llama_sampler_accept(self.grammar, token)
-        return True
-
-    def close(self) -> None:
-        if self.chain:
-            self._lib.llama_sampler_free(self.chain)
-            self.chain = None
-        if self.grammar:
-            self._lib.llama_sampler_free(self.grammar)
-            self.grammar = None
+    def _drop_ahead(self, ahead: list[int]) -> list[int]:
+        """Forget drafted tokens the sampler did not confirm (their KV cells are removed on the next decode)."""
+        if ahead:
+            self._llama.n_tokens -= len(ahead)
+            self._llama._ctx.kv_cache_seq_rm(-1, self._llama.n_tokens, -1)
+        return []
 
 
 def common_prefix_length(a: Sequence[int], b: Sequence[int]) -> int:
@@ -397,8 +383,3 @@ def common_prefix_length(a: Sequence[int], b: Sequence[int]) -> int:
             break
         n += 1
     return n
-
-
-def _first_stop(text: str, stops: Sequence[str]) -> int | None:
-    positions = [text.find(s) for s in stops if s and s in text]
-    return min(positions) if positions else None

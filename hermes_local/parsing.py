@@ -57,6 +57,14 @@ _CLOSER = re.compile(rf"<\s*/\s*(?:{_TAGS})\s*>", re.I)
 _STRONG_CLOSER = re.compile(_STRONG_CLOSE, re.I)
 _OPENER = re.compile(rf"<\s*(?:{_STRONG})\s*>|\[TOOL_CALLS\]|<function[=\s>]", re.I)
 _SKIP = re.compile(r"(?:\s|,|```[\w-]*|<\|[a-z_]+\|>|</s>)*", re.I)
+
+
+def _skip(s: str, pos: int) -> int:
+    """Past whitespace, commas, fences and stray special tokens from `pos` (the pattern always matches)."""
+    m = _SKIP.match(s, pos)
+    return m.end() if m else pos
+
+
 _PARTIAL_END = re.compile(r"<\s*/?\s*[\w-]*\Z")
 _THINK_OPEN, _THINK_END = re.compile(r"<think>", re.I), re.compile(r"</think>", re.I)
 _FN_NAME = re.compile(r"\s*([A-Za-z_][\w.\-]*)\s*</function>", re.I)
@@ -202,7 +210,7 @@ class _Parser:
 
     def _end(self, pos: int) -> int:
         """Consume the closing tag after a call (or a partial one the reply was cut inside)."""
-        p = _SKIP.match(self.s, pos).end()
+        p = _skip(self.s, pos)
         m = _CLOSER.match(self.s, p)
         return m.end() if m else len(self.s) if _PARTIAL_END.match(self.s, p) else p
 
@@ -214,7 +222,7 @@ class _Parser:
 
     def _block(self, start: int, body: int, strong: bool) -> int:
         s = self.s
-        p = _SKIP.match(s, body).end()
+        p = _skip(s, body)
         if strong and s[p : p + 9].lower() == "<function":
             return p  # `<tool_call><function=...>`: the main loop reads it next
         if strong and (named := _NAME_JSON.match(s, p)) is not None:
@@ -230,7 +238,7 @@ class _Parser:
                 self.parts.append(s[start:body])
                 return body
             results += [_error(why)] if why else [_call(x) for x in items] or [_error("it held no call")]
-            pos = _SKIP.match(s, end).end()
+            pos = _skip(s, end)
         if not results:
             mentioned = _OPENER.search(s, p) is None and _CLOSER.search(s, p) is None and s[p:].strip()
             if not strong or mentioned:  # a tag named in prose, not a call
@@ -245,7 +253,7 @@ class _Parser:
     def _named(self, name: str, pos: int) -> int:
         """Arguments after a name given outside the JSON: a JSON object or `<parameter=...>` children."""
         s = self.s
-        p = _SKIP.match(s, pos).end()
+        p = _skip(s, pos)
         if s[p : p + 1] in ("{", "["):
             value, why, end, resync = _value(s, p)
             if why is not None:
@@ -282,7 +290,7 @@ class _Parser:
         return self._named(name.strip("\"' "), m.end())
 
     def _on_mistral(self, m: re.Match[str]) -> int:
-        p = _SKIP.match(self.s, m.end()).end()
+        p = _skip(self.s, m.end())
         if (named := _MISTRAL_ARGS.match(self.s, p)) is not None:
             return self._named(named.group(1), named.end())
         return self._block(m.start(), p, True)
@@ -315,7 +323,7 @@ class _Parser:
         self.budget -= end - i
         self.braces = self.budget > 0
         resync = state in ("string", "mismatch")
-        closer = _STRONG_CLOSER.search(s, i) if resync else _STRONG_CLOSER.match(s, _SKIP.match(s, end).end())
+        closer = _STRONG_CLOSER.search(s, i) if resync else _STRONG_CLOSER.match(s, _skip(s, end))
         if closer is not None and (
             not resync or ("name" in s[i : closer.start()] and _OPENER.search(s, i, closer.start()) is None)
         ):

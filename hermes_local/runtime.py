@@ -66,6 +66,13 @@ def load_llm(settings: Settings, on_info: Callable[[str], None] | None = None) -
             _loaded[key] = LlamaCppLLM(path, params)
         except ModelLoadError as exc:
             raise UserError(f"{exc}; check the file or re-download it") from exc
+    if settings.parallel > 1:  # concurrent runs share the model as sequences of one batched context
+        from hermes_local.batching import BatchedLLM
+
+        batched_key = (*key, "parallel", settings.parallel)
+        if batched_key not in _loaded:
+            _loaded[batched_key] = BatchedLLM(_loaded[key], settings.parallel)  # type: ignore[arg-type]
+        return _loaded[batched_key]
     return _loaded[key]
 
 

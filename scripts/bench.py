@@ -8,14 +8,19 @@ Measures, with the same model, threads and n_ctx:
   3. the same task through llama-cpp-python's `chatml-function-calling` handler driven by a plain
      loop, and through hermes-local with the KV cache reset before every step (a naive loop);
   4. parser throughput, and grammar-constrained vs unconstrained decode speed;
+  5. peak RSS, and RSS growth over a 200-step scripted soak;
+  6. issue 15 (scripts/bench_speed.py): `prompt_cache` (cold vs warm TTFT in two fresh processes),
+     `fast_forward` and `prompt_lookup` (tok/s on vs off, share of identical outputs at temperature 0),
+     `batched` (aggregate tok/s with 1, 2, 4 concurrent runs).
   5. peak RSS, and RSS growth over a 200-step scripted soak.
-  6. when scripts/build_llama_cpp_tools.sh has built llama-server: the llama-server peer (OpenAI-style
+  7. when scripts/build_llama_cpp_tools.sh has built llama-server: the llama-server peer (OpenAI-style
      tool loop, --jinja with the Hermes tool_use template) and hermes-local with the llama-server engine,
      on 8- and 20-step tasks (scripts/bench_llama_server.py).
 Prints a table and writes JSON (--json PATH). Figures, not assertions: nothing here fails on speed.
 
   python scripts/bench.py                     # embedded SmolLM2, 8 steps
   python scripts/bench.py --model PATH.gguf --steps 8 --n-ctx 4096 --threads 2
+  python scripts/bench.py --only speed        # just the issue-15 sections
 """
 
 from __future__ import annotations
@@ -31,8 +36,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+for _p in (ROOT, ROOT / "scripts"):
+    if str(_p) not in sys.path:
+        sys.path.insert(0, str(_p))
 
 from hermes_local.config import load_settings  # noqa: E402
 from hermes_local.dialects.hermes import HermesDialect  # noqa: E402
@@ -93,7 +99,14 @@ def hermes_run(llm: LlamaCppLLM, steps: int, n_ctx: int, *, naive: bool = False)
         llm.reset_cache()
     with tempfile.TemporaryDirectory() as ws:
         settings = load_settings(
-            {"tool_choice": "required", "max_steps": steps, "n_ctx": n_ctx, "max_tokens": 96, "reminder_every": 0}
+            {
+                "tool_choice": "required",
+                "max_steps": steps,
+                "n_ctx": n_ctx,
+                "max_tokens": 96,
+                "reminder_every": 0,
+                "temperature": 0.0,  # same as the chat-handler peer: both deterministic
+            }
         )
         agent = build_agent(
             llm, settings, workspace=Path(ws), registry=task_registry(), approver=Approver(approve_all=True)
@@ -158,8 +171,15 @@ def peer_chat_handler_run(llm: LlamaCppLLM, steps: int) -> dict[str, Any]:
         for step in range(1, steps + 1):
             before = llm.tokens_evaluated_total
             try:
+                # deterministic like the hermes run: temperature 0, fixed seed, the same max_tokens
                 response = handler(
-                    llama=llm._llama, messages=messages, tools=tools, tool_choice="auto", max_tokens=96, temperature=0.2
+                    llama=llm._llama,
+                    messages=messages,
+                    tools=tools,
+                    tool_choice="auto",
+                    max_tokens=96,
+                    temperature=0.0,
+                    seed=1,
                 )
             except ValueError as exc:  # e.g. "Requested tokens (4096) exceed context window of 4096"
                 failure = f"step {step}: {exc}"
@@ -267,6 +287,7 @@ def main() -> None:
     ap.add_argument("--n-gpu-layers", type=int, default=0)
     ap.add_argument("--server-steps", default="8,20", help="step counts for the llama-server rows ('' = skip)")
     ap.add_argument("--json", type=Path, default=ROOT / "bench-results" / "bench.json")
+    ap.add_argument("--only", choices=("all", "speed"), default="all", help="speed: only the issue-15 sections")
     args = ap.parse_args()
 
     path = resolve_model(args.model)
@@ -274,6 +295,11 @@ def main() -> None:
     llm = LlamaCppLLM(path, params)
     report: dict[str, Any] = {"model": path.name, "n_ctx": args.n_ctx, "threads": args.threads, "steps": args.steps}
     print(f"model {path.name}, n_ctx {args.n_ctx}, threads {args.threads}, {args.steps} steps", file=sys.stderr)
+    speed_rows = speed_sections(report, llm, path, args)
+    if args.only == "speed":
+        print_rows(speed_rows)
+        write_report(report, args.json)
+        return
     report["ceiling"] = ceiling(llm)
     report["hermes"] = hermes_run(llm, args.steps, args.n_ctx)
     depth = report["hermes"]["prompt_tokens"] // max(1, report["hermes"]["llm_calls"])
@@ -341,12 +367,61 @@ def main() -> None:
         rows += bench_llama_server.rows(report["llama_server"])
     else:
         rows.append(("llama-server rows", f"skipped: {skipped}"))
+    print_rows(rows + speed_rows)
+    write_report(report, args.json)
+
+
+def speed_sections(report: dict[str, Any], llm: LlamaCppLLM, path: Path, args: argparse.Namespace) -> list[tuple]:
+    """Issue 15's keys: prompt_cache, fast_forward, prompt_lookup, batched."""
+    import bench_speed
+
+    report["prompt_cache"] = bench_speed.prompt_cache(path, args.n_ctx, args.threads)
+    report["fast_forward"] = bench_speed.fast_forward(llm)
+    report["prompt_lookup"] = bench_speed.prompt_lookup(llm)
+    report["batched"] = bench_speed.batched(llm)
+    pc, ff, pl, b = report["prompt_cache"], report["fast_forward"], report["prompt_lookup"], report["batched"]
+    rows = [
+        (
+            "prompt cache TTFT cold / warm s",
+            f"{pc['cold_ttft_s']:.2f} / {pc['warm_ttft_s']:.2f} = {pc['ratio']:.2f}  (target <= 0.2)",
+        ),
+        (
+            "prompt cache first call evaluated cold / warm",
+            f"{pc['cold_first_call_evaluated']} / {pc['warm_first_call_evaluated']} of {pc['prompt_tokens']}",
+        ),
+        (
+            "fast-forward tool-step tok/s on / off",
+            f"{ff['tool_step_tps']:.1f} / {ff['plain_tps']:.1f} = {ff['ratio']:.2f}x  (target >= 1.3), "
+            f"identical {ff['identical_share']:.0%} of {ff['compared']}",
+        ),
+        (
+            "prompt lookup copy-task tok/s on / off",
+            f"{pl['tps']:.1f} / {pl['plain_tps']:.1f} = {pl['ratio']:.2f}x  (target >= 1.5), "
+            f"identical {pl['identical_share']:.0%} of {pl['compared']}",
+        ),
+    ]
+    if b.get("n1_tps") is not None:
+        rows.append(
+            (
+                "batched aggregate tok/s n=1 / 2 / 4",
+                f"{b['n1_tps']:.1f} / {b['n2_tps']:.1f} / {b['n4_tps']:.1f}, speedup n4 {b['speedup_n4']:.2f}x",
+            )
+        )
+    else:
+        rows.append(("batched", b.get("note", "not measured")))
+    return rows
+
+
+def print_rows(rows: list[tuple]) -> None:
     width = max(len(r[0]) for r in rows)
     for label, value in rows:
         print(f"{label:<{width}}  {value}")
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(report, indent=2))
-    print(f"wrote {args.json}", file=sys.stderr)
+
+
+def write_report(report: dict[str, Any], path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(report, indent=2))
+    print(f"wrote {path}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -90,6 +90,9 @@ def main() -> None:
     workspace.mkdir()
     env = {**os.environ, "HERMES_LOCAL_HOME": str(home / "hermes"), "PYTHONPATH": str(ROOT)}
     env["HERMES_LOCAL_MAX_TOKENS"] = str(opts.max_tokens)
+    # Calls that need approval are denied at once on both sides (the CLI has no terminal here; the
+    # service would otherwise wait approval_timeout for an answer nobody gives).
+    env["HERMES_LOCAL_DENY_TOOLS"] = "write_file,append_to_memo,run_shell,http_get,remember"
     model = ["--model", opts.model] if opts.model else []
     port = free_port()
     base = f"http://127.0.0.1:{port}"

@@ -118,7 +118,7 @@ def test_prompt_command_on_the_embedded_model(tmp_path: Path, monkeypatch: pytes
 
 def accepts(llm: Any, grammar: str, text: str) -> bool:
     """llama.cpp's grammar engine takes every token of `text` and then allows the end of generation."""
-    from hermes_local.llm import _TokenSampler
+    from hermes_local.sampling import TokenSampler as _TokenSampler  # noqa: N814
 
     sampler = _TokenSampler(llm, 0.0, grammar)
     try:

@@ -39,8 +39,8 @@ def test_grammar_lists_exactly_the_registered_tools_and_is_cached() -> None:
 def test_enums_optional_and_arrays_are_expressed() -> None:
     text = tool_call_grammar([search_orders])
     assert '"\\"open\\"" | "\\"shipped\\""' in text
-    assert '( "," ws "\\"limit\\""' in text  # optional property
-    assert '"[" ws' in text
+    assert '( "," " " "\\"limit\\""' in text  # optional property, canonical separator
+    assert '"[" ( string ( "," " " string )* )? "]"' in text
 
 
 @pytest.mark.real_model

@@ -121,9 +121,10 @@ def test_tool_result_round_trip(workspace: Path) -> None:
         "<|im_end|>" in prompt
     )
     assert (
-        '<|im_start|>tool\n<tool_response>\n{"name": "get_weather", "content": {"temp_c": 18}}\n</tool_response>\n'
-        "<|im_end|>" in prompt
+        '<|im_start|>tool\n<tool_response>\n{"name": "get_weather", "content": {"temp_c": 18}}\n</tool_response>'
+        "<|im_end|>" in prompt  # the Hermes dialect's result turn, as the trained template writes it
     )
+    assert "You are a function calling AI model." in prompt and "<tools>" in prompt  # the trained tool block
 
 
 def test_streaming_content_and_tool_call_deltas(workspace: Path) -> None:

@@ -27,6 +27,7 @@ from hermes_local.cli_common import (
     WorkspaceOpt,
 )
 from hermes_local.errors import UserError
+from hermes_local.textsafe import terminal_safe
 
 
 def is_loopback(host: str) -> bool:
@@ -69,16 +70,14 @@ def serve(
 ) -> None:
     """Serve runs, live events, approvals and an OpenAI-compatible chat endpoint over HTTP (one warm model)."""
     try:
-        import uvicorn
+        import uvicorn  # noqa: F401 - checked here, used by _serve
 
-        from hermes_local.service.app import create_app
+        from hermes_local.service.app import create_app  # noqa: F401
     except ImportError as exc:
         hint = f"serve needs the serve extra ({exc.name} is missing): pip install 'hermes-local[serve]'"
         raise UserError(hint) from exc
     from hermes_local.config import load_settings
-    from hermes_local.runtime import build_registry, load_llm
-    from hermes_local.service.process import SharedModel
-    from hermes_local.service.runs import RunManager
+    from hermes_local.runtime import build_registry
 
     overrides: dict[str, Any] = dict(
         model=model,
@@ -104,8 +103,29 @@ def serve(
         raise UserError(f"binding {host} exposes the agent to the network; pass --token (or set serve_token)")
     if not workspace.is_dir():
         raise UserError(f"workspace {workspace} is not a directory; create it or pass --workspace DIR")
-    registry = build_registry(tools_module or [])
+    registry = build_registry(  # MCP servers start once for the service and stop with it
+        tools_module or [],
+        settings,
+        on_notice=lambda line: typer.echo(terminal_safe(line), err=True),
+        workspace=workspace.resolve(),
+    )
+    try:
+        _serve(settings, registry, host, port, workspace, db, max_body)
+    finally:
+        registry.close()
+
+
+def _serve(settings: Any, registry: Any, host: str, port: int, workspace: Path, db: Path | None, max_body: int) -> None:
+    """Load the model once, check its vocabulary for the dialect, and run uvicorn until stopped."""
+    import uvicorn
+
+    from hermes_local.runtime import dialect_for, load_llm
+    from hermes_local.service.app import create_app
+    from hermes_local.service.process import SharedModel
+    from hermes_local.service.runs import RunManager
+
     llm = load_llm(settings, on_info=lambda line: typer.echo(line, err=True))
+    dialect_for(settings, llm, check=True)  # a vocabulary without the dialect's framing tokens: one line, exit 2
     manager = RunManager(
         SharedModel(llm),
         settings,

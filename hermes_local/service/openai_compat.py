@@ -26,13 +26,15 @@ from typing import Any, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from hermes_local.dialects.base import Dialect
+from hermes_local.dialects.hermes import HermesDialect
 from hermes_local.errors import UserError
 from hermes_local.llm import DEFAULT_STOP, Completion
-from hermes_local.memory import Memory
 from hermes_local.parsing import ToolCall, parse_tool_calls
-from hermes_local.prompts import Segments, chat_tokens, render
+from hermes_local.prompts import Segments
 
 CALL_OPEN = "<tool_call>"
+DIALECT: Dialect = HermesDialect()  # the format Hermes 2 Pro / 3 were trained on
 
 
 class ChatRequest(BaseModel):
@@ -104,23 +106,23 @@ def _arguments(raw: Any, where: str) -> dict[str, Any]:
     return value
 
 
-def render_messages(messages: list[dict[str, Any]], tools: list[_SchemaTool]) -> list[dict[str, Any]]:
-    """OpenAI messages -> ChatML messages of `Segments` (framing trusted, every client text untrusted)."""
+def render_messages(messages: list[dict[str, Any]], dialect: Dialect = DIALECT) -> list[dict[str, Any]]:
+    """OpenAI messages -> the dialect's messages of `Segments` (framing trusted, every client text untrusted).
+
+    The client's system messages become the system turn that follows the dialect's tool block; the tools
+    themselves are offered by `Dialect.tokens`.
+    """
     system = [_text(m.get("content"), f"messages[{i}].content") for i, m in enumerate(messages)
               if m.get("role") in ("system", "developer")]  # fmt: skip
     out: list[dict[str, Any]] = []
-    if tools:
-        offered = [t.schema() for t in tools]
-        prompt = render("system.jinja", tools=offered, instructions="\n\n".join(system))
-        out.append({"role": "system", "content": prompt})
-    elif system:
+    if system:
         out.append({"role": "system", "content": Segments.untrusted("\n\n".join(system))})
     names: dict[str, str] = {}  # tool_call_id -> function name
     responses: list[dict[str, Any]] = []
 
     def flush_responses() -> None:
         if responses:
-            out.append({"role": "tool", "content": render("tool_response.jinja", responses=list(responses))})
+            out.append({"role": "tool", "content": dialect.tool_results(0, list(responses))})
             responses.clear()
 
     for i, m in enumerate(messages):
@@ -141,7 +143,7 @@ def render_messages(messages: list[dict[str, Any]], tools: list[_SchemaTool]) ->
                 if isinstance(tc.get("id"), str):
                     names[tc["id"]] = fn["name"]
             text = _text(m.get("content"), f"{where}.content").strip()
-            out.append({"role": "assistant", "content": Memory._assistant_turn(0, text, calls).content})
+            out.append({"role": "assistant", "content": dialect.assistant_content(0, text, calls)})
         elif role == "tool":
             content = _text(m.get("content"), f"{where}.content")
             try:
@@ -192,8 +194,9 @@ def prepare(req: ChatRequest, model: Any, *, temperature: float, max_tokens: int
         choice = "none"
     forced = choice in ("required", "named")
     prefill = CALL_OPEN + "\n" if forced else ""
-    messages = render_messages(req.messages, [] if choice == "none" else tools)
-    tokens = chat_tokens(messages, model, prefill=prefill)
+    messages = render_messages(req.messages)
+    offered = [] if choice == "none" else [t.schema() for t in tools]
+    tokens = DIALECT.tokens(messages, offered, model, prefill=prefill)
     room = model.n_ctx - len(tokens) - 1
     if room < 1:
         raise UserError(f"the prompt needs {len(tokens)} tokens but the model's context is {model.n_ctx}")

@@ -56,15 +56,18 @@ class Executor:
         """Mark a write call (by `events.arguments_digest` of the call as made) as done: never run it twice."""
         self._done_writes[digest] = result
 
-    def execute(self, name: str, arguments: dict[str, Any]) -> ToolResult:
-        """Run one call; the result carries how it was approved (`result.approval`)."""
-        return self._execute(name, arguments)
+    def execute(self, name: str, arguments: dict[str, Any], *, truncated: bool = False) -> ToolResult:
+        """Run one call; the result carries how it was approved (`result.approval`). `truncated` marks a
+        call the decoder had to close early (issue 18): a truncated write or dangerous call is not run."""
+        return self._execute(name, arguments, truncated)
 
-    def _execute(self, name: str, arguments: dict[str, Any]) -> ToolResult:
+    def _execute(self, name: str, arguments: dict[str, Any], truncated: bool = False) -> ToolResult:
         t = self.registry.get(name)
         if t is None:
             known = ", ".join(self.registry.names()) or "none"
             return ToolResult.failure("not_found", f"There is no tool named {name!r}. Available tools: {known}.")
+        if truncated and t.permission != "read":
+            return ToolResult.failure("truncated", truncated_message(t.name, arguments), "cut off, not run")
         try:
             validated = t.arguments_model.model_validate(arguments)
         except ValidationError as exc:
@@ -180,6 +183,19 @@ def cap_result(result: ToolResult, cap: int) -> ToolResult:
         ok=True,
         data=cut,
         summary=f"{result.summary} (output truncated: {len(text)} characters, showing the first and last part)",
+    )
+
+
+def truncated_message(name: str, arguments: dict[str, Any]) -> str:
+    """What the model reads when its write/dangerous call was cut at the output limit and not run."""
+    strings = [(len(v), k) for k, v in arguments.items() if isinstance(v, str)]
+    where = ""
+    if strings:
+        length, key = max(strings)
+        where = f" Its argument {key!r} was cut after {length} characters."
+    return (
+        f"Your call to {name} was cut off at the output limit and was NOT run.{where} "
+        "Send it again in smaller pieces: shorter arguments, split over several calls."
     )
 
 

@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, create_model
 from hermes_local.errors import UserError
 
 Permission = Literal["read", "write", "dangerous"]
-ErrorKind = Literal["invalid_arguments", "permission_denied", "timeout", "not_found", "tool_error", "loop"]
+ErrorKind = Literal["invalid_arguments", "permission_denied", "timeout", "not_found", "tool_error", "loop", "truncated"]
 
 
 def arguments_digest(name: str, arguments: dict[str, Any]) -> str:
@@ -193,7 +193,7 @@ def tool(
         from pydantic import Field
 
         description, arg_docs = _parse_docstring(fn.__doc__ or "")
-        hints = typing.get_type_hints(fn)
+        hints = typing.get_type_hints(fn, include_extras=True)  # keeps Annotated[str, Field(max_length=...)]
         fields: dict[str, Any] = {}
         context_param = None
         for pname, param in inspect.signature(fn).parameters.items():

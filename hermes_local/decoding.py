@@ -1,0 +1,145 @@
+"""Grammar-aware decisions for one constrained decode: fast-forward, closing mode, runaway-string guard.
+
+`GrammarTracker` follows the text a constrained completion has produced through the shared
+`GrammarAutomaton` and tells the sampling loop in `llm.py`:
+  - `forced_tokens()`: tokens the grammar forces next (fast-forward appends them without sampling);
+  - `closing_reason(remaining)`: "budget" when the token budget left is within a margin of the
+    shortest valid completion, "loop" when an open string repeats itself, "max_length" when an open
+    string reaches its schema maxLength or the free-text cap; `completion_tokens()` is that completion.
+Calls that finish on their own never trigger closing: it only fires near the end of the budget or
+on a degenerate string. This module samples nothing and never touches llama.cpp directly: it gets
+a tokenizer and a token-text lookup from the caller.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from hermes_local.automaton import GrammarAutomaton, State, TokenTexts
+
+CLOSING_MARGIN = 3  # extra tokens kept in hand when deciding to close (the need can grow by a few)
+FREE_TEXT_MAX_CHARS = 4000  # an open string without maxLength is closed past this many characters
+LOOP_MIN_TOKENS = 64  # a periodic tail at least this long (and >= 4 periods) is a runaway loop
+LOOP_MAX_PERIOD = 48
+SPECIAL_LITERALS = ("</tool_call>", "<tool_call>")
+
+Tokenizer = Callable[[str], list[int]]
+
+
+class GrammarTracker:
+    """The automaton state of one constrained completion, fed with every emitted token."""
+
+    def __init__(
+        self,
+        automaton: GrammarAutomaton,
+        tokenize: Tokenizer,
+        texts: TokenTexts,
+        *,
+        free_text_max_chars: int = FREE_TEXT_MAX_CHARS,
+        closing: bool = True,
+    ) -> None:
+        self.automaton = automaton
+        self.state: State = automaton.initial
+        self._tokenize = tokenize
+        self._texts = texts
+        self._free_text_max = free_text_max_chars
+        self._closing = closing
+        self._string_tokens: list[int] = []
+        self._string_chars = 0
+
+    @property
+    def finished(self) -> bool:
+        """A whole call was read and the grammar allows nothing after it (only end of generation)."""
+        return self.automaton.is_finished(self.state)
+
+    @property
+    def dead(self) -> bool:
+        return not self.state
+
+    def feed(self, token: int, text: str) -> None:
+        """Advance over the decoded text of one emitted token (text may be "" for a partial char)."""
+        if not text:
+            return
+        self.state = self.automaton.advance(self.state, text)
+        if self.automaton.in_string(self.state):
+            if not self._string_tokens:  # the string opened in this token: count after its quote
+                text = text[text.rfind('"') + 1 :]
+            self._string_tokens.append(token)
+            self._string_chars += len(text)
+        else:
+            self._string_tokens.clear()
+            self._string_chars = 0
+
+    # -- fast-forward ------------------------------------------------------------------------
+    def forced_tokens(self) -> list[int]:
+        """Tokens for the text the grammar forces now. The last token of a forced run that does not
+        end the call is left to the sampler, so the model chooses how the run joins what follows."""
+        text, after = self.automaton.forced(self.state)
+        if not text:
+            return []
+        tokens = self._tokens_for(text)
+        if not self.automaton.is_finished(after):
+            tokens = tokens[:-1]
+        return tokens
+
+    # -- closing mode ------------------------------------------------------------------------
+    def closing_reason(self, remaining: int) -> str | None:
+        """Why the call must be closed now (None: let the model go on)."""
+        if not self._closing or self.dead or self.automaton.is_complete(self.state):
+            return None
+        need = self.automaton.min_completion_length(self.state)  # characters >= tokens for our ASCII
+        if remaining <= need + CLOSING_MARGIN and remaining <= len(self.completion_tokens()) + CLOSING_MARGIN:
+            return "budget"
+        if self._string_tokens:
+            limit = self.automaton.string_limit(self.state)
+            if self._string_chars >= (limit if limit is not None else self._free_text_max):
+                return "max_length"
+            if _periodic_tail(self._string_tokens):
+                return "loop"
+        return None
+
+    def completion_tokens(self) -> list[int]:
+        """Tokens of the shortest text that completes a valid call from here."""
+        return self._tokens_for(self.automaton.shortest_completion(self.state))
+
+    def _tokens_for(self, text: str) -> list[int]:
+        """Tokenize grammar text (never model or user text), keeping tool-call tags whole, and keep the
+        longest prefix whose token texts the automaton accepts one after another."""
+        tokens: list[int] = []
+        rest = text
+        while rest:
+            cut = min(((rest.find(s), s) for s in SPECIAL_LITERALS if s in rest), default=None)
+            if cut is None:
+                tokens += self._tokenize(rest)
+                break
+            pos, literal = cut
+            if pos:
+                tokens += self._tokenize(rest[:pos])
+            tokens += self._tokenize(literal)
+            rest = rest[pos + len(literal) :]
+        state, kept = self.state, []
+        for t in tokens:
+            piece = self._texts[t]
+            if not piece:
+                break
+            nxt = self.automaton.advance(state, piece)
+            if not nxt:
+                break
+            kept.append(t)
+            state = nxt
+        return kept
+
+
+def _periodic_tail(tokens: list[int]) -> bool:
+    """The string ends in a loop: its last LOOP_MIN_TOKENS+ tokens repeat a period at least 4 times."""
+    n = len(tokens)
+    if n < LOOP_MIN_TOKENS:
+        return False
+    for period in range(1, LOOP_MAX_PERIOD + 1):
+        span = max(LOOP_MIN_TOKENS, 4 * period)
+        if span > n:
+            break
+        tail = tokens[n - span :]
+        if tail[period:] == tail[:-period]:
+            return True
+    return False

@@ -1,0 +1,196 @@
+"""Speed sections of scripts/bench.py (issue 15): prompt cache, fast-forward, prompt lookup, batching.
+
+Each function returns the dict stored under its key in bench.py's JSON (`prompt_cache`,
+`fast_forward`, `prompt_lookup`, `batched`). Figures, not assertions. Run alone with
+
+  python scripts/bench.py --only speed
+
+`--ttft-child` is the fresh process the prompt-cache section starts twice (not for direct use).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from hermes_local.grammar import tool_call_grammar  # noqa: E402
+from hermes_local.kvcache import fixed_prefix  # noqa: E402
+from hermes_local.llm import LlamaCppLLM, LlamaParams  # noqa: E402
+from hermes_local.prompts import chat_tokens, render  # noqa: E402
+from hermes_local.runtime import build_registry  # noqa: E402
+
+TOOL_TASKS = [
+    "What time is it?",
+    "Read the file notes.txt.",
+    "List the files in the reports folder.",
+    "Write 'hello' into greeting.txt.",
+    "How many orders are in the orders table?",
+    "Run `ls -la` in the workspace.",
+    "Remember that I prefer CSV exports.",
+    "Note 'call the plumber' in my memo.",
+    "Fetch http://127.0.0.1:8000/status.",
+    "Create a file todo.md with three items: milk, eggs, bread.",
+    "Count the lines of data.csv using the shell.",
+    "Look up the latest order id in the database.",
+]
+COPY_TEXTS = [
+    "Quarterly report\n\nRevenue grew 12% to 4.2M EUR, driven by the Nordic region. Costs were flat at "
+    "3.1M EUR. Headcount: 41 (+3). Open risks: supplier delay on part 7731-B, currency exposure in GBP.\n"
+    "Next steps: renegotiate the 7731-B contract before 15 March; hedge 60% of GBP receivables.",
+    "def parse(line):\n    key, _, value = line.partition('=')\n    return key.strip(), value.strip()\n\n"
+    "def load(path):\n    with open(path) as fh:\n        return dict(parse(l) for l in fh if '=' in l)\n",
+    "Shopping list for Saturday: 2 kg potatoes, 1 l milk, 6 eggs, butter, rye bread, apples, coffee beans, "
+    "dish soap, batteries (AA), birthday card for Ann, candles, and a bottle of red wine.",
+]
+
+
+def _system(registry: Any) -> str:
+    return render("system.jinja", tools=registry.schemas(), instructions="")
+
+
+def _tool_prompt(llm: LlamaCppLLM, system: str, task: str) -> list[int]:
+    messages = [{"role": "system", "content": system}, {"role": "user", "content": task}]
+    return chat_tokens(messages, llm, prefill="<tool_call>\n")
+
+
+def _compare(llm: LlamaCppLLM, prompts: list[list[int]], grammar: str, flag: str, max_tokens: int) -> dict[str, Any]:
+    """Decode every prompt with `flag` off, then on (temperature 0); tokens/s over decode time and identity."""
+    runs: dict[bool, list[Any]] = {False: [], True: []}
+    for tokens in prompts:
+        for on in (False, True):
+            setattr(llm, flag, on)
+            # Same prefill for both: keep only the system prefix in the KV, so each run evaluates the rest
+            # in one batch of the same shape (llama.cpp logits differ in the last bits between batch shapes,
+            # which flips near-ties and would be counted against the feature).
+            llm._llama.n_tokens = min(llm._llama.n_tokens, fixed_prefix(llm, tokens))
+            try:
+                runs[on].append(llm.complete(tokens, max_tokens=max_tokens, temperature=0.0, grammar=grammar))
+            finally:
+                setattr(llm, flag, flag != "drafting")  # restore the defaults: fast_forward on, drafting off
+
+    def tps(outs: list[Any]) -> float:
+        n = sum(o.usage.completion_tokens for o in outs)
+        s = sum(o.usage.seconds - o.usage.prompt_seconds for o in outs)
+        return n / s if s else 0.0
+
+    pairs = list(zip(runs[False], runs[True], strict=True))
+    diffs = [{"off": a.text, "on": b.text} for a, b in pairs if a.text != b.text]
+    on_tps, off_tps = tps(runs[True]), tps(runs[False])
+    return {
+        "tps": on_tps,
+        "plain_tps": off_tps,
+        "ratio": on_tps / off_tps if off_tps else 0.0,
+        "identical_share": 1 - len(diffs) / len(pairs),
+        "compared": len(pairs),
+        "differences": diffs,
+    }
+
+
+def fast_forward(llm: LlamaCppLLM) -> dict[str, Any]:
+    registry = build_registry()
+    grammar = tool_call_grammar(list(registry))
+    system = _system(registry)
+    prompts = [_tool_prompt(llm, system, t) for t in TOOL_TASKS[: int(os.environ.get("BENCH_FF_TASKS", "12"))]]
+    r = _compare(llm, prompts, grammar, "fast_forward", 96)
+    r["tool_step_tps"] = r.pop("tps")
+    return r
+
+
+def prompt_lookup(llm: LlamaCppLLM) -> dict[str, Any]:
+    """Copy-heavy: the model just read a file and must write its content to another file."""
+    registry = build_registry()
+    grammar = tool_call_grammar(list(registry))
+    system = _system(registry)
+    prompts = []
+    for i, text in enumerate(COPY_TEXTS[: int(os.environ.get("BENCH_COPY_TEXTS", "3"))]):
+        read = json.dumps({"name": "read_file", "arguments": {"path": f"doc{i}.txt"}})
+        result = json.dumps({"ok": True, "data": text, "summary": f"read doc{i}.txt"})
+        messages = [
+            {"role": "system", "content": system},
+            {"role": "user", "content": f"Copy doc{i}.txt to copy{i}.txt (read it, then write the same content)."},
+            {"role": "assistant", "content": f"<tool_call>\n{read}\n</tool_call>"},
+            {"role": "tool", "content": f"<tool_response>\n{result}\n</tool_response>"},
+        ]
+        prompts.append(chat_tokens(messages, llm, prefill="<tool_call>\n"))
+    return _compare(llm, prompts, grammar, "drafting", 200)
+
+
+def prompt_cache(model: Path, n_ctx: int, threads: int) -> dict[str, Any]:
+    """Two fresh processes with one new HERMES_LOCAL_HOME: the first writes the cache, the second reads it."""
+    with tempfile.TemporaryDirectory() as home:
+        env = {**os.environ, "HERMES_LOCAL_HOME": home}
+        cmd = [sys.executable, __file__, "--ttft-child", str(model), str(n_ctx), str(threads)]
+        runs = [
+            json.loads(subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout) for _ in "ab"
+        ]
+    cold, warm = runs
+    return {
+        "cold_ttft_s": cold["ttft_s"],
+        "warm_ttft_s": warm["ttft_s"],
+        "cold_first_call_evaluated": cold["evaluated"],
+        "warm_first_call_evaluated": warm["evaluated"],
+        "prompt_tokens": warm["prompt_tokens"],
+        "ratio": warm["ttft_s"] / cold["ttft_s"] if cold["ttft_s"] else 0.0,
+    }
+
+
+def _ttft_child(model: str, n_ctx: int, threads: int) -> None:
+    llm = LlamaCppLLM(model, LlamaParams(n_ctx=n_ctx, n_threads=threads, seed=1, prompt_cache=True))
+    registry = build_registry()
+    messages = [{"role": "system", "content": _system(registry)}, {"role": "user", "content": TOOL_TASKS[0]}]
+    tokens = chat_tokens(messages, llm, prefill="<tool_call>\n")
+    first: list[float] = []
+    t0 = time.perf_counter()
+    out = llm.complete(
+        tokens,
+        max_tokens=8,
+        temperature=0.0,
+        grammar=tool_call_grammar(list(registry)),
+        on_token=lambda piece: first.append(time.perf_counter()) if not first else None,
+    )
+    print(
+        json.dumps(
+            {
+                "ttft_s": (first[0] if first else time.perf_counter()) - t0,
+                "evaluated": out.usage.prompt_tokens_evaluated,
+                "prompt_tokens": out.usage.prompt_tokens,
+            }
+        )
+    )
+
+
+def batched(llm: LlamaCppLLM) -> dict[str, Any]:
+    """Aggregate tok/s with 1, 2, 4 concurrent runs on one loaded model (issue 15.4)."""
+    from hermes_local.batching import BatchedLLM
+
+    registry = build_registry()
+    grammar = tool_call_grammar(list(registry))
+    system = _system(registry)
+    prompts = [_tool_prompt(llm, system, t) for t in TOOL_TASKS[:4]]
+    out: dict[str, Any] = {}
+    batched = BatchedLLM(llm, 4)
+    try:
+        batched.complete_many(prompts, max_tokens=1, temperature=0.0, grammar=grammar)  # prefill every sequence
+        for n in (1, 2, 4):
+            t0 = time.perf_counter()
+            results = batched.complete_many(prompts[:n], max_tokens=64, temperature=0.0, grammar=grammar)
+            wall = time.perf_counter() - t0
+            out[f"n{n}_tps"] = sum(r.usage.completion_tokens for r in results) / wall
+    finally:
+        batched.close()
+    out["speedup_n4"] = out["n4_tps"] / out["n1_tps"] if out["n1_tps"] else 0.0
+    return out
+
+
+if __name__ == "__main__" and len(sys.argv) == 5 and sys.argv[1] == "--ttft-child":
+    _ttft_child(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
