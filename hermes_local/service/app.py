@@ -127,6 +127,7 @@ def create_app(
     max_body: int = 1_000_000,
     cors_origins: list[str] | None = None,
     use_grammar: bool = True,
+    dialect: Any = None,
 ) -> Any:
     """The ASGI application: FastAPI routes wrapped in `Guard`."""
 
@@ -193,7 +194,12 @@ def create_app(
     def chat_completions(body: openai_compat.ChatRequest) -> dict[str, Any] | StreamingResponse:
         s = manager.settings
         prepared = openai_compat.prepare(
-            body, manager.model, temperature=s.temperature, max_tokens=s.max_tokens, use_grammar=use_grammar
+            body,
+            manager.model,
+            temperature=s.temperature,
+            max_tokens=s.max_tokens,
+            use_grammar=use_grammar,
+            dialect=dialect or openai_compat.DIALECT,
         )
         if body.stream:
             stream = openai_compat.stream_chat(manager.model, body, prepared)

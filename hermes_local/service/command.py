@@ -125,7 +125,7 @@ def _serve(settings: Any, registry: Any, host: str, port: int, workspace: Path, 
     from hermes_local.service.runs import RunManager
 
     llm = load_llm(settings, on_info=lambda line: typer.echo(line, err=True))
-    dialect_for(settings, llm, check=True)  # a vocabulary without the dialect's framing tokens: one line, exit 2
+    dialect = dialect_for(settings, llm, check=True)  # a vocabulary without the framing tokens: one line, exit 2
     manager = RunManager(
         SharedModel(llm),
         settings,
@@ -141,6 +141,7 @@ def _serve(settings: Any, registry: Any, host: str, port: int, workspace: Path, 
         max_body=max_body,
         cors_origins=settings.cors_origins,
         use_grammar=settings.grammar,
+        dialect=dialect,
     )
 
     class Server(uvicorn.Server):

@@ -1,11 +1,11 @@
-"""`POST /v1/chat/completions` for clients that bring their own tools, answered in the Hermes dialect.
+"""`POST /v1/chat/completions` for clients that bring their own tools, answered in the model's dialect.
 
-OpenAI-shaped messages and `tools` are rendered with the same templates as the agent (`prompts/`:
-`system.jinja` offers the tools inside `<tools>`, assistant tool calls become `<tool_call>` blocks in
-the agent's canonical form, `role: "tool"` messages become one `<tool_response>` turn per run of
-results); all client text is untrusted content and never becomes special tokens. `tool_choice`
-(`auto`, `none`, `required`, or a named function) is enforced with the tool-call grammar of
-`grammar.py` (lazy after `<tool_call>` for `auto`; pre-filled and constrained from the first token
+OpenAI-shaped messages and `tools` are rendered by the same dialect as the agent's (`dialects/`, Hermes
+by default: the trained tool block offers the tools, assistant tool calls become the dialect's call
+blocks, `role: "tool"` messages become one results turn per run of results); all client text is
+untrusted content and never becomes special tokens. `tool_choice`
+(`auto`, `none`, `required`, or a named function) is enforced with the dialect's tool-call grammar
+(lazy after the call opener for `auto`; pre-filled and constrained from the first token
 for `required` and a named function). The reply is parsed (and repaired) by `parsing.py`; calls
 come back as OpenAI `tool_calls` with ids and JSON-string arguments and `finish_reason:
 "tool_calls"`. `stream: true` sends `chat.completion.chunk` deltas: content as it is generated
@@ -30,7 +30,7 @@ from hermes_local.dialects.base import Dialect
 from hermes_local.dialects.hermes import HermesDialect
 from hermes_local.errors import UserError
 from hermes_local.llm import DEFAULT_STOP, Completion
-from hermes_local.parsing import ToolCall, parse_tool_calls
+from hermes_local.parsing import ToolCall
 from hermes_local.prompts import Segments
 
 CALL_OPEN = "<tool_call>"
@@ -171,10 +171,19 @@ class Prepared:
     stop: tuple[str, ...]
     tools: list[_SchemaTool]
     choice: str  # auto | none | required | named
+    dialect: Dialect = DIALECT
 
 
-def prepare(req: ChatRequest, model: Any, *, temperature: float, max_tokens: int, use_grammar: bool) -> Prepared:
-    """Render the prompt and pick grammar and pre-fill for the request's `tool_choice`."""
+def prepare(
+    req: ChatRequest,
+    model: Any,
+    *,
+    temperature: float,
+    max_tokens: int,
+    use_grammar: bool,
+    dialect: Dialect = DIALECT,
+) -> Prepared:
+    """Render the prompt in the model's dialect and pick grammar and pre-fill for the request's `tool_choice`."""
     tools = [_SchemaTool(spec, i) for i, spec in enumerate(req.tools or [])]
     choice_raw = req.tool_choice if req.tool_choice is not None else ("auto" if tools else "none")
     allowed = tools
@@ -193,30 +202,29 @@ def prepare(req: ChatRequest, model: Any, *, temperature: float, max_tokens: int
     if not tools:
         choice = "none"
     forced = choice in ("required", "named")
-    prefill = CALL_OPEN + "\n" if forced else ""
-    messages = render_messages(req.messages)
+    prefill = dialect.required_prefill if forced else ""
+    messages = render_messages(req.messages, dialect)
     offered = [] if choice == "none" else [t.schema() for t in tools]
-    tokens = DIALECT.tokens(messages, offered, model, prefill=prefill)
+    tokens = dialect.tokens(messages, offered, model, prefill=prefill)
     room = model.n_ctx - len(tokens) - 1
     if room < 1:
         raise UserError(f"the prompt needs {len(tokens)} tokens but the model's context is {model.n_ctx}")
     grammar = None
     if use_grammar and choice != "none":
-        from hermes_local.grammar import tool_call_grammar
-
-        grammar = tool_call_grammar(cast(Any, allowed))
-    stop = tuple(DEFAULT_STOP) + ((req.stop,) if isinstance(req.stop, str) else tuple(req.stop or ()))
+        grammar = dialect.grammar(cast(Any, allowed))
+    stop = tuple(dialect.stop or DEFAULT_STOP) + ((req.stop,) if isinstance(req.stop, str) else tuple(req.stop or ()))
     wanted_tokens = req.max_completion_tokens or req.max_tokens or max_tokens
     return Prepared(
         tokens=tokens,
         prefill=prefill,
         grammar=grammar,
-        trigger=None if (grammar is None or forced) else CALL_OPEN,
+        trigger=None if (grammar is None or forced) else dialect.call_open,
         max_tokens=min(wanted_tokens, room),
         temperature=req.temperature if req.temperature is not None else temperature,
         stop=stop,
         tools=allowed,
         choice=choice,
+        dialect=dialect,
     )
 
 
@@ -225,7 +233,7 @@ def reply_parts(p: Prepared, completion: Completion) -> tuple[str | None, list[d
     text = p.prefill + completion.text
     if p.choice == "none":
         return text.strip(), [], completion.finish_reason
-    parsed = parse_tool_calls(text, [t.name for t in p.tools])
+    parsed = p.dialect.parse(text, [t.name for t in p.tools])
     known = {t.name for t in p.tools}
     calls = [
         {
@@ -284,7 +292,8 @@ class _ContentGate:
     """Streamed text to send now: leading and trailing whitespace waits, and so does anything from a
     possible `<tool_call>` on (`watch_calls`); nothing is sent once a call opened or when `closed`."""
 
-    def __init__(self, *, watch_calls: bool, closed: bool = False) -> None:
+    def __init__(self, *, watch_calls: bool, closed: bool = False, call_open: str | None = None) -> None:
+        self.call_open = call_open or CALL_OPEN
         self.text = ""
         self.sent = 0
         self.watch_calls = watch_calls
@@ -298,12 +307,12 @@ class _ContentGate:
             self.sent = len(self.text) - len(self.text.lstrip())
         end = len(self.text.rstrip())
         if self.watch_calls:
-            found = self.text.find(CALL_OPEN, self.sent)
+            found = self.text.find(self.call_open, self.sent)
             if found >= 0:
                 self.closed, end = True, len(self.text[:found].rstrip())
             else:
                 lt = self.text.rfind("<", self.sent, end)
-                if lt >= 0 and CALL_OPEN.startswith(self.text[lt:end]):
+                if lt >= 0 and self.call_open.startswith(self.text[lt:end]):
                     end = lt
         if end <= self.sent:
             return ""
@@ -336,7 +345,7 @@ def stream_chat(model: Any, req: ChatRequest, p: Prepared) -> Iterator[str]:
             pieces.put(("error", exc))
 
     threading.Thread(target=work, name="chat-stream", daemon=True).start()
-    gate = _ContentGate(watch_calls=p.choice != "none", closed=bool(p.prefill))
+    gate = _ContentGate(watch_calls=p.choice != "none", closed=bool(p.prefill), call_open=p.dialect.call_open)
     yield chunk({"role": "assistant", "content": ""})
     sent = ""
     while True:
