@@ -313,7 +313,7 @@ def test_server_going_away_mid_run_is_one_line_and_resumable(
     embedded_model_path: Path, workspace: Path, tmp_path: Path
 ) -> None:
     from hermes_local.runtime import build_agent, build_registry
-    from hermes_local.session import SessionLog, read_events
+    from hermes_local.session import SessionLog, read_records
     from hermes_local.tools import Approver
 
     first = start_server(embedded_model_path, tmp_path / "first.log")
@@ -322,9 +322,9 @@ def test_server_going_away_mid_run_is_one_line_and_resumable(
     )
     session = SessionLog()
 
-    def on_event(kind: str, payload: dict[str, Any]) -> None:
-        session.log(kind, payload)
-        if kind == "llm_call":
+    def on_event(event: Any) -> None:
+        session.log(event)
+        if event.kind == "llm_call":
             first.stop()  # the engine goes away after its first answer
 
     try:
@@ -340,7 +340,7 @@ def test_server_going_away_mid_run_is_one_line_and_resumable(
             agent.run("What time is it?")
     finally:
         first.stop()
-    events = read_events(session.path)
+    events = read_records(session.path)
     assert any(e["kind"] == "llm_call" for e in events) and not any(e["kind"] == "run_end" for e in events)
     # The CLI says the same in one line and names the resume command.
     gone = ["run", "x", "--engine", "llama-server", "--engine-url", first.url, "--workspace", str(workspace)]
@@ -355,7 +355,7 @@ def test_server_going_away_mid_run_is_one_line_and_resumable(
         second.stop()
     out = json.loads(res.stdout)
     assert res.exit_code in (0, 1) and out["steps"] >= 2, res.stderr
-    kinds = [e["kind"] for e in read_events(session.path)]
+    kinds = [e["kind"] for e in read_records(session.path)]
     assert "run_resumed" in kinds and kinds[-1] == "run_end"
 
 
