@@ -17,7 +17,7 @@ from typing import Annotated
 
 import typer
 
-from hermes_local.cli_common import DialectOpt, ModelOpt, ToolsModuleOpt
+from hermes_local.cli_common import DialectOpt, ModelOpt, ToolsModuleOpt, ToolsOpt
 from hermes_local.textsafe import terminal_safe
 
 
@@ -26,6 +26,7 @@ def prompt_command(
     model: ModelOpt = None,
     dialect: DialectOpt = None,
     tools_module: ToolsModuleOpt = None,
+    tools: ToolsOpt = None,
     instructions: Annotated[str | None, typer.Option(help="Extra instructions for the system turn.")] = None,
     tool_choice: Annotated[str | None, typer.Option(help="auto, required or none (as for `run`).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help='Print {"dialect", "text", "token_count"}.')] = False,
@@ -36,7 +37,13 @@ def prompt_command(
     from hermes_local.prompts import to_tokens
     from hermes_local.runtime import build_agent, build_registry, dialect_for, load_tokenizer
 
-    overrides = {"model": model, "dialect": dialect, "tool_choice": tool_choice, "instructions": instructions}
+    overrides = {
+        "model": model,
+        "dialect": dialect,
+        "tool_choice": tool_choice,
+        "instructions": instructions,
+        "tools": tools,
+    }
     settings = load_settings(overrides)  # build_agent joins the instructions with the routing note, as in `run`
     llm = load_tokenizer(settings)
     chosen = dialect_for(settings, llm)
@@ -47,8 +54,12 @@ def prompt_command(
             "below reaches this model as plain text; try another --dialect",
             err=True,
         )
-    agent = build_agent(llm, settings, workspace=Path("."), registry=build_registry(tools_module or []), dialect=chosen)
-    memory = agent.new_memory(task)
+    from hermes_local.toolsets import check_spec
+
+    registry = build_registry(tools_module or [], settings, workspace=Path(".").resolve())  # MCP tools too
+    check_spec(registry, settings.tools)  # a mistyped --tools name is one line, exit 2
+    with build_agent(llm, settings, workspace=Path("."), registry=registry, dialect=chosen) as agent:
+        memory = agent.new_memory(task)
     prefill = chosen.required_prefill if agent.config.tool_choice == "required" else ""
     segments = chosen.render(memory.messages(), agent.tool_schemas(), prefill=prefill)
     count = len(to_tokens(segments, llm))

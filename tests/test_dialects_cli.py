@@ -47,3 +47,14 @@ def test_prompt_warns_when_the_vocabulary_lacks_the_dialects_tokens(tmp_path: Pa
     assert res.exit_code == 0 and res.stderr.startswith("warning:") and "[INST]" in res.stderr
     out = json.loads(res.stdout)
     assert out["dialect"] == "mistral" and out["text"].startswith("[INST]") and "[AVAILABLE_TOOLS]" not in out["text"]
+
+
+def test_prompt_shows_only_the_selected_tools(tmp_path: Path) -> None:
+    replay = tmp_path / "r.jsonl"
+    replay.write_text('{"text": "x"}\n')
+    res = runner.invoke(app, ["prompt", "read a file", "--model", f"replay:{replay}", "--tools", "files", "--json"])
+    assert res.exit_code == 0, res.output
+    text = json.loads(res.stdout)["text"]
+    assert "read_file" in text and "run_shell" not in text and "get_current_time" not in text
+    bad = runner.invoke(app, ["prompt", "x", "--model", f"replay:{replay}", "--tools", "nonsense"])
+    assert bad.exit_code == 2 and "nonsense" in bad.output

@@ -340,6 +340,7 @@ def test_server_going_away_mid_run_is_one_line_and_resumable(
             agent.run("What time is it?")
     finally:
         first.stop()
+        session.close()  # the log is locked while open: a resume must wait for it
     events = read_records(session.path)
     assert any(e["kind"] == "llm_call" for e in events) and not any(e["kind"] == "run_end" for e in events)
     # The CLI says the same in one line and names the resume command.

@@ -341,7 +341,15 @@ def test_embedded_model_calls_an_mcp_tool_through_the_loop(
     real_llm: Any, workspace: Path, hermetic_home: Path, notes_url: str
 ) -> None:
     write_config(hermetic_home, {"notes": {"url": notes_url, "tools": ["add"]}})
-    settings = load_settings({"tools": ["notes"], "tool_choice": "required", "max_steps": 1, "max_tokens": 64})
+    settings = load_settings(
+        {
+            "tools": ["notes"],
+            "tool_choice": "required",
+            "max_steps": 1,
+            "max_tokens": 64,
+            "deny_tools": ["final_answer"],
+        }
+    )
     registry = build_registry([], settings)
     events: list[Any] = []
     agent = build_agent(real_llm, settings, workspace=workspace, registry=registry, on_event=events.append)

@@ -49,14 +49,15 @@ def test_long_run_overflowing_n_ctx_many_times_on_the_real_tokenizer(workspace: 
     tokenizer = LlamaCppLLM(embedded_model_path, LlamaParams(vocab_only=True))
     steps = 12
     outputs = [call("fetch_page", page=i) for i in range(steps)] + ["u7 is the slowest user."]
-    llm = ScriptedLLM(outputs, n_ctx=2048, tokenizer=tokenizer)
-    result = make_agent(llm, workspace, max_steps=steps + 1, n_ctx=2048, max_tokens=128).run(GOAL)
+    # 3072: the trained Hermes tool block and the progress note leave a 2048 window too little room for history.
+    llm = ScriptedLLM(outputs, n_ctx=3072, tokenizer=tokenizer)
+    result = make_agent(llm, workspace, max_steps=steps + 1, n_ctx=3072, max_tokens=128).run(GOAL)
     llm.assert_all_used()
     assert result.stopped == "answer" and result.error is None
     # Each page alone is ~6x larger than the whole window: every prompt still fits.
     page_tokens = len(tokenizer.tokenize(fetch_page.function(page=0), special=False))
     assert page_tokens * steps > 20 * 2048
-    assert all(p + 128 < 2048 for p in (c.prompt_tokens for c in result.llm_calls))
+    assert all(p + 128 < 3072 for p in (c.prompt_tokens for c in result.llm_calls))
     assert result.compactions >= 1
     assert_goal_in_every_prompt(llm)
     assert "characters cut to fit the context" in llm.prompt_texts[1]

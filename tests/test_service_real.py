@@ -29,7 +29,7 @@ WEATHER = {
 
 
 def test_run_with_a_forced_tool_call(real_llm, workspace: Path) -> None:
-    with served(real_llm, workspace, max_tokens=48) as (base, _):
+    with served(real_llm, workspace, max_tokens=48, deny_tools=["final_answer"]) as (base, _):
         body = {"task": "What time is it?", "tool_choice": "required", "max_steps": 1, "tools": ["get_current_time"]}
         status, created = http("POST", f"{base}/v1/runs", body)
         assert status == 202
