@@ -139,7 +139,7 @@ class Agent:
         self._last_truncated: str | None = None  # the last completion's closing reason, if any
         self.closers: list[Callable[[], None]] = []
         self.loop_guard = LoopGuard(max_identical=self.config.max_identical_calls)
-        denied = getattr(executor.approver, "denied", set())  # deny_tools = ["final_answer"]: every step calls a tool
+        denied: set[str] = executor.approver.denied  # deny_tools = ["final_answer"]: every step calls a tool
         if (
             self.config.tool_choice == "required"
             and executor.registry.get(FINAL_ANSWER) is None
