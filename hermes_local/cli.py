@@ -36,6 +36,7 @@ from hermes_local.cli_common import (
     WorkspaceOpt,
     YesOpt,
     fail,
+    notice,
     read_instructions,
 )
 from hermes_local.config import load_settings
@@ -45,6 +46,7 @@ from hermes_local.eval_commands import eval_command, sessions_export, workflow_a
 from hermes_local.mcp_commands import mcp_app
 from hermes_local.model_commands import doctor, models_app
 from hermes_local.prompt_command import prompt_command
+from hermes_local.record_commands import memory_app, sessions_app, tools_app
 from hermes_local.service.command import serve
 from hermes_local.textsafe import terminal_safe
 
@@ -56,12 +58,9 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     cls=HermesGroup,
 )
-tools_app = typer.Typer(help="Inspect the tools the agent can call.", no_args_is_help=True)
-sessions_app = typer.Typer(help="Recorded runs under $HERMES_LOCAL_HOME/sessions.", no_args_is_help=True)
 app.add_typer(tools_app, name="tools")
 app.add_typer(models_app, name="models")
 app.add_typer(mcp_app, name="mcp")
-memory_app = typer.Typer(help="Long-term memory: facts kept across sessions.", no_args_is_help=True)
 app.add_typer(sessions_app, name="sessions")
 app.add_typer(memory_app, name="memory")
 app.command()(doctor)
@@ -71,11 +70,6 @@ app.command("eval")(eval_command)
 app.command("prompt")(prompt_command)
 sessions_app.command("export")(sessions_export)
 app.command()(serve)
-
-
-def notice(line: str) -> None:
-    """A one-line notice on stderr (e.g. an MCP server that did not start), terminal-safe."""
-    typer.echo(terminal_safe(line), err=True)
 
 
 def _floats(text: str | None, flag: str) -> list[float] | None:
@@ -332,90 +326,6 @@ def chat(
         typer.echo(terminal_safe(shown, keep_newlines=True))
     session.close()
     agent.close()
-
-
-@tools_app.command("list")
-def tools_list(
-    tools_module: Annotated[list[str] | None, typer.Option(help="Also load @tool functions from here.")] = None,
-    tools: ToolsOpt = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the full JSON schemas.")] = False,
-) -> None:
-    """Show every tool the model can use: toolset, source (builtin / module / mcp:NAME), permission, arguments."""
-    from hermes_local.runtime import build_registry
-    from hermes_local.toolsets import group_of, route, select_tools
-
-    settings = load_settings({"tools": tools})
-    full = build_registry(tools_module or [], settings, on_notice=notice)
-    registry = select_tools(full, settings.tools, settings.deny_tools)
-    try:
-        plan = route(registry, settings.max_tools_in_prompt)
-        if as_json:
-            rows = [
-                t.schema()
-                | {"permission": t.permission, "source": registry.source(t.name), "toolset": group_of(registry, t.name)}
-                for t in registry
-            ]
-            typer.echo(json.dumps(rows, indent=2))
-            return
-        for t in registry:
-            props = t.parameters_schema().get("properties", {})
-            required = set(t.parameters_schema().get("required", []))
-            args = ", ".join(f"{p}: {s.get('type', 'any')}{'' if p in required else '?'}" for p, s in props.items())
-            where = f"{group_of(registry, t.name)}, {registry.source(t.name)}"
-            typer.echo(terminal_safe(f"{t.name}({args})  [{t.permission}] [{where}]  {t.description}"))
-        if plan.routed:
-            typer.echo(
-                f"({len(registry) - 1} tools > max_tools_in_prompt={settings.max_tools_in_prompt}: the prompt lists "
-                f"toolsets and offers {plan.offered[0] if plan.offered else ''})",
-                err=True,
-            )
-    finally:
-        registry.close()
-
-
-@sessions_app.command("list")
-def sessions_list() -> None:
-    """List recorded sessions, oldest first."""
-    from hermes_local.session import list_sessions
-
-    for info in list_sessions():
-        goal = terminal_safe(" ".join(info.goal.split())[:60])
-        typer.echo(f"{info.id}  {info.stopped or 'unfinished':10}  {info.events:4} events  {goal}")
-
-
-@sessions_app.command("show")
-def sessions_show(
-    session_id: Annotated[str, typer.Argument(help="A session ID from `sessions list`.")],
-    as_json: Annotated[bool, typer.Option("--json", help="Print the raw events as JSON lines.")] = False,
-) -> None:
-    """Show what happened in a session: steps, tool calls, results, the answer."""
-    from hermes_local.session import describe_events, read_events, session_path
-
-    events = read_events(session_path(session_id))
-    for line in (json.dumps(e.to_dict(), ensure_ascii=True) for e in events) if as_json else describe_events(events):
-        typer.echo(line)
-
-
-@memory_app.command("list")
-def memory_list() -> None:
-    """Facts remembered across sessions (written by the `remember` tool)."""
-    from hermes_local.longterm import LongTermMemory
-
-    facts = LongTermMemory().all()
-    if not facts:
-        typer.echo("(nothing remembered yet)")
-    for fact in facts:
-        typer.echo(f"{fact.id:4}  {terminal_safe(fact.text)}")
-
-
-@memory_app.command("forget")
-def memory_forget(fact_id: Annotated[int, typer.Argument(help="The number shown by `memory list`.")]) -> None:
-    """Delete one remembered fact."""
-    from hermes_local.longterm import LongTermMemory
-
-    if not LongTermMemory().forget(fact_id):
-        fail(f"no remembered fact {fact_id}; see `hermes-local memory list`")
-    typer.echo(f"forgot {fact_id}")
 
 
 def force_hub_offline(argv: list[str]) -> None:

@@ -120,3 +120,8 @@ def read_instructions(value: str | None) -> str | None:
 
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON.")]
+
+
+def notice(line: str) -> None:
+    """A one-line notice on stderr (e.g. an MCP server that did not start), terminal-safe."""
+    typer.echo(terminal_safe(line), err=True)

@@ -1,0 +1,68 @@
+"""The shape of one run as the loop sees it: `AgentConfig` (how it behaves) and `RunResult` (what it ended with).
+
+`RunResult.to_json()` is the object `run --json` prints, the service's `result` and the `run_end` event.
+Split from `agent.py` so the loop stays small; holds no behaviour beyond that serialization.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from hermes_local.events import LLMCall, ToolOutcome
+from hermes_local.llm import Usage
+
+
+@dataclass
+class AgentConfig:
+    """How the loop behaves; built from `Settings` by `from_settings` (same field names)."""
+
+    max_steps: int = 8
+    temperature: float = 0.2  # tool-call steps
+    answer_temperature: float = 0.7  # the final-answer request (and tool_choice=none)
+    answer_guard: bool = True  # bounce one answer given without any tool call when the goal needs a tool
+    max_tokens: int = 512
+    tool_choice: str = "auto"  # auto | required | none
+    grammar: bool = True
+    instructions: str = ""
+    offered_tools: list[str] | None = None  # tools with full schemas in the prompt (None = all; see toolsets.py)
+    reminder_every: int = 3
+    max_identical_calls: int = 3
+    max_consecutive_failures: int = 5
+    budget_fraction: float = 0.75  # compaction starts past this share of n_ctx
+    compact_to_fraction: float = 0.5  # ...and shrinks the prompt to this share
+
+
+@dataclass
+class RunResult:
+    """What a run ended with: the answer, why it stopped, every tool outcome and model call, usage."""
+
+    answer: str | None
+    stopped: str  # "answer" | "max_steps" | "error"
+    steps: int
+    tool_calls: list[ToolOutcome] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    llm_calls: list[LLMCall] = field(default_factory=list)
+    error: str | None = None
+    session_id: str | None = None
+    compactions: int = 0
+    guarded: int = 0  # answers sent back by the no-tool answer guard
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "answer": self.answer,
+            "stopped": self.stopped,
+            "steps": self.steps,
+            "tool_calls": [c.brief() for c in self.tool_calls],
+            "usage": {
+                "prompt_tokens": self.usage.prompt_tokens,
+                "prompt_tokens_evaluated": self.usage.prompt_tokens_evaluated,
+                "completion_tokens": self.usage.completion_tokens,
+                "seconds": round(self.usage.seconds, 3),
+            },
+            "llm_calls": [c.record() for c in self.llm_calls],
+            "compactions": self.compactions,
+            "guarded": self.guarded,
+            "error": self.error,
+            "session_id": self.session_id,
+        }
