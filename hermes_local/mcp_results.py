@@ -51,6 +51,8 @@ def arguments_model(name: str, schema: dict[str, Any]) -> type[BaseModel]:
     validator = validator_class(schema)
 
     class Arguments(BaseModel):
+        """A server tool's arguments: checked against its JSON schema, passed through as given."""
+
         model_config = ConfigDict(extra="allow")
 
         @model_validator(mode="before")

@@ -145,6 +145,8 @@ def _serve(settings: Any, registry: Any, host: str, port: int, workspace: Path, 
     )
 
     class Server(uvicorn.Server):
+        """uvicorn that cancels the runs first on SIGTERM/SIGINT."""
+
         def handle_exit(self, sig: int, frame: Any) -> None:
             # Finish the runs first, so open event streams end and uvicorn can stop.
             threading.Thread(target=manager.shutdown, name="hermes-shutdown", daemon=True).start()
