@@ -27,6 +27,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from hermes_local.config import McpServerConfig
+from hermes_local.engines.http import is_loopback
 from hermes_local.mcp_results import arguments_model, clean_schema, permission_for, to_tool_result
 from hermes_local.sandbox import SandboxPolicy, SandboxRefused
 from hermes_local.tools.registry import Tool, ToolResult
@@ -72,16 +73,12 @@ class LoopThread:
             self.loop.close()
 
 
-def is_loopback_host(host: str) -> bool:
-    return host in ("localhost", "::1") or host.startswith("127.")
-
-
 def check_url(name: str, url: str, allow_hosts: list[str]) -> None:
     parts = urlsplit(url)
     host = parts.hostname or ""
     if parts.scheme not in ("http", "https") or not host:
         raise McpStartError(f"MCP server {name}: url {url!r} is not an http(s) URL")
-    if not is_loopback_host(host) and host not in allow_hosts:
+    if not is_loopback(host) and host not in allow_hosts:
         raise McpStartError(
             f"MCP server {name}: host {host} is neither loopback nor in allow_hosts; add it to allow_hosts to use it"
         )

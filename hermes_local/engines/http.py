@@ -23,7 +23,8 @@ class EngineError(ModelLoadError):
     """A remote engine is unreachable, refused the request, or serves another model: exit code 2."""
 
 
-def _is_loopback(host: str) -> bool:
+def is_loopback(host: str) -> bool:
+    """`localhost` or a loopback IP address (127.0.0.0/8, ::1); a DNS name is never loopback."""
     if host == "localhost":
         return True
     try:
@@ -40,7 +41,7 @@ def check_engine_url(url: str | None, allow_hosts: Sequence[str] = ()) -> str:
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise EngineError(f"engine URL {url!r} is not http(s)://HOST:PORT")
     host = parts.hostname
-    if not _is_loopback(host) and host not in allow_hosts:
+    if not is_loopback(host) and host not in allow_hosts:
         raise EngineError(
             f"engine URL host {host} is not loopback; add it to allow_hosts (--allow-host {host}) "
             "to let hermes-local talk to it"

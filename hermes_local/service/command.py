@@ -9,7 +9,6 @@ the CLI works without the `serve` extra. Holds no routes (see `app.py`) and no r
 
 from __future__ import annotations
 
-import ipaddress
 import threading
 from pathlib import Path
 from typing import Annotated, Any
@@ -26,17 +25,9 @@ from hermes_local.cli_common import (
     ToolsModuleOpt,
     WorkspaceOpt,
 )
+from hermes_local.engines.http import is_loopback
 from hermes_local.errors import UserError
 from hermes_local.textsafe import terminal_safe
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def serve(
