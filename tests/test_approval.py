@@ -71,6 +71,7 @@ def test_default_config_pre_approves_only_the_memo() -> None:
     ("how", "must_say"),
     [
         ("no_terminal", ["denied", "no terminal", "--allow run_shell", "--yes"]),
+        ("timeout", ["denied", "nobody answered", "approval"]),
         ("needs_allow", ["denied", "dangerous", "--allow run_shell", "--yes does not cover"]),
         ("denied_by_policy", ["denied", "deny_tools"]),
         ("user", ["denied", "said no", "--allow run_shell"]),

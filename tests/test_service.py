@@ -117,6 +117,9 @@ def test_approval_deny_and_timeout_refuse_the_write(workspace: Path) -> None:
         assert view["result"]["answer"] == "Not written."
     assert not (workspace / "a.txt").exists()
     assert ("approval_decision", {"call": "call-1", "tool": "write_file", "decision": "timeout"}) in events
+    timeout_result = next(data for name, data in events if name == "tool_result")
+    assert timeout_result["approval"] == "timeout" and "nobody answered" in timeout_result["error"]
+    assert "said no" not in timeout_result["error"]
 
 
 def test_config_allow_tools_still_pre_approves(workspace: Path) -> None:

@@ -166,7 +166,7 @@ class Run:
             raise RunCancelled()
 
     def ask(self, t: Tool, arguments: dict[str, Any]) -> str:
-        """The approver's `ask`: park the call until decided; "y" allows, "n" denies (also on timeout)."""
+        """The approver's `ask`: park the call until decided: "y" allows, "n" denies, "t" if nobody decides in time."""
         pending = PendingApproval(f"call-{next(self._calls)}", t.name, t.permission, dict(arguments))
         with self.cond:
             self.check_cancel()
@@ -180,6 +180,8 @@ class Run:
             self.status = "running"
         decision = pending.decision if decided and pending.decision else "timeout"
         self.publish("approval_decision", {"call": pending.call, "tool": t.name, "decision": decision})
+        if decision == "timeout":
+            return "t"
         return "y" if decision == "allow" else "n"
 
     def decide(self, call: str, decision: str) -> None:

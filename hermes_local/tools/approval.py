@@ -93,7 +93,10 @@ class Approver:
         self.notes: Callable[[Tool], str] = lambda t: ""  # e.g. whether the call runs sandboxed (runtime sets it)
 
     def decide(self, t: Tool, arguments: dict[str, Any]) -> tuple[bool, str]:
-        """(approved, how): how is read, denied_by_policy, flag, policy, user, no_terminal or needs_allow."""
+        """(approved, how): how is read, denied_by_policy, flag, policy, user, no_terminal, needs_allow or timeout.
+
+        `ask` answers y, n, a (always for this tool) or t (nobody answered in time, e.g. in the service).
+        """
         if t.name in self.denied:
             return False, "denied_by_policy"
         if t.permission == "read":
@@ -107,6 +110,8 @@ class Approver:
         if note := self.notes(t):
             sys.stderr.write(f"\n{note}")
         answer = self.ask(t, arguments)
+        if answer == "t":
+            return False, "timeout"
         if answer == "a":
             self.allowed.add(t.name)
         return answer in ("y", "a"), "user"

@@ -163,6 +163,11 @@ def denial_message(name: str, how: str) -> str:
             f"--allow {name} (or allow_tools in the config) approves it when there is no terminal. Do not "
             f"retry; finish without it or tell the user to rerun with --allow {name}."
         )
+    if how == "timeout":
+        return (
+            f"{name} was denied: nobody answered the approval request in time, so the call did not run. Do "
+            f"not retry it now; finish without it and say that {name} needs the user's approval."
+        )
     if how == "denied_by_policy":
         return f"{name} was denied by the user's configuration (deny_tools). Do not retry; do without it."
     return (
