@@ -12,7 +12,6 @@ Measures, with the same model, threads and n_ctx:
   6. issue 15 (scripts/bench_speed.py): `prompt_cache` (cold vs warm TTFT in two fresh processes),
      `fast_forward` and `prompt_lookup` (tok/s on vs off, share of identical outputs at temperature 0),
      `batched` (aggregate tok/s with 1, 2, 4 concurrent runs).
-  5. peak RSS, and RSS growth over a 200-step scripted soak.
   7. when scripts/build_llama_cpp_tools.sh has built llama-server: the llama-server peer (OpenAI-style
      tool loop, --jinja with the Hermes tool_use template) and hermes-local with the llama-server engine,
      on 8- and 20-step tasks (scripts/bench_llama_server.py).
