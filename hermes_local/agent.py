@@ -7,7 +7,8 @@ the context budget (compaction before ~75% of n_ctx), a goal reminder every few 
 guard (identical repeats, call cycles, results already seen twice: `guards.LoopGuard`), the no-tool
 answer guard (one bounce of an answer given without any tool call when the goal needs a tool; the
 next step must call a tool), a cap on consecutive failures, and one final-answer request at
-max_steps. Under tool_choice=required the model ends the run with the `final_answer` tool. The
+max_steps. Under tool_choice=required the model ends the run with the `final_answer` tool (guarded
+like an answer when no tool has answered yet). The
 calls of one turn run through `execution.run_grouped` (reads concurrently, others in order).
 Progress is reported as typed `events.Event` objects through `on_event`; every tool call becomes one
 `events.ToolOutcome`. This module never formats terminal output.
@@ -301,6 +302,8 @@ class Agent:
                     memory.add_user_note(step, Segments.untrusted(bounce_note(tool)))
                     force_tool = True
                     continue
+                if self._bounce_final_answer(memory, step, parsed.calls, parsed.errors, result):
+                    continue
                 memory.add_assistant(step, parsed.text, parsed.calls)
                 cut = parsed.calls[-1] if self._last_truncated and parsed.calls else None
                 outcomes = self._execute_turn(step, parsed.calls, result, cut)
@@ -334,9 +337,33 @@ class Agent:
         self.on_event(AssistantText(step, text, final=True))
         return answer
 
+    def _bounce_final_answer(
+        self, memory: Memory, step: int, calls: list[ToolCall], errors: list[str], result: RunResult
+    ) -> bool:
+        """Under `required`, a turn of only final_answer calls is guarded like an auto-mode answer.
+
+        The calls are listed (error_kind `guarded`) and answered with the corrective note as their
+        tool result, so the turn structure stays call -> result; the grammar already forces a call.
+        """
+        if not calls or errors or any(c.name != FINAL_ANSWER for c in calls):
+            return False
+        tool = self._guard_answer(memory, result)
+        if tool is None:
+            return False
+        result.guarded += 1
+        self.on_event(Guarded(step, tool, str(calls[0].arguments.get("answer", ""))))
+        memory.add_assistant(step, "", calls)
+        bounced = ToolResult.failure("guarded", bounce_note(tool), "answer bounced: a tool is needed first")
+        outcomes = [ToolOutcome(step, c.name, c.arguments, bounced) for c in calls]
+        for outcome in outcomes:
+            result.tool_calls.append(outcome)
+            self.on_event(ToolFinished(outcome))
+        memory.add_tool_results(step, outcomes)
+        return True
+
     def _guard_answer(self, memory: Memory, result: RunResult) -> str | None:
         """The tool to name when bouncing this tool-less answer, or None to accept it."""
-        if not self.config.answer_guard or self.config.tool_choice != "auto" or result.guarded:
+        if not self.config.answer_guard or self.config.tool_choice == "none" or result.guarded:
             return None
         if any(o.ok or o.error_kind == "permission_denied" or o.result.error in STOPPED_CALLS for o in memory.ledger):
             # a tool answered (a denial is an answer too: bouncing cannot change it), or a resumed run's

@@ -156,9 +156,41 @@ def test_no_bounce_for_knowledge_or_after_a_tool_worked(workspace: Path) -> None
     assert make_agent(llm, workspace).run("What time is it?").guarded == 0
 
 
-def test_no_bounce_in_required_or_none_mode(workspace: Path) -> None:
+def test_no_bounce_in_none_mode(workspace: Path) -> None:
     llm = ScriptedLLM(["It is noon."])
     assert make_agent(llm, workspace, tool_choice="none").run("What time is it?").guarded == 0
+
+
+def test_required_mode_bounces_a_final_answer_given_before_any_tool(workspace: Path) -> None:
+    script = [
+        call("final_answer", answer="It is 10:59."),
+        call("get_current_time"),
+        call("final_answer", answer="It is noon."),
+    ]
+    llm = ScriptedLLM(script)
+    events: list[Event] = []
+    result = make_agent(llm, workspace, events, tool_choice="required", max_steps=5).run("What time is it?")
+    llm.assert_all_used()
+    assert result.guarded == 1 and result.stopped == "answer" and result.answer == "It is noon."
+    assert [(c.name, c.error_kind) for c in result.tool_calls] == [
+        ("final_answer", "guarded"),
+        ("get_current_time", None),
+        ("final_answer", None),
+    ]
+    assert "call get_current_time" in (result.tool_calls[0].error or "")
+    assert "call get_current_time" in llm.prompt_texts[1]  # the bounce is the call's tool result
+    assert [e.tool for e in events if isinstance(e, Guarded)] == ["get_current_time"]
+
+
+def test_required_mode_bounces_once_and_never_for_knowledge(workspace: Path) -> None:
+    twice = [call("final_answer", answer="10:59"), call("final_answer", answer="11:00")]
+    result = make_agent(ScriptedLLM(twice), workspace, tool_choice="required").run("What time is it?")
+    assert result.guarded == 1 and result.answer == "11:00" and result.steps == 2
+    knowledge = [call("final_answer", answer="4")]
+    result = make_agent(ScriptedLLM(knowledge), workspace, tool_choice="required").run("What is 2 + 2?")
+    assert result.guarded == 0 and result.answer == "4" and result.steps == 1
+    off = make_agent(ScriptedLLM(knowledge), workspace, tool_choice="required", answer_guard=False)
+    assert off.run("What time is it?").guarded == 0
 
 
 def test_required_mode_can_finish_with_final_answer(workspace: Path) -> None:

@@ -23,7 +23,9 @@ from pydantic import BaseModel, ConfigDict, create_model
 from hermes_local.errors import UserError
 
 Permission = Literal["read", "write", "dangerous"]
-ErrorKind = Literal["invalid_arguments", "permission_denied", "timeout", "not_found", "tool_error", "loop", "truncated"]
+ErrorKind = Literal[
+    "invalid_arguments", "permission_denied", "timeout", "not_found", "tool_error", "loop", "truncated", "guarded"
+]
 
 
 def arguments_digest(name: str, arguments: dict[str, Any]) -> str:
