@@ -108,6 +108,8 @@ def _prepare(
     try:
         check_spec(registry, settings.tools)  # a mistyped --tools name is one line, exit 2, before the model loads
         dialect = dialect_for(settings, load_tokenizer(settings), check=True)  # refuse before loading weights
+        if dialect.call_format == "none" and settings.tool_choice != "required":
+            notice(f'{settings.model} has tool_call_format = "none" in models.toml: it runs without tools')
         llm = load_llm(settings, on_info=None if as_json else lambda line: typer.echo(line, err=True))
         approver = Approver(approve_all=yes, allow=[*settings.allow_tools, *(allow or [])], deny=settings.deny_tools)
         session = SessionLog(session_id)
@@ -185,11 +187,13 @@ def run(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object with the result.")] = False,
 ) -> None:
     """Run the agent on TASK until it answers or reaches --max-steps (or continue one with --resume ID)."""
-    from hermes_local.session import events_to_resume
+    from hermes_local.session import events_to_resume, recorded_dialect
 
     if (task is None) == (resume is None):
         fail("give a TASK, or --resume ID to continue a session (not both)")
     events = events_to_resume(resume) if resume else []
+    if resume and dialect is None:
+        dialect = recorded_dialect(events)  # the logged turns are in that dialect; another --dialect is refused
     overrides = dict(
         model=model,
         engine=engine,

@@ -1,7 +1,11 @@
 """Evaluation runs: a suite of cases on a model, scored (`hermes-local eval CASES.jsonl`).
 
 Every run gets a fresh temporary workspace and home dir; write tools in the case's list are approved,
-dangerous ones only when listed in `approve`, and `deny` refuses a tool. A case passes pass^k only when
+dangerous ones only when listed in `approve`, and `deny` refuses a tool. `eval_tools` starts the MCP
+servers of the config once for the whole eval run (not per case: a server's start-up, a second or more,
+would be paid by every case and repeat; the reference servers keep no state between calls) and stops them
+when the run ends; a case names their tools (`time__get_current_time`) in `tools` like built-ins. Their
+folder is the server's `cwd`, else an empty temporary folder, never a case's workspace. A case passes pass^k only when
 all K runs pass. `session_to_case` turns a recorded session into a case plus its replay texts. Case schema
 and checks live in `eval_cases.py`. Does not parse flags or print: `eval_commands.py` does.
 """
@@ -32,7 +36,7 @@ from hermes_local.eval_cases import (
     safe_relative,
 )
 from hermes_local.events import AssistantText, Event, LLMCall, RunEnd, RunStart, StepStart, ToolFinished, ToolOutcome
-from hermes_local.tools import Approver
+from hermes_local.tools import Approver, ToolRegistry
 
 
 # -- running --------------------------------------------------------------------------------------
@@ -98,6 +102,23 @@ def _fixtures(case: Case, root: Path, workspace: Path) -> Path | None:
     finally:
         conn.close()
     return db
+
+
+@contextlib.contextmanager
+def eval_tools(settings: Settings, on_notice: Callable[[str], None] | None = None) -> Iterator[ToolRegistry]:
+    """Every tool a case may name: built-ins, `remember` and the configured MCP servers' tools.
+
+    The servers start on entry and stop on exit (once per eval run); one that fails to start is one
+    `on_notice` line, and a case naming its tools is refused at load with that line.
+    """
+    from hermes_local.runtime import build_registry
+
+    with tempfile.TemporaryDirectory(prefix="hermes-eval-mcp-") as folder:
+        registry = build_registry((), settings, on_notice=on_notice, workspace=Path(folder))
+        try:
+            yield registry
+        finally:
+            registry.close()
 
 
 def run_once(sc: SuiteCase, settings: Settings, llm: Any) -> RunOutcome:
