@@ -96,7 +96,14 @@ def _prepare(
 ):
     """Settings, model, session log and agent for run/chat; user mistakes exit 2 with one line."""
     from hermes_local.events import Event
-    from hermes_local.runtime import build_agent, build_registry, dialect_for, load_llm, load_tokenizer
+    from hermes_local.runtime import (
+        build_agent,
+        build_registry,
+        check_tool_use,
+        dialect_for,
+        load_llm,
+        load_tokenizer,
+    )
     from hermes_local.session import SessionLog
     from hermes_local.terminal import TerminalPrinter
     from hermes_local.tools import Approver
@@ -108,7 +115,8 @@ def _prepare(
     try:
         check_spec(registry, settings.tools)  # a mistyped --tools name is one line, exit 2, before the model loads
         dialect = dialect_for(settings, load_tokenizer(settings), check=True)  # refuse before loading weights
-        if dialect.call_format == "none" and settings.tool_choice != "required":
+        check_tool_use(dialect, settings)  # tool_call_format "none" with --tool-choice required: one line
+        if dialect.call_format == "none":
             notice(f'{settings.model} has tool_call_format = "none" in models.toml: it runs without tools')
         llm = load_llm(settings, on_info=None if as_json else lambda line: typer.echo(line, err=True))
         approver = Approver(approve_all=yes, allow=[*settings.allow_tools, *(allow or [])], deny=settings.deny_tools)

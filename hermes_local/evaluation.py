@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hermes_local.config import Settings
+from hermes_local.config import Settings, load_settings
 from hermes_local.errors import UserError
 from hermes_local.eval_cases import (
     ANSWER_WORDS,
@@ -330,9 +330,18 @@ def session_to_case(events: list[Event], case_id: str) -> tuple[dict[str, Any], 
     files: dict[str, str] = {}
     approve: list[str] = []
     deny: list[str] = []
+    servers = load_settings().mcp.servers  # an MCP tool of a configured server: the eval starts it too
     for e in results:
         name = e.name
         t = registry.get(name)
+        server = servers.get(name.partition("__")[0]) if "__" in name else None
+        if t is None and server is not None and e.error_kind != "not_found":
+            tools += [name] if name not in tools else []
+            if e.ok:
+                expected.append({"name": name, "arguments": e.arguments})
+                if server.permission == "dangerous" and name not in approve:
+                    approve.append(name)
+            continue
         if t is None:
             if name not in tools and e.error_kind != "not_found":
                 warnings.append(f"tool {name!r} is not built in: add its tools module path to the case's tools")

@@ -120,6 +120,15 @@ def dialect_for(settings: Settings, llm: LLM, *, check: bool = False) -> Dialect
     return dialect
 
 
+def check_tool_use(dialect: Dialect, settings: Settings) -> None:
+    """Refuse (one line) `tool_choice = "required"` for a model whose tool_call_format is "none"."""
+    if dialect.call_format == "none" and settings.tool_choice == "required":
+        raise UserError(
+            f'{settings.model} has tool_call_format = "none" in models.toml, so it cannot call tools; '
+            "drop --tool-choice required, or set its tool_call_format in $HERMES_LOCAL_HOME/models.toml"
+        )
+
+
 def load_tools_module(spec: str) -> list[Tool]:
     """`@tool` objects from a Python file path or an importable module name."""
     path = Path(spec)
@@ -221,11 +230,7 @@ def build_agent(
     if not workspace.is_dir():
         raise UserError(f"workspace {workspace} is not a directory; create it or pass --workspace DIR")
     dialect = dialect or dialect_for(settings, llm)
-    if dialect.call_format == "none" and settings.tool_choice == "required":
-        raise UserError(
-            f'{llm.description} has tool_call_format = "none" in models.toml, so it cannot call tools; '
-            "drop --tool-choice required, or set its tool_call_format in $HERMES_LOCAL_HOME/models.toml"
-        )
+    check_tool_use(dialect, settings)
     context = ToolContext(
         workspace=workspace.resolve(),
         db_path=db_path,

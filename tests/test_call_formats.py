@@ -232,3 +232,28 @@ def test_logs_without_a_recorded_dialect_still_resume(tmp_path: Path, workspace:
     )
     assert resumed.exit_code == 0, resumed.stderr
     assert runner.invoke(app, ["sessions", "show", session]).stdout.splitlines()[0] == "goal: t"
+
+
+# -- the embedded model through the CLI ------------------------------------------------------------
+@pytest.mark.real_model
+def test_registry_call_formats_on_the_embedded_model(hermetic_home: Path, workspace: Path) -> None:
+    user_registry(
+        hermetic_home,
+        smol_entry("smol-mistral-calls", chat_format="gguf", tool_call_format="mistral")
+        + smol_entry("smol-silent", tool_call_format="none"),
+    )
+    shown = runner.invoke(app, ["prompt", "What time is it?", "--model", "smol-mistral-calls", "--json"])
+    assert shown.exit_code == 0, shown.stderr
+    out = json.loads(shown.stdout)
+    assert (out["dialect"], out["tool_call_format"]) == ("gguf", "mistral") and "get_current_time" in out["text"]
+
+    base = ["--model", "smol-silent", "--workspace", str(workspace), "--n-ctx", "2048"]
+    refused = runner.invoke(app, ["run", "What time is it?", *base, "--tool-choice", "required"])
+    assert refused.exit_code == 2 and refused.stderr.count("\n") == 1 and 'tool_call_format = "none"' in refused.stderr
+    res = runner.invoke(app, ["run", "What time is it?", *base, "--json", "--max-steps", "1"])
+    assert res.exit_code == 0, res.stderr
+    assert 'smol-silent has tool_call_format = "none" in models.toml: it runs without tools' in res.stderr
+    result = json.loads(res.stdout)
+    assert result["tool_calls"] == [] and result["stopped"] == "answer"
+    start = read_records(sessions_dir() / f"{result['session_id']}.jsonl")[0]
+    assert (start["dialect"], start["tool_call_format"]) == ("hermes", "none")

@@ -141,3 +141,27 @@ def test_a_case_naming_a_tool_of_a_server_that_did_not_start_is_one_line(tmp_pat
     last = res.stderr.strip().splitlines()[-1]
     assert "case 'b'" in last and "broken__anything" in last and "MCP server broken failed to start" in last
     assert "no token" in last
+
+
+def test_a_session_with_mcp_calls_exports_to_a_case_that_passes(
+    tmp_path: Path, hermetic_home: Path, workspace: Path
+) -> None:
+    write_config(hermetic_home, {"time": TIME_SERVER})
+    script = [tool_call_text("time__get_current_time", timezone="UTC"), "It is 12:00 UTC."]
+    replay = write_replay(tmp_path / "run.jsonl", script)
+    res = runner.invoke(
+        app, ["run", "What time is it in UTC?", "--model", f"replay:{replay}", "--workspace", str(workspace), "--json"]
+    )
+    assert res.exit_code == 0, res.stderr
+    session = json.loads(res.stdout)["session_id"]
+    cases = tmp_path / "cases.jsonl"
+    exported = runner.invoke(app, ["sessions", "export", session, "--as-case", "--output", str(cases), "--id", "utc"])
+    assert exported.exit_code == 0, exported.stderr
+    assert "not built in" not in exported.stderr
+    case = json.loads(cases.read_text())
+    assert case["tools"] == ["time__get_current_time"]
+    assert case["checks"]["tool_calls"] == [{"name": "time__get_current_time", "arguments": {"timezone": "UTC"}}]
+    again = runner.invoke(
+        app, ["eval", str(cases), "--model", f"replay:{tmp_path / 'replay'}", "--report", str(tmp_path / "r.json")]
+    )
+    assert again.exit_code == 0, again.stdout + again.stderr
