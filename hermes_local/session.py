@@ -234,7 +234,8 @@ def describe_event(e: Event) -> str | None:
     if isinstance(e, Compaction):
         return f"   (memory compacted through step {e.through_step})"
     if isinstance(e, McpServerFailed):
-        return f"   (MCP server {_one_line(e.server, 80)} unavailable, its tools left out: {_one_line(e.error)})"
+        error = e.error if e.server in e.error else f"MCP server {e.server}: {e.error}"
+        return f"   ({_one_line(error)}; the run went on without its tools)"
     if isinstance(e, RunEnd):
         return f"stopped: {_one_line(e.stopped)}; answer: {_one_line(e.answer, 2000)}"
     return None

@@ -258,9 +258,9 @@ def test_failing_server_is_one_line_with_stderr_and_the_run_goes_on(
     assert "stderr: missing API token" in failed["broken"] and "was not found" in failed["missing"]
     shown = runner.invoke(app, ["sessions", "show", out["session_id"]])
     assert shown.exit_code == 0
-    assert any(
-        "MCP server broken unavailable" in line and "missing API token" in line for line in shown.stdout.splitlines()
-    )
+    broken_lines = [line for line in shown.stdout.splitlines() if "MCP server broken failed to start" in line]
+    assert len(broken_lines) == 1 and "missing API token" in broken_lines[0]
+    assert broken_lines[0].endswith("the run went on without its tools)")
     raw = runner.invoke(app, ["sessions", "show", out["session_id"], "--json"]).stdout.splitlines()
     assert sum(json.loads(line)["kind"] == "mcp_failed" for line in raw) == 2
 
