@@ -228,6 +228,7 @@ class Agent:
         last_step = max((t.step for t in memory.turns), default=0) if memory else 0
         if memory is None:
             memory = self.new_memory(message)
+            self.on_event(RunStart(message, memory.recalled, self.dialect.name, self.dialect.call_format))
         else:
             memory.add_user_note(last_step + 1, Segments.untrusted(message))
         result = self._new_result(0)
