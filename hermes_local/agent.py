@@ -18,9 +18,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from hermes_local.dialects import Dialect
+from hermes_local.dialects import Dialect, require_same_dialect
 from hermes_local.dialects.hermes import HermesDialect
-from hermes_local.errors import UserError
 from hermes_local.events import (
     AssistantText,
     Compaction,
@@ -242,14 +241,7 @@ class Agent:
         start = next((e for e in events if isinstance(e, RunStart)), None)
         if start is None:
             raise ValueError("the session log has no run_start event")
-        recorded = (start.dialect, start.tool_call_format or self.dialect.call_format)
-        if start.dialect and recorded != (self.dialect.name, self.dialect.call_format):
-            # the logged turns hold that dialect's framing and calls: replaying them in another would garble them
-            raise UserError(
-                f"this session was run in the {start.dialect} dialect ({recorded[1]} calls), not "
-                f"{self.dialect.name} ({self.dialect.call_format} calls); resume it with --dialect {start.dialect} "
-                "and the same --model"
-            )
+        require_same_dialect(start.dialect, start.tool_call_format, self.dialect)
         memory = Memory(
             system=self.system_prompt(), goal=start.goal, recalled=list(start.recalled), dialect=self.dialect
         )

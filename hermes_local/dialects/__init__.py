@@ -4,7 +4,8 @@
 (its chat template's markers, architecture and tokenizer); `select_dialect` applies the precedence
 `--dialect` > models.toml `chat_format` > GGUF metadata > `hermes`. `missing_framing(dialect, llm)`
 lists the framing tokens the model's vocabulary lacks and `require_framing` turns that into the
-one-line refusal `run`, `chat` (and later `serve`) give. Does not render prompts itself.
+one-line refusal `run`, `chat` (and later `serve`) give; `require_same_dialect` refuses resuming a
+session in another dialect. Does not render prompts itself.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ __all__ = [
     "get_dialect",
     "missing_framing",
     "require_framing",
+    "require_same_dialect",
     "result_content",
     "select_dialect",
 ]
@@ -143,4 +145,16 @@ def require_framing(dialect: Dialect, llm: LLM) -> None:
         raise UserError(
             f"{llm.description} has no {' '.join(missing)} special token(s), so the {dialect.name} format "
             f"would reach it as plain text; pick its format with --dialect NAME ({', '.join(DIALECT_NAMES)})"
+        )
+
+
+def require_same_dialect(recorded: str, recorded_calls: str, dialect: Dialect) -> None:
+    """Refuse (one line) resuming a session logged in another dialect or call format: its logged turns
+    hold that dialect's framing and calls, and replaying them in another would garble them. Logs written
+    before the dialect was recorded (`recorded` empty) are not checked."""
+    calls = recorded_calls or dialect.call_format
+    if recorded and (recorded, calls) != (dialect.name, dialect.call_format):
+        raise UserError(
+            f"this session was run in the {recorded} dialect ({calls} calls), not {dialect.name} "
+            f"({dialect.call_format} calls); resume it with --dialect {recorded} and the same --model"
         )
