@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from hermes_local.dialects import Dialect
+from hermes_local.dialects import Dialect, require_same_dialect
 from hermes_local.dialects.hermes import HermesDialect
 from hermes_local.events import (
     AssistantText,
@@ -27,6 +27,7 @@ from hermes_local.events import (
     Event,
     Guarded,
     LLMCall,
+    McpServerFailed,
     RunEnd,
     RunResumed,
     RunStart,
@@ -84,6 +85,7 @@ class Agent:
         self._grammar_text: str | None = None
         self._last_truncated: str | None = None  # the last completion's closing reason, if any
         self.closers: list[Callable[[], None]] = []
+        self._failures_logged = False  # MCP start failures are logged once per agent (a chat logs them once)
         self.loop_guard = LoopGuard(max_identical=self.config.max_identical_calls)
         denied: set[str] = executor.approver.denied  # deny_tools = ["final_answer"]: every step calls a tool
         if (
@@ -206,17 +208,30 @@ class Agent:
     # -- entry points ----------------------------------------------------------------------
     def run(self, goal: str) -> RunResult:
         memory = self.new_memory(goal)
-        self.on_event(RunStart(goal, memory.recalled))
-        return self._loop(memory, RunResult(answer=None, stopped="max_steps", steps=0), first_step=1)
+        self.on_event(RunStart(goal, memory.recalled, self.dialect.name, self.dialect.call_format))
+        return self._loop(memory, self._new_result(0), first_step=1)
+
+    def _new_result(self, steps: int) -> RunResult:
+        """A run's result so far, listing the MCP servers that did not start (logged once, one event each)."""
+        failed = {
+            source.removeprefix("mcp:"): error
+            for source, error in self.executor.registry.failed_sources.items()
+            if source.startswith("mcp:")
+        }
+        for server, error in failed.items() if not self._failures_logged else ():
+            self.on_event(McpServerFailed(server, error))
+        self._failures_logged = True
+        return RunResult(answer=None, stopped="max_steps", steps=steps, mcp_failed=failed)
 
     def chat(self, memory: Memory | None, message: str) -> tuple[Memory, RunResult]:
         """One chat turn: the first message is the goal; later ones are appended user turns."""
         last_step = max((t.step for t in memory.turns), default=0) if memory else 0
         if memory is None:
             memory = self.new_memory(message)
+            self.on_event(RunStart(message, memory.recalled, self.dialect.name, self.dialect.call_format))
         else:
             memory.add_user_note(last_step + 1, Segments.untrusted(message))
-        result = RunResult(answer=None, stopped="max_steps", steps=0)
+        result = self._new_result(0)
         result = self._loop(memory, result, first_step=last_step + 1, step_limit=last_step + self.config.max_steps)
         if result.answer:
             memory.add_assistant(result.steps, result.answer, [])
@@ -227,6 +242,7 @@ class Agent:
         start = next((e for e in events if isinstance(e, RunStart)), None)
         if start is None:
             raise ValueError("the session log has no run_start event")
+        require_same_dialect(start.dialect, start.tool_call_format, self.dialect)
         memory = Memory(
             system=self.system_prompt(), goal=start.goal, recalled=list(start.recalled), dialect=self.dialect
         )
@@ -251,7 +267,7 @@ class Agent:
         if memory.turns and memory.turns[-1].role == "assistant":
             self._settle_interrupted_step(memory, last_step, events)
         self.on_event(RunResumed(memory.goal, last_step + 1))
-        result = RunResult(answer=None, stopped="max_steps", steps=last_step)
+        result = self._new_result(last_step)
         return self._loop(memory, result, first_step=last_step + 1)
 
     def _settle_interrupted_step(self, memory: Memory, step: int, events: list[Event]) -> None:

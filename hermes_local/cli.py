@@ -96,7 +96,14 @@ def _prepare(
 ):
     """Settings, model, session log and agent for run/chat; user mistakes exit 2 with one line."""
     from hermes_local.events import Event
-    from hermes_local.runtime import build_agent, build_registry, dialect_for, load_llm, load_tokenizer
+    from hermes_local.runtime import (
+        build_agent,
+        build_registry,
+        check_tool_use,
+        dialect_for,
+        load_llm,
+        load_tokenizer,
+    )
     from hermes_local.session import SessionLog
     from hermes_local.terminal import TerminalPrinter
     from hermes_local.tools import Approver
@@ -108,6 +115,9 @@ def _prepare(
     try:
         check_spec(registry, settings.tools)  # a mistyped --tools name is one line, exit 2, before the model loads
         dialect = dialect_for(settings, load_tokenizer(settings), check=True)  # refuse before loading weights
+        check_tool_use(dialect, settings)  # tool_call_format "none" with --tool-choice required: one line
+        if dialect.call_format == "none":
+            notice(f'{settings.model} has tool_call_format = "none" in models.toml: it runs without tools')
         llm = load_llm(settings, on_info=None if as_json else lambda line: typer.echo(line, err=True))
         approver = Approver(approve_all=yes, allow=[*settings.allow_tools, *(allow or [])], deny=settings.deny_tools)
         session = SessionLog(session_id)
@@ -185,11 +195,13 @@ def run(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object with the result.")] = False,
 ) -> None:
     """Run the agent on TASK until it answers or reaches --max-steps (or continue one with --resume ID)."""
-    from hermes_local.session import events_to_resume
+    from hermes_local.session import events_to_resume, recorded_dialect
 
     if (task is None) == (resume is None):
         fail("give a TASK, or --resume ID to continue a session (not both)")
     events = events_to_resume(resume) if resume else []
+    if resume and dialect is None:
+        dialect = recorded_dialect(events)  # the logged turns are in that dialect; another --dialect is refused
     overrides = dict(
         model=model,
         engine=engine,

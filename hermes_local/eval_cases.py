@@ -1,8 +1,9 @@
 """Eval cases: their schema, loading a JSONL suite, and checking one run against a case.
 
-A case (one JSON object per line) is a task, the tools it may use (built-in names and/or tools-module paths,
-relative to the cases file), optional fixtures (`files`: path -> content; `database`: SQL statements that build
-a SQLite file) and checks: expected `tool_calls` (name, an argument subset, `ok`; `order` "any" or "exact"),
+A case (one JSON object per line) is a task, the tools it may use (built-in names, MCP tool names such as
+`time__get_current_time` from the servers in config, and/or tools-module paths, relative to the cases
+file), optional fixtures (`files`: path -> content; `database`: SQL statements that build a SQLite file)
+and checks: expected `tool_calls` (name, an argument subset, `ok`; `order` "any" or "exact"),
 `forbidden_tools`, `answer_contains` (case-insensitive), `answer_regex`, and `files` (must exist and contain
 text, or `exists: false`). In an expected argument, `{"$contains": "x"}` (case-insensitive) and
 `{"$regex": "..."}` match loosely. A failing run names the step where it went wrong: the first step whose
@@ -140,10 +141,9 @@ def safe_relative(path: str) -> bool:
     return bool(path) and not p.is_absolute() and ".." not in p.parts and not path.startswith("~")
 
 
-def _case_registry(case: Case, base: Path) -> ToolRegistry:
-    from hermes_local.runtime import build_registry, load_tools_module
+def _case_registry(case: Case, base: Path, everything: ToolRegistry) -> ToolRegistry:
+    from hermes_local.runtime import load_tools_module
 
-    everything = build_registry()
     chosen = ToolRegistry()
     for entry in case.tools:
         if entry.endswith(".py") or "/" in entry or "." in entry:
@@ -151,7 +151,9 @@ def _case_registry(case: Case, base: Path) -> ToolRegistry:
             for t in load_tools_module(spec):
                 chosen.register(t)
         elif (known := everything.get(entry)) is not None:
-            chosen.register(known)
+            chosen.register(known, source=everything.source(entry))
+        elif (failed := everything.failed_sources.get(f"mcp:{entry.partition('__')[0]}")) is not None:
+            raise UserError(f"tool {entry!r} is unavailable: {failed}")
         else:
             raise UserError(f"unknown tool {entry!r} (known: {', '.join(everything.names())}, or a tools module path)")
     return chosen
@@ -183,8 +185,15 @@ def _validate(case: Case, registry: ToolRegistry) -> None:
             conn.close()
 
 
-def load_cases(path: Path, only: list[str] | None = None) -> Suite:
-    """Parse and validate a cases file; any mistake is a UserError naming FILE:LINE."""
+def load_cases(path: Path, only: list[str] | None = None, registry: ToolRegistry | None = None) -> Suite:
+    """Parse and validate a cases file; any mistake is a UserError naming FILE:LINE.
+
+    A case's tool names are looked up in `registry` (the eval run's tools: built-ins, `remember` and the
+    configured MCP servers' tools, see `evaluation.eval_tools`); without it, in the built-ins only.
+    """
+    from hermes_local.runtime import build_registry
+
+    everything = registry if registry is not None else build_registry()
     if not path.is_file():
         raise UserError(f"cases file {path} does not exist")
     cases: list[SuiteCase] = []
@@ -203,12 +212,12 @@ def load_cases(path: Path, only: list[str] | None = None) -> Suite:
             raise UserError(f"{where}: duplicate case id {case.id!r}")
         seen.add(case.id)
         try:
-            registry = _case_registry(case, path.parent)
-            _validate(case, registry)
+            chosen = _case_registry(case, path.parent, everything)
+            _validate(case, chosen)
         except UserError as exc:
             raise UserError(f"{where}: case {case.id!r}: {exc}") from exc
         if not only or case.id in only:
-            cases.append(SuiteCase(case, lineno, registry))
+            cases.append(SuiteCase(case, lineno, chosen))
     if not seen:
         raise UserError(f"{path}: no cases (one JSON object per line)")
     missing = sorted(set(only or []) - seen)

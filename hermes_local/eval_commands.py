@@ -14,6 +14,7 @@ import typer
 
 from hermes_local.cli_common import DialectOpt, InstructionsOpt, ToolsOpt, fail, read_instructions
 from hermes_local.config import load_settings
+from hermes_local.textsafe import terminal_safe
 
 workflow_app = typer.Typer(help="Run TOML workflows: tool steps in dependency order, no model.", no_args_is_help=True)
 
@@ -49,8 +50,7 @@ def eval_command(
 ) -> None:
     """Run every case of CASES.jsonl in a fresh temporary workspace and score it; exit 1 if any case fails."""
     from hermes_local.eval_cases import load_cases
-    from hermes_local.evaluation import format_table, run_suite, suite_report
-    from hermes_local.runtime import build_registry
+    from hermes_local.evaluation import eval_tools, format_table, run_suite, suite_report
     from hermes_local.toolsets import check_spec
 
     overrides = dict(
@@ -64,13 +64,14 @@ def eval_command(
         instructions=read_instructions(instructions),
     )
     settings = load_settings(overrides)
-    check_spec(build_registry(), settings.tools)  # each case then keeps the named tools it has
-    suite = load_cases(cases, only=case)
 
     def progress(line: str) -> None:
-        typer.echo(line, err=True)
+        typer.echo(terminal_safe(line), err=True)
 
-    reports = run_suite(suite, settings, repeat=repeat, on_progress=progress)
+    with eval_tools(settings, on_notice=progress) as everything:  # MCP servers: once for the eval run
+        check_spec(everything, settings.tools)  # each case then keeps the named tools it has
+        suite = load_cases(cases, only=case, registry=everything)
+        reports = run_suite(suite, settings, repeat=repeat, on_progress=progress)
     data = suite_report(reports, cases_file=cases, model=settings.model, repeat=repeat)
     report.parent.mkdir(parents=True, exist_ok=True)
     report.write_text(json.dumps(data, ensure_ascii=False, indent=2, default=str) + "\n", encoding="utf-8")

@@ -1,7 +1,11 @@
 """Evaluation runs: a suite of cases on a model, scored (`hermes-local eval CASES.jsonl`).
 
 Every run gets a fresh temporary workspace and home dir; write tools in the case's list are approved,
-dangerous ones only when listed in `approve`, and `deny` refuses a tool. A case passes pass^k only when
+dangerous ones only when listed in `approve`, and `deny` refuses a tool. `eval_tools` starts the MCP
+servers of the config once for the whole eval run (not per case: a server's start-up, a second or more,
+would be paid by every case and repeat; the reference servers keep no state between calls) and stops them
+when the run ends; a case names their tools (`time__get_current_time`) in `tools` like built-ins. Their
+folder is the server's `cwd`, else an empty temporary folder, never a case's workspace. A case passes pass^k only when
 all K runs pass. `session_to_case` turns a recorded session into a case plus its replay texts. Case schema
 and checks live in `eval_cases.py`. Does not parse flags or print: `eval_commands.py` does.
 """
@@ -20,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hermes_local.config import Settings
+from hermes_local.config import Settings, load_settings
 from hermes_local.errors import UserError
 from hermes_local.eval_cases import (
     ANSWER_WORDS,
@@ -32,7 +36,7 @@ from hermes_local.eval_cases import (
     safe_relative,
 )
 from hermes_local.events import AssistantText, Event, LLMCall, RunEnd, RunStart, StepStart, ToolFinished, ToolOutcome
-from hermes_local.tools import Approver
+from hermes_local.tools import Approver, ToolRegistry
 
 
 # -- running --------------------------------------------------------------------------------------
@@ -98,6 +102,23 @@ def _fixtures(case: Case, root: Path, workspace: Path) -> Path | None:
     finally:
         conn.close()
     return db
+
+
+@contextlib.contextmanager
+def eval_tools(settings: Settings, on_notice: Callable[[str], None] | None = None) -> Iterator[ToolRegistry]:
+    """Every tool a case may name: built-ins, `remember` and the configured MCP servers' tools.
+
+    The servers start on entry and stop on exit (once per eval run); one that fails to start is one
+    `on_notice` line, and a case naming its tools is refused at load with that line.
+    """
+    from hermes_local.runtime import build_registry
+
+    with tempfile.TemporaryDirectory(prefix="hermes-eval-mcp-") as folder:
+        registry = build_registry((), settings, on_notice=on_notice, workspace=Path(folder))
+        try:
+            yield registry
+        finally:
+            registry.close()
 
 
 def run_once(sc: SuiteCase, settings: Settings, llm: Any) -> RunOutcome:
@@ -309,9 +330,18 @@ def session_to_case(events: list[Event], case_id: str) -> tuple[dict[str, Any], 
     files: dict[str, str] = {}
     approve: list[str] = []
     deny: list[str] = []
+    servers = load_settings().mcp.servers  # an MCP tool of a configured server: the eval starts it too
     for e in results:
         name = e.name
         t = registry.get(name)
+        server = servers.get(name.partition("__")[0]) if "__" in name else None
+        if t is None and server is not None and e.error_kind != "not_found":
+            tools += [name] if name not in tools else []
+            if e.ok:
+                expected.append({"name": name, "arguments": e.arguments})
+                if server.permission == "dangerous" and name not in approve:
+                    approve.append(name)
+            continue
         if t is None:
             if name not in tools and e.error_kind != "not_found":
                 warnings.append(f"tool {name!r} is not built in: add its tools module path to the case's tools")

@@ -126,11 +126,13 @@ class Event:
 
 @dataclass
 class RunStart(Event):
-    """A run began with this goal (and these recalled long-term facts)."""
+    """A run began with this goal (and these recalled long-term facts), in this dialect and call format."""
 
     kind: ClassVar[str] = "run_start"
     goal: str
     recalled: list[str] = field(default_factory=list)
+    dialect: str = ""  # "" in logs written before the dialect was recorded
+    tool_call_format: str = ""
 
 
 @dataclass
@@ -256,6 +258,15 @@ class Compaction(Event):
 
 
 @dataclass
+class McpServerFailed(Event):
+    """An MCP server configured for the run did not start; the run went on without its tools."""
+
+    kind: ClassVar[str] = "mcp_failed"
+    server: str
+    error: str  # one line: what failed and the server's stderr tail
+
+
+@dataclass
 class RunEnd(Event):
     """The run stopped; `result` is the object `run --json` prints."""
 
@@ -319,6 +330,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         ToolFinished,
         Guarded,
         Compaction,
+        McpServerFailed,
         RunEnd,
     )
 }

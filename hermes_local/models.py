@@ -22,6 +22,7 @@ from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from hermes_local.call_formats import ToolCallFormat, check_pair
 from hermes_local.config import data_path, home_dir
 from hermes_local.errors import UserError, one_line
 from hermes_local.gguf import (  # noqa: F401
@@ -75,7 +76,7 @@ class ModelEntry(BaseModel):
     aliases: list[str] = Field(default_factory=list)
     license: str = "unknown"
     chat_format: Literal["chatml", "hermes", "qwen", "mistral", "mistral-v3", "llama3", "gguf"] = "chatml"
-    tool_call_format: Literal["hermes", "none"] = "hermes"
+    tool_call_format: ToolCallFormat | None = None  # None: the chat format's own (see call_formats.py)
     n_ctx: int = Field(4096, ge=256)
     n_gpu_layers: int | None = None
     main_gpu: int | None = None
@@ -88,6 +89,9 @@ class ModelEntry(BaseModel):
             raise ValueError("set exactly one of repo (Hugging Face) or source (package:NAME)")
         if self.default_quant not in self.quants:
             raise ValueError(f"default_quant {self.default_quant!r} is not one of {sorted(self.quants)}")
+        problem = check_pair(self.chat_format, self.tool_call_format)
+        if problem:
+            raise ValueError(problem)
         return self
 
 

@@ -29,7 +29,9 @@ def prompt_command(
     tools: ToolsOpt = None,
     instructions: Annotated[str | None, typer.Option(help="Extra instructions for the system turn.")] = None,
     tool_choice: Annotated[str | None, typer.Option(help="auto, required or none (as for `run`).")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help='Print {"dialect", "text", "token_count"}.')] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help='Print {"dialect", "tool_call_format", "text", "token_count"}.')
+    ] = False,
 ) -> None:
     """Print the exact first prompt for TASK (special tokens as text) and its token count; runs nothing."""
     from hermes_local.config import load_settings
@@ -64,10 +66,10 @@ def prompt_command(
     segments = chosen.render(memory.messages(), agent.tool_schemas(), prefill=prefill)
     count = len(to_tokens(segments, llm))
     if as_json:
-        typer.echo(
-            json.dumps({"dialect": chosen.name, "text": segments.text, "token_count": count}, ensure_ascii=False)
-        )
+        shown = {"dialect": chosen.name, "tool_call_format": chosen.call_format, "text": segments.text}
+        typer.echo(json.dumps(shown | {"token_count": count}, ensure_ascii=False))
         return
     text = terminal_safe(segments.text, keep_newlines=True) if sys.stdout.isatty() else segments.text
     typer.echo(text, nl=False)
-    typer.echo(f"\n-- {count} tokens, dialect {chosen.name}, model {llm.description}", err=True)
+    calls = f" ({chosen.call_format} calls)" if chosen.call_format != chosen.name else ""
+    typer.echo(f"\n-- {count} tokens, dialect {chosen.name}{calls}, model {llm.description}", err=True)

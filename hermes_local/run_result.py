@@ -47,6 +47,7 @@ class RunResult:
     session_id: str | None = None
     compactions: int = 0
     guarded: int = 0  # answers sent back by the no-tool answer guard
+    mcp_failed: dict[str, str] = field(default_factory=dict)  # MCP server -> why it did not start
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -63,6 +64,7 @@ class RunResult:
             "llm_calls": [c.record() for c in self.llm_calls],
             "compactions": self.compactions,
             "guarded": self.guarded,
+            "mcp_failed": [{"server": name, "error": error} for name, error in self.mcp_failed.items()],
             "error": self.error,
             "session_id": self.session_id,
         }

@@ -93,7 +93,8 @@ def load_tokenizer(settings: Settings) -> LLM:
 
 
 def dialect_for(settings: Settings, llm: LLM, *, check: bool = False) -> Dialect:
-    """The prompt format: `--dialect`, else the registry's `chat_format`, else the GGUF's metadata.
+    """The prompt format: `--dialect`, else the registry's `chat_format`, else the GGUF's metadata; its call
+    syntax from the registry's `tool_call_format` (see `call_formats.py`).
 
     With `check`, a real model whose vocabulary lacks the dialect's framing tokens is refused (one line,
     exit 2, naming --dialect); the replay model has no real vocabulary and is never refused.
@@ -107,13 +108,25 @@ def dialect_for(settings: Settings, llm: LLM, *, check: bool = False) -> Dialect
     path = getattr(llm, "model_path", None)
     header = read_header(path) if path is not None else None
     chat_format = choice.entry.chat_format if choice else None
-    dialect = select_dialect(settings.dialect, chat_format=chat_format, header=header, llm=llm)
+    call_format = choice.entry.tool_call_format if choice else None
+    dialect = select_dialect(
+        settings.dialect, chat_format=chat_format, header=header, llm=llm, tool_call_format=call_format
+    )
     if isinstance(dialect, GGUFDialect) and header is not None and hasattr(llm, "detokenize"):
         ids = [header.metadata.get(f"tokenizer.ggml.{k}_token_id") for k in ("eos", "eot")]
         dialect.add_stops(llm.detokenize([i]) for i in ids if isinstance(i, int))  # the GGUF's EOS/EOT texts
     if check:
         require_framing(dialect, llm)
     return dialect
+
+
+def check_tool_use(dialect: Dialect, settings: Settings) -> None:
+    """Refuse (one line) `tool_choice = "required"` for a model whose tool_call_format is "none"."""
+    if dialect.call_format == "none" and settings.tool_choice == "required":
+        raise UserError(
+            f'{settings.model} has tool_call_format = "none" in models.toml, so it cannot call tools; '
+            "drop --tool-choice required, or set its tool_call_format in $HERMES_LOCAL_HOME/models.toml"
+        )
 
 
 def load_tools_module(spec: str) -> list[Tool]:
@@ -187,6 +200,8 @@ def build_registry(
         try:
             for t, source in manager.tools():
                 registry.register(t, source=source)
+            for name, error in manager.failures().items():  # logged by the agent as McpServerFailed events
+                registry.failed_sources[f"mcp:{name}"] = error
         except BaseException:
             registry.close()
             raise
@@ -214,6 +229,8 @@ def build_agent(
     check_overrides()
     if not workspace.is_dir():
         raise UserError(f"workspace {workspace} is not a directory; create it or pass --workspace DIR")
+    dialect = dialect or dialect_for(settings, llm)
+    check_tool_use(dialect, settings)
     context = ToolContext(
         workspace=workspace.resolve(),
         db_path=db_path,
@@ -238,17 +255,15 @@ def build_agent(
     if executor.approver.interactive and executor.approver.ask is approval.ask_on_terminal:
         context.extras[ASK_USER_KEY] = ask_on_terminal
     executor.approver.notes = lambda t: sandbox.approval_note() if t.name in SANDBOXED_TOOLS else ""
-    # The user's standing rules (--instructions / config) first, then routing's note on the tool catalog.
-    instructions = "\n\n".join(text for text in (settings.instructions, plan.instructions) if text)
+    # The user's standing rules (--instructions / config) first, then routing's note on the tool catalog
+    # (none for a model whose tool_call_format is "none": models.toml says it cannot call tools, it only answers).
+    no_tools = dialect.call_format == "none"
+    routing = "" if no_tools else plan.instructions
+    instructions = "\n\n".join(text for text in (settings.instructions, routing) if text)
     config = settings_for(AgentConfig, settings, instructions=instructions, offered_tools=plan.offered)
-    agent = Agent(
-        llm,
-        executor,
-        config,
-        on_event=on_event,
-        recall=longterm.recall,
-        dialect=dialect or dialect_for(settings, llm),
-    )
+    if no_tools:
+        config.tool_choice = "none"
+    agent = Agent(llm, executor, config, on_event=on_event, recall=longterm.recall, dialect=dialect)
     agent.closers.append(longterm.close)
     try:
         agent.system_prompt()  # a prompt override that fails to render is the user's to fix, now

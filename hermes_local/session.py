@@ -31,6 +31,7 @@ from hermes_local.events import (
     Event,
     Guarded,
     LLMCall,
+    McpServerFailed,
     RunEnd,
     RunResumed,
     RunStart,
@@ -184,6 +185,12 @@ def events_to_resume(session_id: str) -> list[Event]:
     return events
 
 
+def recorded_dialect(events: list[Event]) -> str | None:
+    """The dialect a logged run was started in (None for logs written before it was recorded)."""
+    start = next((e for e in events if isinstance(e, RunStart)), None)
+    return start.dialect or None if start is not None else None
+
+
 def list_sessions() -> list[SessionInfo]:
     out = []
     for path in sorted(sessions_dir().glob("*.jsonl")):
@@ -205,7 +212,9 @@ def _one_line(text: object, limit: int = 300) -> str:
 def describe_event(e: Event) -> str | None:
     """One terminal-safe line for an event (None for kinds not worth showing, such as tokens)."""
     if isinstance(e, RunStart):
-        return f"goal: {_one_line(e.goal)}"
+        calls = f", {_one_line(e.tool_call_format, 20)} calls" if e.tool_call_format else ""
+        fmt = f"  (dialect {_one_line(e.dialect, 40)}{calls})" if e.dialect else ""
+        return f"goal: {_one_line(e.goal)}{fmt}"
     if isinstance(e, RunResumed):
         return f"resumed: {_one_line(e.goal)}"
     if isinstance(e, StepStart):
@@ -224,6 +233,9 @@ def describe_event(e: Event) -> str | None:
         return f"   (answer sent back: the goal needs a tool such as {_one_line(e.tool, 80)})"
     if isinstance(e, Compaction):
         return f"   (memory compacted through step {e.through_step})"
+    if isinstance(e, McpServerFailed):
+        error = e.error if e.server in e.error else f"MCP server {e.server}: {e.error}"
+        return f"   ({_one_line(error)}; the run went on without its tools)"
     if isinstance(e, RunEnd):
         return f"stopped: {_one_line(e.stopped)}; answer: {_one_line(e.answer, 2000)}"
     return None

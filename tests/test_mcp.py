@@ -247,6 +247,22 @@ def test_failing_server_is_one_line_with_stderr_and_the_run_goes_on(
     assert len(broken) == 1 and "failed to start" in broken[0] and "stderr: missing API token" in broken[0]
     assert broken[0].endswith("continuing without its tools")
     assert any("MCP server missing: command 'no-such-mcp-server-xyz' was not found" in line for line in lines)
+    # The failures are typed events in the session log (after run_start), in `--json` and in `sessions show`.
+    out = json.loads(res.stdout)
+    assert {f["server"]: f["error"] for f in out["mcp_failed"]}.keys() == {"broken", "missing"}
+    assert "missing API token" in next(f["error"] for f in out["mcp_failed"] if f["server"] == "broken")
+    records = read_records(sessions_dir() / f"{out['session_id']}.jsonl")
+    kinds = [r["kind"] for r in records]
+    assert kinds[:3] == ["run_start", "mcp_failed", "mcp_failed"]
+    failed = {r["server"]: r["error"] for r in records if r["kind"] == "mcp_failed"}
+    assert "stderr: missing API token" in failed["broken"] and "was not found" in failed["missing"]
+    shown = runner.invoke(app, ["sessions", "show", out["session_id"]])
+    assert shown.exit_code == 0
+    broken_lines = [line for line in shown.stdout.splitlines() if "MCP server broken failed to start" in line]
+    assert len(broken_lines) == 1 and "missing API token" in broken_lines[0]
+    assert broken_lines[0].endswith("the run went on without its tools)")
+    raw = runner.invoke(app, ["sessions", "show", out["session_id"], "--json"]).stdout.splitlines()
+    assert sum(json.loads(line)["kind"] == "mcp_failed" for line in raw) == 2
 
 
 def test_end_to_end_replay_approval_cap_log_and_resume(

@@ -160,3 +160,5 @@ def test_chat_keeps_history_and_resets(tmp_path: Path, workspace: Path) -> None:
     assert res.stdout.splitlines() == ["Hi Ann.", "Your name is Ann.", "Hello."]
     events = read_records(next(sessions_dir().glob("*.jsonl")))
     assert len([e for e in events if e["kind"] == "run_end"]) == 3
+    starts = [e for e in events if e["kind"] == "run_start"]  # the first message, and the one after /reset
+    assert [(e["goal"], e["dialect"]) for e in starts] == [("I am Ann", "hermes"), ("hello", "hermes")]

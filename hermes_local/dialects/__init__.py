@@ -4,7 +4,8 @@
 (its chat template's markers, architecture and tokenizer); `select_dialect` applies the precedence
 `--dialect` > models.toml `chat_format` > GGUF metadata > `hermes`. `missing_framing(dialect, llm)`
 lists the framing tokens the model's vocabulary lacks and `require_framing` turns that into the
-one-line refusal `run`, `chat` (and later `serve`) give. Does not render prompts itself.
+one-line refusal `run`, `chat` (and later `serve`) give; `require_same_dialect` refuses resuming a
+session in another dialect. Does not render prompts itself.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ __all__ = [
     "get_dialect",
     "missing_framing",
     "require_framing",
+    "require_same_dialect",
     "result_content",
     "select_dialect",
 ]
@@ -42,9 +44,9 @@ ALIASES = {"chatml": "hermes", "llama-3": "llama3", "tekken": "mistral"}
 DIALECT_NAMES = (*_FIXED, "gguf")
 
 
-def _gguf_dialect(header: Any | None) -> GGUFDialect:
+def _gguf_dialect(header: Any | None, call_format: str | None = None) -> GGUFDialect:
     if header is None:
-        return GGUFDialect()
+        return GGUFDialect(call_format=call_format)
     meta = header.metadata
     template = meta.get("tokenizer.chat_template.tool_use") or meta.get("tokenizer.chat_template") or ""
     tokens = meta.get("tokenizer.ggml.tokens")
@@ -55,17 +57,29 @@ def _gguf_dialect(header: Any | None) -> GGUFDialect:
         return values[idx] if isinstance(idx, int) and 0 <= idx < len(values) else ""
 
     eos, eot = token_text("tokenizer.ggml.eos_token_id"), token_text("tokenizer.ggml.eot_token_id")
-    return GGUFDialect(str(template), eos_token=eos, stop=[s for s in (eot,) if s])
+    return GGUFDialect(str(template), eos_token=eos, stop=[s for s in (eot,) if s], call_format=call_format)
 
 
-def get_dialect(name: str, header: Any | None = None) -> Dialect:
-    """The dialect called `name` (or an alias); `gguf` reads its template from `header`."""
+def get_dialect(name: str, header: Any | None = None, *, tool_call_format: str | None = None) -> Dialect:
+    """The dialect called `name` (or an alias); `gguf` reads its template from `header`.
+
+    `tool_call_format` (models.toml) picks the call syntax of `gguf`; "none" marks any dialect's model as
+    unable to call tools. A fixed dialect with another call syntax is refused (one line).
+    """
     key = ALIASES.get(name.lower(), name.lower())
     if key == "gguf":
-        return _gguf_dialect(header)
+        return _gguf_dialect(header, tool_call_format)
     if key not in _FIXED:
         raise UserError(f"unknown dialect {name!r}; use --dialect with one of: {', '.join(DIALECT_NAMES)}")
-    return _FIXED[key]()
+    dialect = _FIXED[key]()
+    if tool_call_format == "none":
+        dialect.call_format = "none"
+    elif tool_call_format not in (None, dialect.call_format):
+        raise UserError(
+            f"the {key} dialect writes {dialect.call_format} tool calls but the model's tool_call_format is "
+            f"{tool_call_format}; use --dialect gguf (the model's own template) or a dialect of that family"
+        )
+    return dialect
 
 
 _VOCAB_PROBES = (("<|im_start|>", "hermes"), ("<|start_header_id|>", "llama3"), ("[AVAILABLE_TOOLS]", "mistral"))
@@ -99,11 +113,24 @@ def detect_dialect(header: Any | None, llm: LLM | None = None) -> str:
 
 
 def select_dialect(
-    name: str | None, *, chat_format: str | None = None, header: Any | None = None, llm: LLM | None = None
+    name: str | None,
+    *,
+    chat_format: str | None = None,
+    header: Any | None = None,
+    llm: LLM | None = None,
+    tool_call_format: str | None = None,
 ) -> Dialect:
-    """`--dialect` wins, then the registry's `chat_format`, then the GGUF's metadata and vocabulary."""
+    """`--dialect` wins, then the registry's `chat_format`, then the GGUF's metadata and vocabulary.
+
+    `tool_call_format` is the registry's: it applies to the registry's own chat format and to `gguf`, and
+    "none" to any; an explicit `--dialect` of a fixed family uses that family's call syntax.
+    """
     chosen = name or chat_format or detect_dialect(header, llm)
-    return get_dialect(chosen, header)
+    key = ALIASES.get(chosen.lower(), chosen.lower())
+    fmt = tool_call_format
+    if name and key != "gguf" and fmt != "none":
+        fmt = None  # --dialect llama3 on a registry model: that family's calls, as the user asked
+    return get_dialect(chosen, header, tool_call_format=fmt)
 
 
 def missing_framing(dialect: Dialect, llm: LLM) -> list[str]:
@@ -118,4 +145,16 @@ def require_framing(dialect: Dialect, llm: LLM) -> None:
         raise UserError(
             f"{llm.description} has no {' '.join(missing)} special token(s), so the {dialect.name} format "
             f"would reach it as plain text; pick its format with --dialect NAME ({', '.join(DIALECT_NAMES)})"
+        )
+
+
+def require_same_dialect(recorded: str, recorded_calls: str, dialect: Dialect) -> None:
+    """Refuse (one line) resuming a session logged in another dialect or call format: its logged turns
+    hold that dialect's framing and calls, and replaying them in another would garble them. Logs written
+    before the dialect was recorded (`recorded` empty) are not checked."""
+    calls = recorded_calls or dialect.call_format
+    if recorded and (recorded, calls) != (dialect.name, dialect.call_format):
+        raise UserError(
+            f"this session was run in the {recorded} dialect ({calls} calls), not {dialect.name} "
+            f"({dialect.call_format} calls); resume it with --dialect {recorded} and the same --model"
         )

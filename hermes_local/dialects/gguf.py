@@ -7,8 +7,10 @@ one) runs in a sandboxed Jinja environment with the globals transformers passes 
 afterwards with its own trust flags, so only the template's text can become special tokens. Tool
 definitions are template data: they are refused if they spell special-token text; a template that
 does not use `tools` gets the Hermes tool block at the top of the system message instead (as content). Calls in the
-history are written in the Hermes `<tool_call>` form inside the assistant content, results as `tool`
-messages (most tool-capable templates accept both). Stop strings are the GGUF's EOS/EOT token texts.
+history, the parser, the grammar and its trigger follow the model's call format (`call_format`: the
+registry's `tool_call_format`, else detected from the template's markers, else `hermes`): e.g. a
+template that teaches `[TOOL_CALLS]` gets the mistral parser entry and JSON-array grammar. Results go
+back as `tool` messages. Stop strings are the GGUF's EOS/EOT token texts.
 """
 
 from __future__ import annotations
@@ -23,8 +25,10 @@ from typing import Any
 import jinja2
 import jinja2.sandbox
 
+from hermes_local.call_formats import detect_call_format
 from hermes_local.dialects.base import Dialect, Message, dumps
 from hermes_local.errors import UserError
+from hermes_local.parsing import ParseResult, ToolCall
 from hermes_local.prompts import Segment, Segments
 
 _SENTINEL = re.compile("\ue002(\\d+)\ue003")
@@ -61,6 +65,17 @@ def compile_template(source: str) -> jinja2.Template:
         raise UserError(f"the model's chat template does not compile ({exc}); pick a format with --dialect") from exc
 
 
+def _call_dialect(call_format: str) -> Dialect:
+    """The fixed dialect whose call syntax a `gguf` model writes ("none": hermes, never used for calls)."""
+    from hermes_local.dialects.hermes import HermesDialect
+    from hermes_local.dialects.llama3 import Llama3Dialect
+    from hermes_local.dialects.mistral import MistralDialect
+    from hermes_local.dialects.qwen import QwenDialect
+
+    by_format: dict[str, type[Dialect]] = {"qwen": QwenDialect, "mistral": MistralDialect, "llama3": Llama3Dialect}
+    return by_format.get(call_format, HermesDialect)()
+
+
 def tool_offer_text(tools: Sequence[dict[str, Any]]) -> str:
     """The Hermes tool block's text (without its framing), for templates that cannot offer tools."""
     from hermes_local.dialects.hermes import HermesDialect
@@ -73,14 +88,22 @@ class GGUFDialect(Dialect):
     """Renders a model's own chat template; content behind sentinels."""
 
     name = "gguf"
-    call_open = "<tool_call>"
-    required_prefill = "<tool_call>\n"
     description = "the model's own tokenizer.chat_template (sandboxed Jinja), for any other family"
 
     def __init__(
-        self, template: str = "", *, bos_token: str = "", eos_token: str = "", stop: Sequence[str] = ()
+        self,
+        template: str = "",
+        *,
+        bos_token: str = "",
+        eos_token: str = "",
+        stop: Sequence[str] = (),
+        call_format: str | None = None,
     ) -> None:
         self.source = template
+        self.call_format = call_format or detect_call_format(template)
+        self.calls = _call_dialect(self.call_format)  # writes, parses and constrains the calls
+        self.call_open = self.calls.call_open
+        self.required_prefill = self.calls.required_prefill
         self.bos_token = bos_token
         self.eos_token = eos_token
         self.stop = tuple(dict.fromkeys([*stop, *([eos_token] if eos_token else [])]))
@@ -90,6 +113,18 @@ class GGUFDialect(Dialect):
         self.stop = tuple(dict.fromkeys([*self.stop, *(t for t in texts if t)]))
         if not self.eos_token and self.stop:
             self.eos_token = self.stop[0]
+
+    def call_text(self, call: ToolCall, step: int, index: int) -> str:
+        return self.calls.call_text(call, step, index)
+
+    def assistant_content(self, step: int, text: str, calls: Sequence[ToolCall]) -> Segments:
+        return self.calls.assistant_content(step, text, calls)
+
+    def parse(self, text: str, tool_names: Sequence[str] | frozenset[str] | None = None) -> ParseResult:
+        return self.calls.parse(text, tool_names)
+
+    def grammar(self, tools: Sequence[Any]) -> str:
+        return self.calls.grammar(tools)
 
     def tool_results(self, step: int, responses: Sequence[dict[str, Any]]) -> Segments:
         """One `tool` message per result holding {"name", "content"}; the template frames each."""

@@ -27,6 +27,7 @@ class Llama3Dialect(Dialect):
     template = "llama3.jinja"
     framing_tokens = ("<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>")
     stop = ("<|eot_id|>", "<|eom_id|>", "<|end_of_text|>", "<|start_header_id|>")
+    call_format = "llama3"
     call_open = None
     required_prefill = ""
     roles = {"tool": "ipython"}

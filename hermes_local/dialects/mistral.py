@@ -25,6 +25,7 @@ class MistralDialect(Dialect):
     template = "mistral.jinja"
     framing_tokens = ("[INST]", "[/INST]", "[TOOL_CALLS]", "[AVAILABLE_TOOLS]", "[/AVAILABLE_TOOLS]")
     stop = ("</s>", "[INST]", "[TOOL_RESULTS]")
+    call_format = "mistral"
     call_open = "[TOOL_CALLS]"
     required_prefill = "[TOOL_CALLS]"
     description = "Mistral (tekken: Nemo, Small 3): [AVAILABLE_TOOLS], [INST], [TOOL_CALLS] array, [TOOL_RESULTS]"

@@ -24,6 +24,7 @@ class QwenDialect(Dialect):
     template = "qwen.jinja"
     framing_tokens = ("<|im_start|>", "<|im_end|>")
     stop = ("<|im_end|>", "<|im_start|>", "<|endoftext|>")
+    call_format = "qwen"
     call_open = "<tool_call>"
     required_prefill = "<tool_call>\n"
     roles = {"tool": "user"}

@@ -3,15 +3,24 @@
 `RemoteTokenizer` keeps the `LLM` protocol's tokenizer contract for a remote engine: `tokenize(text,
 special=False)` never yields a special id (the injection rule), `special_token_id` answers from two
 tokenizations, and results are cached (the agent re-tokenizes the same system prompt every step).
-`model_matches` decides whether a server serves the model the user asked for. Does not do HTTP itself.
+`model_matches` decides whether a server serves the model the user asked for. `stream_completion` is
+the streaming request loop both engines share (prompt checks, pieces to `on_token`, token ids, timing,
+the error for a stream that ends early); each engine passes a `read` function for its event shape.
+Does not do HTTP itself (it iterates what `EngineHTTP.stream` yields).
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from pathlib import PurePath
+from typing import Any, Protocol
+
+from hermes_local.engines.http import EngineError
+from hermes_local.llm import TokenCallback
 
 TokenizeFn = Callable[[str, bool], list[int]]
 
@@ -70,3 +79,73 @@ def model_matches(expected: Iterable[str], served: Iterable[str]) -> bool:
         if name in want or PurePath(name).name in want or PurePath(name).stem in want:
             return True
     return False
+
+
+# -- the streaming request loop -------------------------------------------------------------------
+class _Streaming(Protocol):
+    name: str
+    base_url: str
+
+    def stream(self, path: str, body: Any) -> Iterable[dict[str, Any]]: ...
+
+
+def check_prompt(tokens: Sequence[int], n_ctx: int) -> list[int]:
+    """The prompt as a list; ValueError when it is empty or leaves no room in `n_ctx`."""
+    prompt = list(tokens)
+    if not prompt:
+        raise ValueError("complete() needs at least one prompt token")
+    if len(prompt) + 1 > n_ctx:
+        raise ValueError(f"prompt of {len(prompt)} tokens does not fit n_ctx={n_ctx}")
+    return prompt
+
+
+@dataclass
+class Streamed:
+    """What one streamed completion produced so far: text, token ids, timing and how it ended."""
+
+    on_token: TokenCallback | None = None
+    text: str = ""
+    tokens: list[int] = field(default_factory=list)
+    start: float = field(default_factory=time.perf_counter)
+    first: float | None = None  # when the first piece of text arrived
+    finish: str | None = None  # set by the engine's `read` when the server says the completion ended
+    final: dict[str, Any] | None = None  # the event that carried the end (timings, usage)
+
+    def add(self, piece: str, ids: Iterable[Any] = ()) -> None:
+        """One streamed piece: its token ids are kept, its text passed on to `on_token`."""
+        self.tokens.extend(int(t) for t in ids)
+        if piece:
+            self.first = self.first or time.perf_counter()
+            self.text += piece
+            if self.on_token:
+                self.on_token(piece)
+
+    @property
+    def seconds(self) -> float:
+        return time.perf_counter() - self.start
+
+    @property
+    def to_first_piece(self) -> float:
+        """Seconds until the first piece (the prompt's evaluation, roughly), or until now."""
+        return (self.first or time.perf_counter()) - self.start
+
+
+def stream_completion(
+    http: _Streaming,
+    path: str,
+    body: dict[str, Any],
+    read: Callable[[dict[str, Any], Streamed], bool],
+    on_token: TokenCallback | None = None,
+) -> Streamed:
+    """POST `body` to `path` and read the stream; `read(event, out)` adds pieces and sets `out.finish`,
+    and returns True to stop reading. A stream that ends before `finish` is set is an `EngineError`."""
+    out = Streamed(on_token)
+    for event in http.stream(path, body):
+        if read(event, out):
+            break
+    if out.finish is None:
+        raise EngineError(
+            f"{http.name} at {http.base_url} closed the stream before the completion finished; "
+            "check the server, then resume the run"
+        )
+    return out

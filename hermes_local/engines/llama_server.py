@@ -13,12 +13,11 @@ do not apply here. Does not start servers (`engines/tools.py` does, for tests an
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Sequence
 from pathlib import PurePath
 from typing import Any
 
-from hermes_local.engines.common import RemoteTokenizer, model_matches
+from hermes_local.engines.common import RemoteTokenizer, Streamed, check_prompt, model_matches, stream_completion
 from hermes_local.engines.http import EngineError, EngineHTTP
 from hermes_local.llm import DEFAULT_STOP, Completion, TokenCallback, Usage
 
@@ -35,6 +34,16 @@ def lazy_grammar(grammar: str, trigger: str) -> str:
     body = re.sub(r"^root ::=", "hermes-call ::=", grammar, count=1, flags=re.MULTILINE)
     literal = '"' + trigger.replace("\\", "\\\\").replace('"', '\\"') + '"'
     return f"root ::= {literal} hermes-call ( [ \\n]* {literal} hermes-call )*\n{body}"
+
+
+def _read_event(event: dict[str, Any], out: Streamed) -> bool:
+    """One `/completion` stream event: a piece with its tokens; `stop` ends the stream."""
+    out.add(str(event.get("content") or ""), event.get("tokens") or [])
+    if event.get("stop"):
+        out.final = event
+        out.finish = "length" if event.get("stop_type") == "limit" else "stop"
+        return True
+    return False
 
 
 class LlamaServerLLM:
@@ -137,11 +146,7 @@ class LlamaServerLLM:
         grammar: str | None = None,
         grammar_trigger: str | None = None,
     ) -> Completion:
-        prompt = list(tokens)
-        if not prompt:
-            raise ValueError("complete() needs at least one prompt token")
-        if len(prompt) + 1 > self.n_ctx:
-            raise ValueError(f"prompt of {len(prompt)} tokens does not fit n_ctx={self.n_ctx}")
+        prompt = check_prompt(tokens, self.n_ctx)
         body = self.request_body(
             prompt,
             max_tokens=min(max_tokens, self.n_ctx - len(prompt)),
@@ -150,37 +155,18 @@ class LlamaServerLLM:
             grammar=grammar,
             grammar_trigger=grammar_trigger,
         )
-        start = time.perf_counter()
-        first: float | None = None
-        text, final = "", None
-        generated: list[int] = []
-        for event in self.http.stream("/completion", body):
-            piece = str(event.get("content") or "")
-            generated.extend(int(t) for t in event.get("tokens") or [])
-            if piece:
-                first = first or time.perf_counter()
-                text += piece
-                if on_token:
-                    on_token(piece)
-            if event.get("stop"):
-                final = event
-                break
-        if final is None:
-            raise EngineError(
-                f"llama-server at {self.http.base_url} closed the stream before the completion finished; "
-                "check the server, then resume the run"
-            )
+        out = stream_completion(self.http, "/completion", body, _read_event, on_token)
+        final = out.final or {}
         timings = final.get("timings") or {}
         cached = int(timings.get("cache_n") or 0)  # prompt tokens reused from the slot's KV cache
         evaluated = int(timings.get("prompt_n", len(prompt) - min(cached, len(prompt))))
-        self.tokens_evaluated_total += evaluated + len(generated)
+        self.tokens_evaluated_total += evaluated + len(out.tokens)
         prompt_ms = timings.get("prompt_ms")
         usage = Usage(
             prompt_tokens=len(prompt),
             prompt_tokens_evaluated=evaluated,
-            completion_tokens=int(timings.get("predicted_n", len(generated))),
-            seconds=time.perf_counter() - start,
-            prompt_seconds=float(prompt_ms) / 1000 if prompt_ms is not None else (first or start) - start,
+            completion_tokens=int(timings.get("predicted_n", len(out.tokens))),
+            seconds=out.seconds,
+            prompt_seconds=float(prompt_ms) / 1000 if prompt_ms is not None else out.to_first_piece,
         )
-        finish = "length" if final.get("stop_type") == "limit" else "stop"
-        return Completion(text=text, tokens=generated, usage=usage, finish_reason=finish)
+        return Completion(text=out.text, tokens=out.tokens, usage=usage, finish_reason=out.finish or "stop")

@@ -16,14 +16,23 @@ refused: the injection rule holds. Does not start servers.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from typing import Any
 
-from hermes_local.engines.common import RemoteTokenizer, model_matches
+from hermes_local.engines.common import RemoteTokenizer, Streamed, check_prompt, model_matches, stream_completion
 from hermes_local.engines.http import EngineError, EngineHTTP
 from hermes_local.llm import DEFAULT_STOP, Completion, TokenCallback, Usage
 from hermes_local.prompts import SPECIAL_CANDIDATE
+
+
+def _read_event(event: dict[str, Any], out: Streamed) -> bool:
+    """One `/v1/completions` stream event: choices with text and token ids; usage comes in a last event."""
+    for choice in event.get("choices") or []:
+        out.add(str(choice.get("text") or ""), choice.get("token_ids") or [])
+        out.finish = choice.get("finish_reason") or out.finish
+    if event.get("usage"):
+        out.final = event
+    return False
 
 
 class VLLMEngine:
@@ -135,11 +144,7 @@ class VLLMEngine:
         grammar: str | None = None,
         grammar_trigger: str | None = None,
     ) -> Completion:
-        prompt = list(tokens)
-        if not prompt:
-            raise ValueError("complete() needs at least one prompt token")
-        if len(prompt) + 1 > self.n_ctx:
-            raise ValueError(f"prompt of {len(prompt)} tokens does not fit n_ctx={self.n_ctx}")
+        prompt = check_prompt(tokens, self.n_ctx)
         body = self.request_body(
             prompt,
             max_tokens=min(max_tokens, self.n_ctx - len(prompt)),
@@ -147,30 +152,11 @@ class VLLMEngine:
             stop=stop,
             grammar=grammar if grammar and not grammar_trigger else None,
         )
-        start = time.perf_counter()
-        first: float | None = None
-        text, finish, usage_json = "", None, None
-        generated: list[int] = []
-        for event in self.http.stream("/v1/completions", body):
-            for choice in event.get("choices") or []:
-                piece = str(choice.get("text") or "")
-                generated.extend(int(t) for t in choice.get("token_ids") or [])
-                if piece:
-                    first = first or time.perf_counter()
-                    text += piece
-                    if on_token:
-                        on_token(piece)
-                finish = choice.get("finish_reason") or finish
-            if event.get("usage"):
-                usage_json = event["usage"]
-        if finish is None:
-            raise EngineError(
-                f"vLLM at {self.http.base_url} closed the stream before the completion finished; "
-                "check the server, then resume the run"
-            )
-        usage_json = usage_json or {}
-        if not generated and text:
-            generated = self.tokenize(text, special=True)
+        out = stream_completion(self.http, "/v1/completions", body, _read_event, on_token)
+        usage_json = (out.final or {}).get("usage") or {}
+        generated = out.tokens
+        if not generated and out.text:
+            generated = self.tokenize(out.text, special=True)
         details = usage_json.get("prompt_tokens_details") or {}
         cached = int(details.get("cached_tokens") or 0)
         evaluated = len(prompt) - min(cached, len(prompt))
@@ -179,9 +165,9 @@ class VLLMEngine:
             prompt_tokens=len(prompt),
             prompt_tokens_evaluated=evaluated,
             completion_tokens=int(usage_json.get("completion_tokens") or len(generated)),
-            seconds=time.perf_counter() - start,
-            prompt_seconds=(first or time.perf_counter()) - start,
+            seconds=out.seconds,
+            prompt_seconds=out.to_first_piece,
         )
         return Completion(
-            text=text, tokens=generated, usage=usage, finish_reason="length" if finish == "length" else "stop"
+            text=out.text, tokens=generated, usage=usage, finish_reason="length" if out.finish == "length" else "stop"
         )

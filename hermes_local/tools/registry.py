@@ -231,12 +231,15 @@ class ToolRegistry:
     `source` is "builtin", "module:PATH" or "mcp:SERVER"; a second tool with a taken name is refused
     with one line naming both sources. `add_closer` registers cleanup (e.g. stopping MCP servers)
     that `close()` runs once, last registered first; a `subset()` shares the cleanup of its parent.
+    `failed_sources` maps a source that could not provide its tools (an MCP server that did not start)
+    to its one-line reason; the agent logs each as an event.
     """
 
     def __init__(self, tools: Iterable[Tool] = (), *, source: str = "builtin") -> None:
         self._tools: dict[str, Tool] = {}
         self._sources: dict[str, str] = {}
         self._closers: list[Callable[[], None]] = []
+        self.failed_sources: dict[str, str] = {}
         for t in tools:
             self.register(t, source=source)
 
@@ -262,6 +265,7 @@ class ToolRegistry:
             if t.name in keep:
                 out.register(t, source=self._sources[t.name])
         out._closers = self._closers
+        out.failed_sources = self.failed_sources
         return out
 
     def add_closer(self, closer: Callable[[], None]) -> None:
