@@ -43,6 +43,7 @@ from hermes_local.llm import DEFAULT_STOP, LLM, common_prefix_length
 from hermes_local.memory import Memory, Turn, extract_plan
 from hermes_local.parsing import ToolCall
 from hermes_local.prompts import Segments, render
+from hermes_local.resumption import STOPPED_CALLS, rebuild_memory
 from hermes_local.run_result import AgentConfig, RunResult
 from hermes_local.tools.execution import Executor, run_grouped
 from hermes_local.tools.interaction import FINAL_ANSWER, final_answer
@@ -53,9 +54,6 @@ FINAL_ANSWER_REQUEST = (
     "You have reached the step limit. Do not call any more tools: reply now with your final answer "
     "to the goal from what you have found so far."
 )
-INTERRUPTED = "interrupted: the previous run was killed while this call was running; check its effect before retrying"
-NOT_STARTED = "not run: the previous run was killed before this call started; call it again if it is still needed"
-STOPPED_CALLS = frozenset({INTERRUPTED, NOT_STARTED})
 
 
 class ContextTooSmall(Exception):  # noqa: N818 - caught inside the loop; ends the run with stopped="error"
@@ -243,49 +241,10 @@ class Agent:
         if start is None:
             raise ValueError("the session log has no run_start event")
         require_same_dialect(start.dialect, start.tool_call_format, self.dialect)
-        memory = Memory(
-            system=self.system_prompt(), goal=start.goal, recalled=list(start.recalled), dialect=self.dialect
-        )
-        tool_names = self.executor.registry.names()
-        for e in events:
-            if isinstance(e, TurnAdded):
-                memory.restore_turn(Turn.from_event(e.to_dict()))
-            elif isinstance(e, AssistantText) and not e.final:
-                parsed = self.dialect.parse(e.text, tool_names)
-                if parsed.calls or parsed.errors:
-                    memory.restore_assistant(e.step, parsed.text, parsed.calls)
-        tool_steps = {t.step for t in memory.turns if t.role == "tool"}
-        for e in events:
-            if not isinstance(e, ToolFinished) or e.outcome.name == "invalid_tool_call":
-                continue
-            if e.outcome.step in tool_steps:
-                memory.ledger.append(e.outcome)
-            if e.outcome.ok:
-                self.executor.remember_done(e.outcome.digest, e.outcome.result)
-        memory.on_turn = self._on_turn
+        memory = rebuild_memory(events, start, self.system_prompt(), self.dialect, self.executor, self._on_turn)
         last_step = max((t.step for t in memory.turns), default=0)
-        if memory.turns and memory.turns[-1].role == "assistant":
-            self._settle_interrupted_step(memory, last_step, events)
         self.on_event(RunResumed(memory.goal, last_step + 1))
-        result = self._new_result(last_step)
-        return self._loop(memory, result, first_step=last_step + 1)
-
-    def _settle_interrupted_step(self, memory: Memory, step: int, events: list[Event]) -> None:
-        """Give the last logged step its tool turn: logged results, or interrupted/not-started errors."""
-        text = next(e.text for e in reversed(events) if isinstance(e, AssistantText) and e.step == step)
-        parsed = self.dialect.parse(text, self.executor.registry.names())
-        started = [e for e in events if isinstance(e, ToolCallStarted) and e.step == step]
-        finished = [e.outcome for e in events if isinstance(e, ToolFinished) and e.outcome.step == step]
-        outcomes: list[ToolOutcome] = []
-        for i, call in enumerate(parsed.calls):
-            if i < len(finished):
-                res = finished[i].result
-            elif i < len(started):
-                res = ToolResult.failure("tool_error", INTERRUPTED, "interrupted by a crash")
-            else:
-                res = ToolResult.failure("tool_error", NOT_STARTED, "not run (crash)")
-            outcomes.append(ToolOutcome(step, call.name, call.arguments, res))
-        memory.add_tool_results(step, outcomes)
+        return self._loop(memory, self._new_result(last_step), first_step=last_step + 1)
 
     # -- the loop --------------------------------------------------------------------------
     def _loop(self, memory: Memory, result: RunResult, first_step: int, step_limit: int | None = None) -> RunResult:
