@@ -105,6 +105,7 @@ def hermes_run(llm: LlamaCppLLM, steps: int, n_ctx: int, *, naive: bool = False)
                 "max_tokens": 96,
                 "reminder_every": 0,
                 "temperature": 0.0,  # same as the chat-handler peer: both deterministic
+                "deny_tools": ["final_answer"],  # required mode never ends early: exactly `steps` steps
             }
         )
         agent = build_agent(
@@ -251,12 +252,14 @@ def grammar_overhead(llm: LlamaCppLLM) -> dict[str, float]:
 
 # -- 5. soak ----------------------------------------------------------------------------------
 def soak(llm: LlamaCppLLM, steps: int = 200) -> dict[str, float]:
-    call = '<tool_call>\n{"name": "list_dir", "arguments": {"path": "."}}\n</tool_call>'
-    outputs = [call.replace('"."', f'"{"." if i % 2 else "./"}"') for i in range(steps)] + ["done"]
+    # a different folder each step: no loop-guard refusal, no cached result, a new result every time
+    call = '<tool_call>\n{"name": "list_dir", "arguments": {"path": "d%03d"}}\n</tool_call>'
+    outputs = [call % i for i in range(steps)] + ["done"]
     scripted = ReplayLLM(outputs, n_ctx=2048, tokenizer=llm)
     with tempfile.TemporaryDirectory() as ws:
-        for i in range(50):
-            (Path(ws) / f"file_{i:03}.txt").write_text("x" * i)
+        for i in range(steps):
+            (Path(ws) / f"d{i:03}").mkdir()
+            (Path(ws) / f"d{i:03}" / f"file_{i:03}.txt").write_text("x" * (i % 50))
         settings = load_settings({"max_steps": steps, "n_ctx": 2048, "max_tokens": 128})
         agent = build_agent(scripted, settings, workspace=Path(ws), registry=task_registry())
         rss: list[float] = []
