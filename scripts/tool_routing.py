@@ -2,14 +2,14 @@
 
 Starts real MCP servers: `mcp-server-git` on a temporary repository and `mcp-server-time` over stdio,
 and the test server `tests/mcp_test_server.py` over streamable HTTP on 127.0.0.1 (19 tools). With
-the 9 built-ins that is 42 tools. Prints:
+the 10 built-ins that is 43 tools. Prints:
 
-1. system-prompt tokens (embedded model's tokenizer) for 9 and 42 tools, flat and routed;
+1. system-prompt tokens (embedded model's tokenizer) for 10 and 43 tools, flat and routed;
 2. a scripted routed run (open_toolset, then a git call, then an answer) vs the same task flat:
    prompt tokens, tokens evaluated (a simulated KV cache over the real tokenizer: the prompt minus its
    common prefix with the previous prompt + reply) and new tokens per model call;
 3. the embedded model's tool-choice accuracy on 20 single-tool tasks (`tool_choice=required`, grammar
-   on) for 9 and 42 tools, flat and routed. Routed, a first call to open_toolset is followed by a second
+   on) for 10 and 43 tools, flat and routed. Routed, a first call to open_toolset is followed by a second
    step and the first other call is scored; llama.cpp's own evaluated/new counts for those second
    steps are printed too.
 
@@ -191,7 +191,7 @@ def main() -> None:
                 print(f"  {layout:7} {shown}   evaluated in total: {total}")
             if not args.no_accuracy:
                 figures["accuracy"] = {}
-                for label, reg in (("9 tools", few), (f"{len(many)} tools", many)):
+                for label, reg in ((f"{len(few)} tools", few), (f"{len(many)} tools", many)):
                     for layout, cap in (("flat", FLAT), ("routed", ROUTED)):
                         acc = accuracy(llm, reg, workspace, cap)
                         figures["accuracy"][f"{label} {layout}"] = acc
