@@ -80,7 +80,7 @@ class Agent:
         self.on_event: EventSink = on_event or (lambda event: None)
         self.recall = recall
         self._previous_tokens: list[int] = []
-        self._grammar_text: str | None = None
+        self._grammar_texts: dict[bool, str | None] = {}  # keyed by "without final_answer"
         self._last_truncated: str | None = None  # the last completion's closing reason, if any
         self.closers: list[Callable[[], None]] = []
         self._failures_logged = False  # MCP start failures are logged once per agent (a chat logs them once)
@@ -133,12 +133,14 @@ class Agent:
         memory.on_turn = self._on_turn
         return memory
 
-    def _grammar(self) -> str | None:
+    def _grammar(self, *, without_final_answer: bool = False) -> str | None:
+        """The call grammar over the registry; after a bounce, without final_answer (a real tool must come)."""
         if not self.config.grammar or self.config.tool_choice == "none" or not len(self.executor.registry):
             return None
-        if self._grammar_text is None:
-            self._grammar_text = self.dialect.grammar(list(self.executor.registry))
-        return self._grammar_text
+        tools = [t for t in self.executor.registry if not (without_final_answer and t.name == FINAL_ANSWER)]
+        if without_final_answer not in self._grammar_texts:
+            self._grammar_texts[without_final_answer] = self.dialect.grammar(tools) if tools else None
+        return self._grammar_texts[without_final_answer]
 
     def _prompt_tokens(self, memory: Memory, prefill: str) -> list[int]:
         return self.dialect.tokens(memory.messages(), self.tool_schemas(), self.llm, prefill=prefill)
@@ -168,12 +170,14 @@ class Agent:
             )
         return tokens, min(max_new, room)
 
-    def _complete(self, memory: Memory, step: int, tool_choice: str, result: RunResult) -> str:
+    def _complete(self, memory: Memory, step: int, tool_choice: str, result: RunResult, *, forced: bool = False) -> str:
+        """One model call; `forced` (the step after a bounce) leaves final_answer out of the grammar."""
         required = tool_choice == "required"
         prefill = self.dialect.required_prefill if required else ""
         tokens, max_new = self._fitted_prompt(memory, prefill, result)
         trigger = None if required else self.dialect.call_open
-        grammar = self._grammar() if required or (tool_choice == "auto" and trigger) else None
+        wanted = required or (tool_choice == "auto" and trigger)
+        grammar = self._grammar(without_final_answer=forced) if wanted else None
         completion = self.llm.complete(
             tokens,
             max_tokens=max_new,
@@ -260,7 +264,7 @@ class Agent:
                     note = render("goal_reminder.jinja", goal=memory.goal, progress=memory.progress_line())
                     memory.add_user_note(step, note)
                 choice = "required" if force_tool and self._grammar() else self.config.tool_choice
-                text = self._complete(memory, step, choice, result)
+                text = self._complete(memory, step, choice, result, forced=force_tool)
                 force_tool = False
                 current, todo, text = extract_plan(text)
                 memory.note_plan(current, todo, step)
@@ -278,6 +282,7 @@ class Agent:
                     force_tool = True
                     continue
                 if self._bounce_final_answer(memory, step, parsed.calls, parsed.errors, result):
+                    force_tool = True
                     continue
                 memory.add_assistant(step, parsed.text, parsed.calls)
                 cut = parsed.calls[-1] if self._last_truncated and parsed.calls else None

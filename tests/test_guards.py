@@ -180,6 +180,9 @@ def test_required_mode_bounces_a_final_answer_given_before_any_tool(workspace: P
     assert "call get_current_time" in (result.tool_calls[0].error or "")
     assert "call get_current_time" in llm.prompt_texts[1]  # the bounce is the call's tool result
     assert [e.tool for e in events if isinstance(e, Guarded)] == ["get_current_time"]
+    grammars = [c["grammar"] or "" for c in llm.calls]
+    assert "final_answer" in grammars[0] and "final_answer" not in grammars[1]  # a real tool must come next
+    assert "get_current_time" in grammars[1] and "final_answer" in grammars[2]
 
 
 def test_required_mode_bounces_once_and_never_for_knowledge(workspace: Path) -> None:
