@@ -105,11 +105,14 @@ def hermes_run(llm: LlamaCppLLM, steps: int, n_ctx: int, *, naive: bool = False)
                 "max_tokens": 96,
                 "reminder_every": 0,
                 "temperature": 0.0,  # same as the chat-handler peer: both deterministic
-                "deny_tools": ["final_answer"],  # required mode never ends early: exactly `steps` steps
             }
         )
         agent = build_agent(
-            llm, settings, workspace=Path(ws), registry=task_registry(), approver=Approver(approve_all=True)
+            llm,
+            settings,
+            workspace=Path(ws),
+            registry=task_registry(),
+            approver=Approver(approve_all=True, deny=["final_answer"]),  # never ends early: exactly `steps` steps
         )
         agent.config.max_consecutive_failures = steps + 1  # always run exactly `steps` steps, like the peers
         if naive:
