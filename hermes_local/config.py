@@ -100,6 +100,9 @@ class Settings(BaseModel):
     n_batch: int = Field(512, ge=1)
     seed: int = 0
     flash_attn: bool = False
+    # flash attention + q8_0 KV cache, so batched verification (fast-forward, drafting, parallel runs) gives
+    # exactly the tokens one-at-a-time decoding gives (llm.py); false: f16 KV, no flash attention unless set
+    batch_invariant: bool = True
     main_gpu: int = 0
     tensor_split: list[float] | None = None
     rpc_servers: str | None = None

@@ -2,7 +2,7 @@
 
 `GrammarTracker` follows the text a constrained completion has produced through the shared
 `GrammarAutomaton` and tells the sampling loop in `llm.py`:
-  - `forced_tokens()`: tokens the grammar forces next (fast-forward appends them without sampling);
+  - `forced_tokens()`: tokens the grammar forces next (fast-forward verifies them in one batch);
   - `closing_reason(remaining)`: "budget" when the token budget left is within a margin of the
     shortest valid completion, "loop" when an open string repeats itself, "max_length" when an open
     string reaches its schema maxLength or the free-text cap; `completion_tokens()` is that completion.
@@ -72,15 +72,11 @@ class GrammarTracker:
 
     # -- fast-forward ------------------------------------------------------------------------
     def forced_tokens(self) -> list[int]:
-        """Tokens for the text the grammar forces now. The last token of a forced run that does not
-        end the call is left to the sampler, so the model chooses how the run joins what follows."""
-        text, after = self.automaton.forced(self.state)
-        if not text:
-            return []
-        tokens = self._tokens_for(text)
-        if not self.automaton.is_finished(after):
-            tokens = tokens[:-1]
-        return tokens
+        """Tokens for the text the grammar forces now (canonically tokenized). They are a draft: the
+        decode loop verifies each against the model's own choice, so another split of the same text
+        (or the model's way of joining the run to what follows) still wins where the model prefers it."""
+        text, _after = self.automaton.forced(self.state)
+        return self._tokens_for(text) if text else []
 
     # -- closing mode ------------------------------------------------------------------------
     def closing_reason(self, remaining: int) -> str | None:

@@ -109,7 +109,20 @@ class LlamaParams:
     rpc_servers: str | None = None
     vocab_only: bool = False
     prompt_cache: bool = False  # persistent prefix KV cache under $HERMES_LOCAL_HOME/cache/kv (kvcache.py)
+    # Flash attention over a q8_0 KV cache: llama.cpp's CPU kernels then compute every token's logits the
+    # same way whether it is decoded alone or in a batch (see BATCH_INVARIANT below), so drafted and
+    # fast-forwarded tokens verified in one batch give exactly what one-token-at-a-time decoding gives.
+    batch_invariant: bool = True
     extra_buffers: bool | None = None  # llama.cpp weight repacking / AMX buffers; None: see _extra_buffers
+
+
+# Why `batch_invariant`: with an f16 KV cache llama.cpp's CPU backend computes attention with different
+# kernels for one token (vec_dot; a split-KV flash-attention path past 512 cells) and for several
+# (llamafile's tinyBLAS skips batches of one; a tiled flash-attention path from 64 queries). The last-bit
+# differences are amplified by each layer's 8-bit activation quantization into logit differences of
+# 0.3-0.9 on the embedded model, enough to flip greedy choices. With a quantized KV cache and flash
+# attention every query row takes the same reference path, and the weight matmuls are per-row already.
+GGML_TYPE_Q8_0 = 8
 
 
 class LlamaCppLLM:
@@ -140,6 +153,10 @@ class LlamaCppLLM:
         kwargs["n_threads_batch"] = threads
         if self.params.rpc_servers:
             kwargs["rpc_servers"] = self.params.rpc_servers
+        kv_type = "f16"
+        if self.params.batch_invariant:
+            kwargs.update(flash_attn=True, type_k=GGML_TYPE_Q8_0, type_v=GGML_TYPE_Q8_0)
+            kv_type = "q8_0"
         try:
             with quiet_stderr(), extra_buffers(llama_cpp, self.params.extra_buffers):
                 self._llama = llama_cpp.Llama(**kwargs)
@@ -170,9 +187,9 @@ class LlamaCppLLM:
                     llama_cpp=llama_cpp.__version__,
                     n_ctx=self.n_ctx,
                     n_batch=self.params.n_batch,
-                    flash_attn=self.params.flash_attn,
-                    type_k="f16",
-                    type_v="f16",
+                    flash_attn=kwargs["flash_attn"],
+                    type_k=kv_type,
+                    type_v=kv_type,
                 )
             )
 
@@ -247,14 +264,19 @@ class LlamaCppLLM:
             truncated: str | None = None
             search_from = 0  # where to look for the grammar trigger next
             budget = min(max_tokens, self.n_ctx - len(prompt))
-            draft = PromptLookup(prompt) if self.drafting else None
-            ahead: list[int] = []  # drafted tokens already in the KV cache, not yet confirmed
+            lookup = PromptLookup(prompt) if self.drafting else None
+            # Drafted tokens (grammar-forced text, prompt-lookup guesses) are evaluated in one batch with the
+            # last sampled token; the sampler then draws every position from its own logits row as plain
+            # decoding would, and a drafted token is kept only while it equals that draw.
+            ahead: list[int] = []  # drafted tokens in the KV cache, not yet confirmed
+            source, proposed, confirmed = "", 0, 0  # the pending draft: where from, its length, tokens confirmed
             row = -1  # which logits row of the last decode the next token is sampled from
             try:
                 while len(out.tokens) < budget:
                     reason = tracker.closing_reason(budget - len(out.tokens)) if tracker else None
                     if tracker is not None and reason is not None:
                         # closing mode: append the shortest valid completion instead of sampling
+                        ahead = self._drop_ahead(ahead)
                         batch = sampler.force(tracker.completion_tokens()[: budget - len(out.tokens)])
                         truncated = reason
                         if not batch or out.add(batch, tracker):
@@ -265,27 +287,21 @@ class LlamaCppLLM:
                             ahead.pop(0)  # the draft guessed right: already evaluated
                             row += 1
                             batch = []
+                            confirmed += 1
                         else:
                             ahead = self._drop_ahead(ahead)
                             batch = [token]
+                        if lookup is not None and source == "lookup" and not ahead:
+                            lookup.record(proposed, confirmed)
+                            source = ""
                         if self._is_end_of_generation(token):
                             finish = "stop"
                             break
                         if out.add([token], tracker):
                             finish = "stop"
                             break
-                        if draft is not None:
-                            draft.extend([token])
-                    if truncated is None and tracker is not None and self.fast_forward and out.whole_chars():
-                        forced = sampler.force(tracker.forced_tokens()[: budget - len(out.tokens)])
-                        if forced:
-                            ahead = self._drop_ahead(ahead)
-                            if out.add(forced, tracker):
-                                finish = "stop"
-                                break
-                            if draft is not None:
-                                draft.extend(forced)
-                            batch += forced
+                        if lookup is not None:
+                            lookup.extend([token])
                     if tracker is not None and grammar_trigger is None and tracker.finished:
                         finish = "stop"  # the grammar allows only end of generation now
                         break
@@ -313,9 +329,10 @@ class LlamaCppLLM:
                         elif not constrained:
                             search_from = max(search_from, len(text) - len(grammar_trigger) + 1)
                     if batch:
-                        guess = draft.propose()[: max(0, budget - len(out.tokens) - 1)] if draft else []
+                        room = budget - len(out.tokens) - 1
+                        source, guess = self._guess(tracker, out, lookup, room) if room > 0 else ("", [])
                         row = self._decode(batch, guess)
-                        ahead = guess
+                        ahead, proposed, confirmed = guess, len(guess), 0
             finally:
                 sampler.close()
             text = out.finish()
@@ -327,6 +344,19 @@ class LlamaCppLLM:
                 prompt_seconds=prompt_seconds,
             )
             return Completion(text=text, tokens=out.tokens, usage=usage, finish_reason=finish, truncated=truncated)
+
+    def _guess(
+        self, tracker: GrammarTracker | None, out: Output, lookup: PromptLookup | None, room: int
+    ) -> tuple[str, list[int]]:
+        """Tokens to verify with the next decode: the text the grammar forces (fast-forward), else a
+        prompt-lookup proposal; at most `room` of them."""
+        if tracker is not None and self.fast_forward and out.whole_chars():
+            forced = tracker.forced_tokens()[:room]
+            if forced:
+                return "forced", forced
+        if lookup is not None:
+            return "lookup", lookup.propose()[:room]
+        return "", []
 
     def _tracker(self, grammar: str) -> GrammarTracker | None:
         """Automaton tracking for closing mode and fast-forward; None when both are off."""

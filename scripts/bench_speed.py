@@ -42,6 +42,30 @@ TOOL_TASKS = [
     "Create a file todo.md with three items: milk, eggs, bread.",
     "Count the lines of data.csv using the shell.",
     "Look up the latest order id in the database.",
+    "What is in config/settings.toml?",
+    "Save the text 'meeting at 3pm' to meeting.txt.",
+    "Show me the first lines of README.md.",
+    "Which tables does the database have?",
+    "Append 'buy stamps' to my memo.",
+    "What is the date today?",
+    "List everything in the docs directory.",
+    "Write a haiku about autumn into poem.txt.",
+    "Sum the totals of all orders in the database.",
+    "Run `df -h` and tell me the free space.",
+    "Remember that my manager is called Ines.",
+    "Read logs/app.log and find errors.",
+    "Download http://127.0.0.1:8000/data.json.",
+    "Create notes/ideas.md with the line 'ship it'.",
+    "How many customers are in the customers table?",
+    "Check the time and note it in my memo.",
+    "Count the words in essay.txt with wc.",
+    "List the files in the src folder.",
+    "Remember that the deadline is Friday.",
+    "Write 'id,name' as the header of people.csv.",
+    "Read the file todo.md.",
+    "Find the most expensive product in the products table.",
+    "Print the current directory with pwd.",
+    "Save 'call mom' to reminders.txt.",
 ]
 COPY_TEXTS = [
     "Quarterly report\n\nRevenue grew 12% to 4.2M EUR, driven by the Nordic region. Costs were flat at "
@@ -63,8 +87,25 @@ def _tool_prompt(llm: LlamaCppLLM, system: str, task: str) -> list[int]:
     return chat_tokens(messages, llm, prefill="<tool_call>\n")
 
 
-def _compare(llm: LlamaCppLLM, prompts: list[list[int]], grammar: str, flag: str, max_tokens: int) -> dict[str, Any]:
-    """Decode every prompt with `flag` off, then on (temperature 0); tokens/s over decode time and identity."""
+def _gap(llm: LlamaCppLLM, prompt: list[int], plain: list[int], other: list[int]) -> dict[str, Any]:
+    """Where two outputs first differ and the raw logit gap there between the two chosen tokens."""
+    import numpy as np
+
+    k = next(i for i, (a, b) in enumerate(zip([*plain, -1], [*other, -2], strict=False)) if a != b)
+    if k >= min(len(plain), len(other)):
+        return {"at": k, "gap": None}  # one output is a prefix of the other
+    llm._llama.n_tokens = min(llm._llama.n_tokens, fixed_prefix(llm, prompt))
+    llm._prefill(prompt + plain[:k])
+    n_vocab = llm._llama.n_vocab()
+    logits = np.ctypeslib.as_array(llm._llama_cpp.llama_get_logits_ith(llm._llama.ctx, -1), shape=(n_vocab,))
+    return {"at": k, "gap": float(logits[plain[k]] - logits[other[k]])}
+
+
+def _compare(
+    llm: LlamaCppLLM, prompts: list[list[int]], grammar: str | None, flag: str, max_tokens: int
+) -> dict[str, Any]:
+    """Decode every prompt with `flag` off, then on (temperature 0); tokens/s over decode time and identity.
+    Each difference is reported with the logit gap at its first divergence (a near-tie, or a bug)."""
     runs: dict[bool, list[Any]] = {False: [], True: []}
     for tokens in prompts:
         for on in (False, True):
@@ -84,7 +125,11 @@ def _compare(llm: LlamaCppLLM, prompts: list[list[int]], grammar: str, flag: str
         return n / s if s else 0.0
 
     pairs = list(zip(runs[False], runs[True], strict=True))
-    diffs = [{"off": a.text, "on": b.text} for a, b in pairs if a.text != b.text]
+    diffs = [
+        {"off": a.text, "on": b.text, **_gap(llm, p, a.tokens, b.tokens)}
+        for p, (a, b) in zip(prompts, pairs, strict=True)
+        if a.tokens != b.tokens
+    ]
     on_tps, off_tps = tps(runs[True]), tps(runs[False])
     return {
         "tps": on_tps,
@@ -100,19 +145,21 @@ def fast_forward(llm: LlamaCppLLM) -> dict[str, Any]:
     registry = build_registry()
     grammar = tool_call_grammar(list(registry))
     system = _system(registry)
-    prompts = [_tool_prompt(llm, system, t) for t in TOOL_TASKS[: int(os.environ.get("BENCH_FF_TASKS", "12"))]]
+    tasks = TOOL_TASKS[: int(os.environ.get("BENCH_FF_TASKS", str(len(TOOL_TASKS))))]
+    prompts = [_tool_prompt(llm, system, t) for t in tasks]
     r = _compare(llm, prompts, grammar, "fast_forward", 96)
     r["tool_step_tps"] = r.pop("tps")
     return r
 
 
 def prompt_lookup(llm: LlamaCppLLM) -> dict[str, Any]:
-    """Copy-heavy: the model just read a file and must write its content to another file."""
+    """Copy-heavy: the model read a file and writes its content to another file. The write_file call is
+    begun in the prompt up to its `content` value (the embedded 135M model would otherwise re-read the
+    file), and the model writes the content unconstrained: the copy phase of a real write step."""
     registry = build_registry()
-    grammar = tool_call_grammar(list(registry))
     system = _system(registry)
     prompts = []
-    for i, text in enumerate(COPY_TEXTS[: int(os.environ.get("BENCH_COPY_TEXTS", "3"))]):
+    for i, text in enumerate(COPY_TEXTS[: int(os.environ.get("BENCH_COPY_TEXTS", str(len(COPY_TEXTS))))]):
         read = json.dumps({"name": "read_file", "arguments": {"path": f"doc{i}.txt"}})
         result = json.dumps({"ok": True, "data": text, "summary": f"read doc{i}.txt"})
         messages = [
@@ -121,8 +168,9 @@ def prompt_lookup(llm: LlamaCppLLM) -> dict[str, Any]:
             {"role": "assistant", "content": f"<tool_call>\n{read}\n</tool_call>"},
             {"role": "tool", "content": f"<tool_response>\n{result}\n</tool_response>"},
         ]
-        prompts.append(chat_tokens(messages, llm, prefill="<tool_call>\n"))
-    return _compare(llm, prompts, grammar, "drafting", 200)
+        start = '<tool_call>\n{"name": "write_file", "arguments": {"path": "copy' + f'{i}.txt", "content": "'
+        prompts.append(chat_tokens(messages, llm, prefill=start))
+    return _compare(llm, prompts, None, "drafting", 200)
 
 
 def prompt_cache(model: Path, n_ctx: int, threads: int) -> dict[str, Any]:

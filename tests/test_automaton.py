@@ -181,10 +181,11 @@ def test_runaway_guard_detects_loops_and_lengths_but_not_ordinary_text() -> None
     assert short.closing_reason(remaining=500) == "max_length"
 
 
-def test_fast_forward_leaves_the_last_token_of_an_open_run_to_the_model() -> None:
+def test_fast_forward_drafts_the_whole_forced_run() -> None:
+    # the decode loop verifies every drafted token against the model's own choice, so the whole run is offered
     t = tracker()
     feed(t, '{"name": "read_f')
-    assert "".join(map(chr, t.forced_tokens())) == 'ile", "arguments": {"path": '
+    assert "".join(map(chr, t.forced_tokens())) == 'ile", "arguments": {"path": "'
     t = tracker()
     feed(t, '{"name": "read_file", "arguments": {"path": "a"}}\n')
     assert "".join(map(chr, t.forced_tokens())) == "</tool_call>"  # ends the call: all of it

@@ -22,33 +22,38 @@ def test_no_proposal_without_history_and_never_past_the_end() -> None:
     assert lookup.propose() == [1, 2]
 
 
+COPY_GOALS = [
+    "Write this text into todo.txt exactly:\nMilk, eggs, bread and butter.\nCall Ann at 5pm about invoice 1182.",
+    "Save 'SELECT id, total FROM orders WHERE total > 100 ORDER BY id' into query.sql.",
+    "Copy config/app.toml to config/app.toml.bak (the file says: port = 8080, host = localhost, debug = false).",
+]
+
+
 @pytest.mark.real_model
-@pytest.mark.xfail(
-    reason="open: with drafting on, this output diverges from plain greedy decoding (verification bug or "
-    "batch-shape numerics, not yet diagnosed); drafting stays off by default",
-    strict=False,
-)
-def test_drafting_is_greedy_exact_on_a_copy_task(real_llm) -> None:
+def test_drafting_is_greedy_exact_on_copy_tasks(real_llm) -> None:
+    """Identical tokens with and without drafting at temperature 0, and the drafts are really used."""
     from hermes_local.grammar import tool_call_grammar
+    from hermes_local.kvcache import fixed_prefix
     from hermes_local.prompts import chat_tokens, render
     from hermes_local.runtime import build_registry
 
     registry = build_registry()
     system = render("system.jinja", tools=registry.schemas(), instructions="")
-    text = "Milk, eggs, bread and butter.\nCall Ann at 5pm about the invoice for order 1182."
-    goal = f"Write this text into todo.txt exactly:\n{text}"
-    tokens = chat_tokens(
-        [{"role": "system", "content": system}, {"role": "user", "content": goal}], real_llm, prefill="<tool_call>\n"
-    )
     grammar = tool_call_grammar(list(registry))
-    outs = []
-    from hermes_local.kvcache import fixed_prefix
-
-    for drafting in (False, True):
-        real_llm._llama.n_tokens = min(real_llm._llama.n_tokens, fixed_prefix(real_llm, tokens))  # same prefill
-        real_llm.drafting = drafting
-        try:
-            outs.append(real_llm.complete(tokens, max_tokens=120, temperature=0.0, grammar=grammar).text)
-        finally:
-            real_llm.drafting = False
-    assert outs[0] == outs[1]
+    decodes = {}
+    for goal in COPY_GOALS:
+        messages = [{"role": "system", "content": system}, {"role": "user", "content": goal}]
+        tokens = chat_tokens(messages, real_llm, prefill="<tool_call>\n")
+        outs = []
+        for drafting in (False, True):
+            real_llm._llama.n_tokens = min(real_llm._llama.n_tokens, fixed_prefix(real_llm, tokens))
+            real_llm.drafting = drafting
+            before = real_llm.tokens_evaluated_total
+            try:
+                outs.append(real_llm.complete(tokens, max_tokens=120, temperature=0.0, grammar=grammar))
+            finally:
+                real_llm.drafting = False
+            evaluated = real_llm.tokens_evaluated_total - before - outs[-1].usage.prompt_tokens_evaluated
+            decodes[drafting] = decodes.get(drafting, 0) + evaluated
+        assert outs[0].tokens == outs[1].tokens, goal
+    assert decodes[True] > decodes[False]  # drafted tokens were evaluated (and some rejected)
