@@ -103,6 +103,9 @@ class Settings(BaseModel):
     # flash attention + q8_0 KV cache, so batched verification (fast-forward, drafting, parallel runs) gives
     # exactly the tokens one-at-a-time decoding gives (llm.py); false: f16 KV, no flash attention unless set
     batch_invariant: bool = True
+    # prompt-lookup drafting: guess copied text from the prompt, verified in one batch (exact at temperature 0);
+    # off by default: on the embedded model it only pays where the model copies long runs verbatim
+    prompt_lookup: bool = False
     main_gpu: int = 0
     tensor_split: list[float] | None = None
     rpc_servers: str | None = None

@@ -17,9 +17,9 @@ from collections.abc import Sequence
 import numpy as np
 
 MAX_NGRAM = 4
-MIN_NGRAM = 2
-MAX_DRAFT = 32
-START_DRAFT = 8
+MIN_NGRAM = 3
+MAX_DRAFT = 16
+START_DRAFT = 4
 
 
 class PromptLookup:

@@ -113,6 +113,7 @@ class LlamaParams:
     # same way whether it is decoded alone or in a batch (see BATCH_INVARIANT below), so drafted and
     # fast-forwarded tokens verified in one batch give exactly what one-token-at-a-time decoding gives.
     batch_invariant: bool = True
+    prompt_lookup: bool = False  # prompt-lookup drafting (drafting.py); wins only where the model copies
     extra_buffers: bool | None = None  # llama.cpp weight repacking / AMX buffers; None: see _extra_buffers
 
 
@@ -178,7 +179,8 @@ class LlamaCppLLM:
         self._token_texts: TokenTexts | None = None
         self.fast_forward = True  # append grammar-forced tokens without sampling (decoding.py)
         self.closing = True  # closing mode and runaway-string guard on constrained calls
-        self.drafting = False  # prompt-lookup drafting (drafting.py), verified in one batch
+        self.drafting = self.params.prompt_lookup  # prompt-lookup drafting (drafting.py), verified in one batch
+        self.draft_counts = {"proposed": 0, "accepted": 0}  # drafted tokens evaluated / kept (benchmarks)
         self.prompt_cache: PromptCache | None = None
         if self.params.prompt_cache and not self.params.vocab_only:
             self.prompt_cache = PromptCache(
@@ -288,6 +290,7 @@ class LlamaCppLLM:
                             row += 1
                             batch = []
                             confirmed += 1
+                            self.draft_counts["accepted"] += 1
                         else:
                             ahead = self._drop_ahead(ahead)
                             batch = [token]
@@ -332,6 +335,7 @@ class LlamaCppLLM:
                         room = budget - len(out.tokens) - 1
                         source, guess = self._guess(tracker, out, lookup, room) if room > 0 else ("", [])
                         row = self._decode(batch, guess)
+                        self.draft_counts["proposed"] += len(guess)
                         ahead, proposed, confirmed = guess, len(guess), 0
             finally:
                 sampler.close()

@@ -75,6 +75,10 @@ COPY_TEXTS = [
     "def load(path):\n    with open(path) as fh:\n        return dict(parse(l) for l in fh if '=' in l)\n",
     "Shopping list for Saturday: 2 kg potatoes, 1 l milk, 6 eggs, butter, rye bread, apples, coffee beans, "
     "dish soap, batteries (AA), birthday card for Ann, candles, and a bottle of red wine.",
+    "Meeting notes, 4 June: attendees Ann, Bo, Chen. Decisions: move the release to 20 June; Bo owns the "
+    "migration script; Chen reviews the API docs. Action items: Ann books the demo room, Bo sends the plan.",
+    "SELECT customer_id, SUM(total) AS revenue FROM orders WHERE created_at >= '2024-01-01' "
+    "GROUP BY customer_id ORDER BY revenue DESC LIMIT 10;",
 ]
 
 
@@ -107,6 +111,7 @@ def _compare(
     """Decode every prompt with `flag` off, then on (temperature 0); tokens/s over decode time and identity.
     Each difference is reported with the logit gap at its first divergence (a near-tie, or a bug)."""
     runs: dict[bool, list[Any]] = {False: [], True: []}
+    drafts = {on: {"proposed": 0, "accepted": 0} for on in (False, True)}
     for tokens in prompts:
         for on in (False, True):
             setattr(llm, flag, on)
@@ -114,8 +119,11 @@ def _compare(
             # in one batch of the same shape (llama.cpp logits differ in the last bits between batch shapes,
             # which flips near-ties and would be counted against the feature).
             llm._llama.n_tokens = min(llm._llama.n_tokens, fixed_prefix(llm, tokens))
+            before = dict(llm.draft_counts)
             try:
                 runs[on].append(llm.complete(tokens, max_tokens=max_tokens, temperature=0.0, grammar=grammar))
+                for k in drafts[on]:
+                    drafts[on][k] += llm.draft_counts[k] - before[k]
             finally:
                 setattr(llm, flag, flag != "drafting")  # restore the defaults: fast_forward on, drafting off
 
@@ -137,6 +145,9 @@ def _compare(
         "ratio": on_tps / off_tps if off_tps else 0.0,
         "identical_share": 1 - len(diffs) / len(pairs),
         "compared": len(pairs),
+        "output_tokens": sum(o.usage.completion_tokens for o in runs[True]),
+        "drafted_tokens": drafts[True]["proposed"] - drafts[False]["proposed"],
+        "accepted_draft_tokens": drafts[True]["accepted"] - drafts[False]["accepted"],
         "differences": diffs,
     }
 
@@ -154,8 +165,10 @@ def fast_forward(llm: LlamaCppLLM) -> dict[str, Any]:
 
 def prompt_lookup(llm: LlamaCppLLM) -> dict[str, Any]:
     """Copy-heavy: the model read a file and writes its content to another file. The write_file call is
-    begun in the prompt up to its `content` value (the embedded 135M model would otherwise re-read the
-    file), and the model writes the content unconstrained: the copy phase of a real write step."""
+    begun in the prompt up to the first words of its `content` value (the embedded 135M model would
+    otherwise re-read the file or write something else), and the model writes the rest unconstrained:
+    the copy phase of a real write step. How much it copies verbatim is the model's doing; the
+    accepted_draft_tokens / output_tokens share shows it."""
     registry = build_registry()
     system = _system(registry)
     prompts = []
@@ -168,7 +181,8 @@ def prompt_lookup(llm: LlamaCppLLM) -> dict[str, Any]:
             {"role": "assistant", "content": f"<tool_call>\n{read}\n</tool_call>"},
             {"role": "tool", "content": f"<tool_response>\n{result}\n</tool_response>"},
         ]
-        start = '<tool_call>\n{"name": "write_file", "arguments": {"path": "copy' + f'{i}.txt", "content": "'
+        begun = json.dumps({"name": "write_file", "arguments": {"path": f"copy{i}.txt", "content": text}})
+        start = "<tool_call>\n" + begun[: begun.index('"content": "') + len('"content": "') + 39]
         prompts.append(chat_tokens(messages, llm, prefill=start))
     return _compare(llm, prompts, None, "drafting", 200)
 
