@@ -8,7 +8,7 @@ from hermes_local.drafting import PromptLookup
 
 
 def test_proposes_what_followed_the_latest_earlier_occurrence() -> None:
-    lookup = PromptLookup([5, 1, 2, 3, 4, 9, 1, 2, 7, 8, 0], max_draft=3)
+    lookup = PromptLookup([5, 1, 2, 3, 4, 9, 1, 2, 7, 8, 0], min_ngram=2, max_draft=3)
     assert lookup.propose() == []  # suffix (8, 0) / (7, 8, 0) never seen before
     lookup.extend([1, 2])
     assert lookup.propose() == [7, 8, 0]  # latest earlier (1, 2) was followed by 7 8 0
@@ -18,7 +18,7 @@ def test_proposes_what_followed_the_latest_earlier_occurrence() -> None:
 
 def test_no_proposal_without_history_and_never_past_the_end() -> None:
     assert PromptLookup().propose() == []
-    lookup = PromptLookup([1, 2, 1, 2], max_draft=10)
+    lookup = PromptLookup([1, 2, 1, 2], min_ngram=2, max_draft=10)
     assert lookup.propose() == [1, 2]
 
 
@@ -57,3 +57,14 @@ def test_drafting_is_greedy_exact_on_copy_tasks(real_llm) -> None:
             decodes[drafting] = decodes.get(drafting, 0) + evaluated
         assert outs[0].tokens == outs[1].tokens, goal
     assert decodes[True] > decodes[False]  # drafted tokens were evaluated (and some rejected)
+
+
+def test_draft_length_adapts_to_acceptance() -> None:
+    lookup = PromptLookup(list(range(40)) + list(range(10)), start_draft=4, max_draft=16)
+    assert lookup.propose() == [10, 11, 12, 13]
+    lookup.record(4, 4)
+    assert lookup.draft_len == 8  # all accepted: twice as long
+    lookup.record(8, 2)
+    assert lookup.draft_len == 3  # what was kept, plus one
+    lookup.record(3, 0)
+    assert lookup.draft_len == 1
