@@ -35,6 +35,12 @@ def eval_command(
         str | None, typer.Option(help="Registry name, .gguf path, or replay:DIR holding <case_id>.jsonl files.")
     ] = None,
     repeat: Annotated[int, typer.Option(min=1, help="Runs per case; a case passes only if all pass (pass^k).")] = 1,
+    jobs: Annotated[
+        int,
+        typer.Option(
+            min=1, max=64, help="Runs at once on one loaded model (decoded together as sequences of one batch)."
+        ),
+    ] = 1,
     report: Annotated[Path, typer.Option(help="Where to write the JSON report.")] = Path("eval-report.json"),
     case: Annotated[list[str] | None, typer.Option(help="Run only this case ID (repeatable).")] = None,
     max_steps: Annotated[int | None, typer.Option(help="Default step limit for cases without max_steps.")] = None,
@@ -70,7 +76,7 @@ def eval_command(
     def progress(line: str) -> None:
         typer.echo(line, err=True)
 
-    reports = run_suite(suite, settings, repeat=repeat, on_progress=progress)
+    reports = run_suite(suite, settings, repeat=repeat, on_progress=progress, jobs=jobs)
     data = suite_report(reports, cases_file=cases, model=settings.model, repeat=repeat)
     report.parent.mkdir(parents=True, exist_ok=True)
     report.write_text(json.dumps(data, ensure_ascii=False, indent=2, default=str) + "\n", encoding="utf-8")
