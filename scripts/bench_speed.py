@@ -244,10 +244,20 @@ def batched(llm: LlamaCppLLM) -> dict[str, Any]:
     try:
         batched.complete_many(prompts, max_tokens=1, temperature=0.0, grammar=grammar)  # prefill every sequence
         for n in (1, 2, 4):
+            steps, decode_s = batched.steps, batched.decode_seconds
             t0 = time.perf_counter()
             results = batched.complete_many(prompts[:n], max_tokens=64, temperature=0.0, grammar=grammar)
             wall = time.perf_counter() - t0
-            out[f"n{n}_tps"] = sum(r.usage.completion_tokens for r in results) / wall
+            tokens = sum(r.usage.completion_tokens for r in results)
+            out[f"n{n}_tps"] = tokens / wall
+            # per phase: where a step's time goes (llama_decode vs sampling and bookkeeping in Python)
+            out[f"n{n}_phases"] = {
+                "tokens": tokens,
+                "steps": batched.steps - steps,
+                "decode_s": round(batched.decode_seconds - decode_s, 3),
+                "other_s": round(wall - (batched.decode_seconds - decode_s), 3),
+                "decode_ms_per_token": round(1000 * (batched.decode_seconds - decode_s) / max(1, tokens), 1),
+            }
     finally:
         batched.close()
     out["speedup_n4"] = out["n4_tps"] / out["n1_tps"] if out["n1_tps"] else 0.0
