@@ -22,6 +22,7 @@ FREE_TEXT_MAX_CHARS = 4000  # an open string without maxLength is closed past th
 LOOP_MIN_TOKENS = 64  # a periodic tail at least this long (and >= 4 periods) is a runaway loop
 LOOP_MAX_PERIOD = 48
 SPECIAL_LITERALS = ("</tool_call>", "<tool_call>")
+CANONICAL_DRAFT = 2  # tokens of a forced run drafted in the canonical split (the model's own split: all)
 
 Tokenizer = Callable[[str], list[int]]
 
@@ -71,12 +72,21 @@ class GrammarTracker:
             self._string_chars = 0
 
     # -- fast-forward ------------------------------------------------------------------------
-    def forced_tokens(self) -> list[int]:
-        """Tokens for the text the grammar forces now (canonically tokenized). They are a draft: the
-        decode loop verifies each against the model's own choice, so another split of the same text
-        (or the model's way of joining the run to what follows) still wins where the model prefers it."""
-        text, _after = self.automaton.forced(self.state)
-        return self._tokens_for(text) if text else []
+    def forced_text(self) -> str:
+        """The text the grammar forces now ("" when the model has a choice)."""
+        return self.automaton.forced(self.state)[0]
+
+    def forced_tokens(self, memo: ForcedMemo | None = None) -> list[int]:
+        """Tokens for the text the grammar forces now: the model's own split of it when `memo` saw the
+        model write it before, else the canonical tokenization. They are a draft: the decode loop
+        verifies each against the model's own choice, so a split the model does not prefer costs a
+        wasted batch slot, never a different output."""
+        text = self.forced_text()
+        if not text:
+            return []
+        learned = memo.get(text) if memo is not None else None
+        # the canonical split is often not the model's: offer only its first tokens until the memo knows
+        return list(learned) if learned else self._tokens_for(text)[:CANONICAL_DRAFT]
 
     # -- closing mode ------------------------------------------------------------------------
     def closing_reason(self, remaining: int) -> str | None:
@@ -124,6 +134,41 @@ class GrammarTracker:
             kept.append(t)
             state = nxt
         return kept
+
+
+class ForcedMemo:
+    """How the model itself tokenized forced grammar text it wrote (e.g. `get_current_time` as `et`, `_`,
+    `c`, `ur`, ... after `{"name": "g`), learned from finished completions. The embedded model rarely
+    picks the canonical split, so drafting its own split is what gets accepted."""
+
+    def __init__(self, limit: int = 4096) -> None:
+        self._tokens: dict[str, tuple[int, ...]] = {}
+        self._limit = limit
+
+    def get(self, text: str) -> tuple[int, ...] | None:
+        return self._tokens.get(text)
+
+    def learn(self, tokens: list[int], texts: TokenTexts, spans: list[tuple[int, str]]) -> None:
+        """`spans`: (index of the first output token after which `text` was forced, text). Where the
+        model's tokens from there spell exactly `text`, remember them, and each tail for the text's
+        suffixes at the model's token boundaries."""
+        for start, text in spans:
+            pieces, acc, end = [], "", start
+            while end < len(tokens) and len(acc) < len(text):
+                piece = texts[tokens[end]]
+                if not piece:
+                    break
+                pieces.append(piece)
+                acc += piece
+                end += 1
+            if acc != text:
+                continue
+            if len(self._tokens) > self._limit:
+                self._tokens.clear()
+            offset = 0
+            for i in range(start, end):
+                self._tokens[text[offset:]] = tuple(tokens[i:end])  # the latest split wins
+                offset += len(pieces[i - start])
 
 
 def _periodic_tail(tokens: list[int]) -> bool:

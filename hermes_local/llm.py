@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from hermes_local.automaton import TokenTexts, automaton_for
-from hermes_local.decoding import SPECIAL_LITERALS, GrammarTracker
+from hermes_local.decoding import SPECIAL_LITERALS, ForcedMemo, GrammarTracker
 from hermes_local.drafting import PromptLookup
 from hermes_local.errors import ModelLoadError
 from hermes_local.kvcache import PromptCache, model_identity, restore_or_save_prefix
@@ -177,7 +177,8 @@ class LlamaCppLLM:
         self._llama.eval = counting_eval  # type: ignore[method-assign]
         self._special_ids: dict[str, int | None] = {}
         self._token_texts: TokenTexts | None = None
-        self.fast_forward = True  # append grammar-forced tokens without sampling (decoding.py)
+        self.fast_forward = True  # draft grammar-forced text, verified in one batch (decoding.py)
+        self._forced_memo = ForcedMemo()  # the model's own split of forced text, learned as it writes it
         self.closing = True  # closing mode and runaway-string guard on constrained calls
         self.drafting = self.params.prompt_lookup  # prompt-lookup drafting (drafting.py), verified in one batch
         self.draft_counts = {"proposed": 0, "accepted": 0}  # drafted tokens evaluated / kept (benchmarks)
@@ -272,6 +273,7 @@ class LlamaCppLLM:
             # decoding would, and a drafted token is kept only while it equals that draw.
             ahead: list[int] = []  # drafted tokens in the KV cache, not yet confirmed
             source, proposed, confirmed = "", 0, 0  # the pending draft: where from, its length, tokens confirmed
+            spans: list[tuple[int, str]] = []  # (output index, forced text) for the forced-text memo
             row = -1  # which logits row of the last decode the next token is sampled from
             try:
                 while len(out.tokens) < budget:
@@ -334,11 +336,15 @@ class LlamaCppLLM:
                     if batch:
                         room = budget - len(out.tokens) - 1
                         source, guess = self._guess(tracker, out, lookup, room) if room > 0 else ("", [])
+                        if source == "forced" and tracker is not None:
+                            spans.append((len(out.tokens), tracker.forced_text()))
                         row = self._decode(batch, guess)
                         self.draft_counts["proposed"] += len(guess)
                         ahead, proposed, confirmed = guess, len(guess), 0
             finally:
                 sampler.close()
+            if spans and self._token_texts is not None:
+                self._forced_memo.learn(out.tokens, self._token_texts, spans)
             text = out.finish()
             usage = Usage(
                 prompt_tokens=len(prompt),
@@ -355,7 +361,7 @@ class LlamaCppLLM:
         """Tokens to verify with the next decode: the text the grammar forces (fast-forward), else a
         prompt-lookup proposal; at most `room` of them."""
         if tracker is not None and self.fast_forward and out.whole_chars():
-            forced = tracker.forced_tokens()[:room]
+            forced = tracker.forced_tokens(self._forced_memo)[:room]
             if forced:
                 return "forced", forced
         if lookup is not None:
