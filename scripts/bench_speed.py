@@ -23,11 +23,15 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from hermes_local.dialects import get_dialect  # noqa: E402
 from hermes_local.grammar import tool_call_grammar  # noqa: E402
 from hermes_local.kvcache import fixed_prefix  # noqa: E402
 from hermes_local.llm import LlamaCppLLM, LlamaParams  # noqa: E402
-from hermes_local.prompts import chat_tokens, render  # noqa: E402
+from hermes_local.parsing import ToolCall  # noqa: E402
+from hermes_local.prompts import Segments, render  # noqa: E402
 from hermes_local.runtime import build_registry  # noqa: E402
+
+DIALECT = get_dialect("hermes")  # the prompts are the agent's own: Hermes tool block with every schema
 
 TOOL_TASKS = [
     "What time is it?",
@@ -92,13 +96,20 @@ COPY_TEXTS = [
 ]
 
 
-def _system(registry: Any) -> str:
+def _system(registry: Any) -> Any:
     return render("system.jinja", tools=registry.schemas(), instructions="")
 
 
-def _tool_prompt(llm: LlamaCppLLM, system: str, task: str) -> list[int]:
-    messages = [{"role": "system", "content": system}, {"role": "user", "content": task}]
-    return chat_tokens(messages, llm, prefill="<tool_call>\n")
+def _prompt(
+    llm: LlamaCppLLM, system: Any, registry: Any, task: str, *, after: list | None = None, prefill: str
+) -> list[int]:
+    """The agent's prompt for `task` in the Hermes dialect (tool schemas included), optional later turns."""
+    messages = [{"role": "system", "content": system}, {"role": "user", "content": Segments.untrusted(task)}]
+    return DIALECT.tokens(messages + (after or []), registry.schemas(), llm, prefill=prefill)
+
+
+def _tool_prompt(llm: LlamaCppLLM, system: Any, task: str, registry: Any = None) -> list[int]:
+    return _prompt(llm, system, registry or build_registry(), task, prefill=DIALECT.required_prefill)
 
 
 def _gap(llm: LlamaCppLLM, prompt: list[int], plain: list[int], other: list[int]) -> dict[str, Any]:
@@ -169,9 +180,9 @@ def fast_forward(llm: LlamaCppLLM) -> dict[str, Any]:
     # Warm-up on other tasks first: fast-forward drafts the model's own split of forced text once it has
     # seen the model write it (decoding.ForcedMemo), as in any process that has made a few calls.
     for task in WARMUP_TASKS:
-        llm.complete(_tool_prompt(llm, system, task), max_tokens=96, temperature=0.0, grammar=grammar)
+        llm.complete(_tool_prompt(llm, system, task, registry), max_tokens=96, temperature=0.0, grammar=grammar)
     tasks = TOOL_TASKS[: int(os.environ.get("BENCH_FF_TASKS", str(len(TOOL_TASKS))))]
-    prompts = [_tool_prompt(llm, system, t) for t in tasks]
+    prompts = [_tool_prompt(llm, system, t, registry) for t in tasks]
     r = _compare(llm, prompts, grammar, "fast_forward", 96)
     r["tool_step_tps"] = r.pop("tps")
     return r
@@ -187,17 +198,16 @@ def prompt_lookup(llm: LlamaCppLLM) -> dict[str, Any]:
     system = _system(registry)
     prompts = []
     for i, text in enumerate(COPY_TEXTS[: int(os.environ.get("BENCH_COPY_TEXTS", str(len(COPY_TEXTS))))]):
-        read = json.dumps({"name": "read_file", "arguments": {"path": f"doc{i}.txt"}})
+        read = ToolCall("read_file", {"path": f"doc{i}.txt"})
         result = json.dumps({"ok": True, "data": text, "summary": f"read doc{i}.txt"})
-        messages = [
-            {"role": "system", "content": system},
-            {"role": "user", "content": f"Copy doc{i}.txt to copy{i}.txt (read it, then write the same content)."},
-            {"role": "assistant", "content": f"<tool_call>\n{read}\n</tool_call>"},
-            {"role": "tool", "content": f"<tool_response>\n{result}\n</tool_response>"},
+        after = [
+            {"role": "assistant", "content": DIALECT.assistant_content(1, "", [read])},
+            {"role": "tool", "content": DIALECT.tool_results(1, [{"name": "read_file", "content": result}])},
         ]
         begun = json.dumps({"name": "write_file", "arguments": {"path": f"copy{i}.txt", "content": text}})
-        start = "<tool_call>\n" + begun[: begun.index('"content": "') + len('"content": "') + 39]
-        prompts.append(chat_tokens(messages, llm, prefill=start))
+        start = DIALECT.required_prefill + begun[: begun.index('"content": "') + len('"content": "') + 39]
+        task = f"Copy doc{i}.txt to copy{i}.txt (read it, then write the same content)."
+        prompts.append(_prompt(llm, system, registry, task, after=after, prefill=start))
     return _compare(llm, prompts, None, "drafting", 200)
 
 
@@ -223,8 +233,7 @@ def prompt_cache(model: Path, n_ctx: int, threads: int) -> dict[str, Any]:
 def _ttft_child(model: str, n_ctx: int, threads: int) -> None:
     llm = LlamaCppLLM(model, LlamaParams(n_ctx=n_ctx, n_threads=threads, seed=1, prompt_cache=True))
     registry = build_registry()
-    messages = [{"role": "system", "content": _system(registry)}, {"role": "user", "content": TOOL_TASKS[0]}]
-    tokens = chat_tokens(messages, llm, prefill="<tool_call>\n")
+    tokens = _tool_prompt(llm, _system(registry), TOOL_TASKS[0], registry)
     first: list[float] = []
     t0 = time.perf_counter()
     out = llm.complete(
@@ -252,7 +261,7 @@ def batched(llm: LlamaCppLLM) -> dict[str, Any]:
     registry = build_registry()
     grammar = tool_call_grammar(list(registry))
     system = _system(registry)
-    prompts = [_tool_prompt(llm, system, t) for t in TOOL_TASKS[:4]]
+    prompts = [_tool_prompt(llm, system, t, registry) for t in TOOL_TASKS[:4]]
     out: dict[str, Any] = {}
     batched = BatchedLLM(llm, 4)
     try:
