@@ -62,6 +62,8 @@ class _Request:
 class BatchedLLM:
     """Up to `parallel` concurrent completions on one model, decoded together."""
 
+    concurrent = True  # complete() may be called from several threads at once (service/process.py)
+
     def __init__(self, owner: LlamaCppLLM, parallel: int) -> None:
         if parallel < 1:
             raise ValueError("parallel must be >= 1")

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from hermes_local.automaton import GrammarAutomaton, State, TokenTexts
+from hermes_local.drafting import PromptLookup
 
 CLOSING_MARGIN = 3  # extra tokens kept in hand when deciding to close (the need can grow by a few)
 FREE_TEXT_MAX_CHARS = 4000  # an open string without maxLength is closed past this many characters
@@ -169,6 +170,21 @@ class ForcedMemo:
             for i in range(start, end):
                 self._tokens[text[offset:]] = tuple(tokens[i:end])  # the latest split wins
                 offset += len(pieces[i - start])
+
+
+def draft_for(
+    tracker: GrammarTracker | None, memo: ForcedMemo, lookup: PromptLookup | None, room: int
+) -> tuple[str, list[int]]:
+    """Tokens to verify with the next decode and where they come from: the text the grammar forces
+    ("forced", fast-forward; pass no tracker when it is off or a character is pending), else a
+    prompt-lookup proposal ("lookup"); at most `room` of them."""
+    if tracker is not None:
+        forced = tracker.forced_tokens(memo)[:room]
+        if forced:
+            return "forced", forced
+    if lookup is not None:
+        return "lookup", lookup.propose()[:room]
+    return "", []
 
 
 def _periodic_tail(tokens: list[int]) -> bool:

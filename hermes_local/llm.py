@@ -18,11 +18,11 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from hermes_local.automaton import TokenTexts, automaton_for
-from hermes_local.decoding import SPECIAL_LITERALS, ForcedMemo, GrammarTracker
+from hermes_local.decoding import SPECIAL_LITERALS, ForcedMemo, GrammarTracker, draft_for
 from hermes_local.drafting import PromptLookup
 from hermes_local.errors import ModelLoadError
 from hermes_local.kvcache import PromptCache, model_identity, restore_or_save_prefix
-from hermes_local.llama_load import extra_buffers
+from hermes_local.llama_load import batch_invariant, extra_buffers
 from hermes_local.sampling import Output, TokenSampler, quiet_stderr
 
 log = logging.getLogger("hermes_local.llm")
@@ -109,21 +109,11 @@ class LlamaParams:
     rpc_servers: str | None = None
     vocab_only: bool = False
     prompt_cache: bool = False  # persistent prefix KV cache under $HERMES_LOCAL_HOME/cache/kv (kvcache.py)
-    # Flash attention over a q8_0 KV cache: llama.cpp's CPU kernels then compute every token's logits the
-    # same way whether it is decoded alone or in a batch (see BATCH_INVARIANT below), so drafted and
-    # fast-forwarded tokens verified in one batch give exactly what one-token-at-a-time decoding gives.
+    # Flash attention over a q8_0 KV cache, so a token's logits are the same decoded alone or in a batch and
+    # drafts verified in one batch give exactly what one-token-at-a-time decoding gives (llama_load.py)
     batch_invariant: bool = True
     prompt_lookup: bool = False  # prompt-lookup drafting (drafting.py); wins only where the model copies
     extra_buffers: bool | None = None  # llama.cpp weight repacking / AMX buffers; None: see _extra_buffers
-
-
-# Why `batch_invariant`: with an f16 KV cache llama.cpp's CPU backend computes attention with different
-# kernels for one token (vec_dot; a split-KV flash-attention path past 512 cells) and for several
-# (llamafile's tinyBLAS skips batches of one; a tiled flash-attention path from 64 queries). The last-bit
-# differences are amplified by each layer's 8-bit activation quantization into logit differences of
-# 0.3-0.9 on the embedded model, enough to flip greedy choices. With a quantized KV cache and flash
-# attention every query row takes the same reference path, and the weight matmuls are per-row already.
-GGML_TYPE_Q8_0 = 8
 
 
 class LlamaCppLLM:
@@ -154,10 +144,7 @@ class LlamaCppLLM:
         kwargs["n_threads_batch"] = threads
         if self.params.rpc_servers:
             kwargs["rpc_servers"] = self.params.rpc_servers
-        kv_type = "f16"
-        if self.params.batch_invariant:
-            kwargs.update(flash_attn=True, type_k=GGML_TYPE_Q8_0, type_v=GGML_TYPE_Q8_0)
-            kv_type = "q8_0"
+        kv_type = batch_invariant(kwargs) if self.params.batch_invariant else "f16"
         try:
             with quiet_stderr(), extra_buffers(llama_cpp, self.params.extra_buffers):
                 self._llama = llama_cpp.Llama(**kwargs)
@@ -335,7 +322,8 @@ class LlamaCppLLM:
                             search_from = max(search_from, len(text) - len(grammar_trigger) + 1)
                     if batch:
                         room = budget - len(out.tokens) - 1
-                        source, guess = self._guess(tracker, out, lookup, room) if room > 0 else ("", [])
+                        forcing = tracker if self.fast_forward and out.whole_chars() else None
+                        source, guess = draft_for(forcing, self._forced_memo, lookup, room) if room > 0 else ("", [])
                         if source == "forced" and tracker is not None:
                             spans.append((len(out.tokens), tracker.forced_text()))
                         row = self._decode(batch, guess)
@@ -354,19 +342,6 @@ class LlamaCppLLM:
                 prompt_seconds=prompt_seconds,
             )
             return Completion(text=text, tokens=out.tokens, usage=usage, finish_reason=finish, truncated=truncated)
-
-    def _guess(
-        self, tracker: GrammarTracker | None, out: Output, lookup: PromptLookup | None, room: int
-    ) -> tuple[str, list[int]]:
-        """Tokens to verify with the next decode: the text the grammar forces (fast-forward), else a
-        prompt-lookup proposal; at most `room` of them."""
-        if tracker is not None and self.fast_forward and out.whole_chars():
-            forced = tracker.forced_tokens(self._forced_memo)[:room]
-            if forced:
-                return "forced", forced
-        if lookup is not None:
-            return "lookup", lookup.propose()[:room]
-        return "", []
 
     def _tracker(self, grammar: str) -> GrammarTracker | None:
         """Automaton tracking for closing mode and fast-forward; None when both are off."""
