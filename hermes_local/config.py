@@ -101,8 +101,8 @@ class Settings(BaseModel):
     seed: int = 0
     flash_attn: bool = False
     # flash attention + q8_0 KV cache, so batched verification (fast-forward, drafting, parallel runs) gives
-    # exactly the tokens one-at-a-time decoding gives (llm.py); false: f16 KV, no flash attention unless set
-    batch_invariant: bool = True
+    # exactly the tokens one-at-a-time decoding gives (llm.py); costs prompt and decode speed, so off by default
+    batch_invariant: bool = False
     # prompt-lookup drafting: guess copied text from the prompt, verified in one batch (exact at temperature 0);
     # off by default: on the embedded model it only pays where the model copies long runs verbatim
     prompt_lookup: bool = False

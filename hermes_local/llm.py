@@ -110,8 +110,9 @@ class LlamaParams:
     vocab_only: bool = False
     prompt_cache: bool = False  # persistent prefix KV cache under $HERMES_LOCAL_HOME/cache/kv (kvcache.py)
     # Flash attention over a q8_0 KV cache, so a token's logits are the same decoded alone or in a batch and
-    # drafts verified in one batch give exactly what one-token-at-a-time decoding gives (llama_load.py)
-    batch_invariant: bool = True
+    # drafts verified in one batch give exactly what one-token-at-a-time decoding gives (llama_load.py).
+    # Off by default: on the embedded model it costs ~26% prompt and ~9% decode speed (README, Speed).
+    batch_invariant: bool = False
     prompt_lookup: bool = False  # prompt-lookup drafting (drafting.py); wins only where the model copies
     extra_buffers: bool | None = None  # llama.cpp weight repacking / AMX buffers; None: see _extra_buffers
 

@@ -288,10 +288,17 @@ def main() -> None:
     ap.add_argument("--server-steps", default="8,20", help="step counts for the llama-server rows ('' = skip)")
     ap.add_argument("--json", type=Path, default=ROOT / "bench-results" / "bench.json")
     ap.add_argument("--only", choices=("all", "speed"), default="all", help="speed: only the issue-15 sections")
+    ap.add_argument("--batch-invariant", action="store_true", help="flash attention + q8_0 KV: drafts verified exactly")
     args = ap.parse_args()
 
     path = resolve_model(args.model)
-    params = LlamaParams(n_ctx=args.n_ctx, n_threads=args.threads, n_gpu_layers=args.n_gpu_layers, seed=1)
+    params = LlamaParams(
+        n_ctx=args.n_ctx,
+        n_threads=args.threads,
+        n_gpu_layers=args.n_gpu_layers,
+        seed=1,
+        batch_invariant=args.batch_invariant,
+    )
     llm = LlamaCppLLM(path, params)
     report: dict[str, Any] = {"model": path.name, "n_ctx": args.n_ctx, "threads": args.threads, "steps": args.steps}
     print(f"model {path.name}, n_ctx {args.n_ctx}, threads {args.threads}, {args.steps} steps", file=sys.stderr)

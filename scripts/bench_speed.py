@@ -113,7 +113,9 @@ def _tool_prompt(llm: LlamaCppLLM, system: Any, task: str, registry: Any = None)
 
 
 def _gap(llm: LlamaCppLLM, prompt: list[int], plain: list[int], other: list[int]) -> dict[str, Any]:
-    """Where two outputs first differ and the raw logit gap there between the two chosen tokens."""
+    """Where two outputs first differ and the logit gap there between the two chosen tokens, after the
+    sampler's repeat penalty (1.1 over the last 64 output tokens). The logits are recomputed in one batch,
+    so without batch-invariant kernels they are not exactly the ones the one-token decode saw."""
     import numpy as np
 
     k = next(i for i, (a, b) in enumerate(zip([*plain, -1], [*other, -2], strict=False)) if a != b)
@@ -123,7 +125,13 @@ def _gap(llm: LlamaCppLLM, prompt: list[int], plain: list[int], other: list[int]
     llm._prefill(prompt + plain[:k])
     n_vocab = llm._llama.n_vocab()
     logits = np.ctypeslib.as_array(llm._llama_cpp.llama_get_logits_ith(llm._llama.ctx, -1), shape=(n_vocab,))
-    return {"at": k, "gap": float(logits[plain[k]] - logits[other[k]])}
+    recent = set(plain[:k][-64:])
+
+    def penalized(t: int) -> float:
+        x = float(logits[t])
+        return (x / 1.1 if x > 0 else x * 1.1) if t in recent else x
+
+    return {"at": k, "gap": penalized(plain[k]) - penalized(other[k])}
 
 
 def _compare(

@@ -22,13 +22,13 @@ def prompts(llm) -> list[list[int]]:
     return [chat_tokens(m, llm, prefill="<tool_call>\n") for m in messages]
 
 
-def test_batched_runs_match_single_runs_and_share_decode_steps(real_llm) -> None:
+def test_batched_runs_match_single_runs_and_share_decode_steps(exact_llm) -> None:
     from hermes_local.batching import BatchedLLM
 
     grammar = tool_call_grammar(list(build_registry()))
-    batch = prompts(real_llm)
-    single = [real_llm.complete(p, max_tokens=48, temperature=0.0, grammar=grammar).tokens for p in batch]
-    batched = BatchedLLM(real_llm, parallel=4)
+    batch = prompts(exact_llm)
+    single = [exact_llm.complete(p, max_tokens=48, temperature=0.0, grammar=grammar).tokens for p in batch]
+    batched = BatchedLLM(exact_llm, parallel=4)
     try:
         outs = batched.complete_many(batch, max_tokens=48, temperature=0.0, grammar=grammar)
         longest = max(o.usage.completion_tokens for o in outs)

@@ -95,13 +95,13 @@ def test_closing_mode_turns_a_cut_off_call_into_a_valid_truncated_one(real_llm) 
     assert closed.text.endswith("</tool_call>")
 
 
-def test_fast_forward_matches_plain_constrained_decoding(real_llm) -> None:
+def test_fast_forward_matches_plain_constrained_decoding(exact_llm) -> None:
     for task in FEW:
-        tokens = prompt(real_llm, task)
-        with decoder(real_llm, tokens, fast_forward=False):
-            plain = real_llm.complete(tokens, max_tokens=96, temperature=0.0, grammar=GRAMMAR)
-        with decoder(real_llm, tokens, fast_forward=True):
-            fast = real_llm.complete(tokens, max_tokens=96, temperature=0.0, grammar=GRAMMAR)
+        tokens = prompt(exact_llm, task)
+        with decoder(exact_llm, tokens, fast_forward=False):
+            plain = exact_llm.complete(tokens, max_tokens=96, temperature=0.0, grammar=GRAMMAR)
+        with decoder(exact_llm, tokens, fast_forward=True):
+            fast = exact_llm.complete(tokens, max_tokens=96, temperature=0.0, grammar=GRAMMAR)
         # forced text is a draft verified against the model's own choice, with batch-invariant kernels
         assert fast.tokens == plain.tokens, task
         assert fast.usage.completion_tokens == plain.usage.completion_tokens

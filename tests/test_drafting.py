@@ -30,7 +30,7 @@ COPY_GOALS = [
 
 
 @pytest.mark.real_model
-def test_drafting_is_greedy_exact_on_copy_tasks(real_llm) -> None:
+def test_drafting_is_greedy_exact_on_copy_tasks(exact_llm) -> None:
     """Identical tokens with and without drafting at temperature 0, and the drafts are really used."""
     from hermes_local.grammar import tool_call_grammar
     from hermes_local.kvcache import fixed_prefix
@@ -43,17 +43,17 @@ def test_drafting_is_greedy_exact_on_copy_tasks(real_llm) -> None:
     decodes = {}
     for goal in COPY_GOALS:
         messages = [{"role": "system", "content": system}, {"role": "user", "content": goal}]
-        tokens = chat_tokens(messages, real_llm, prefill="<tool_call>\n")
+        tokens = chat_tokens(messages, exact_llm, prefill="<tool_call>\n")
         outs = []
         for drafting in (False, True):
-            real_llm._llama.n_tokens = min(real_llm._llama.n_tokens, fixed_prefix(real_llm, tokens))
-            real_llm.drafting = drafting
-            before = real_llm.tokens_evaluated_total
+            exact_llm._llama.n_tokens = min(exact_llm._llama.n_tokens, fixed_prefix(exact_llm, tokens))
+            exact_llm.drafting = drafting
+            before = exact_llm.tokens_evaluated_total
             try:
-                outs.append(real_llm.complete(tokens, max_tokens=120, temperature=0.0, grammar=grammar))
+                outs.append(exact_llm.complete(tokens, max_tokens=120, temperature=0.0, grammar=grammar))
             finally:
-                real_llm.drafting = False
-            evaluated = real_llm.tokens_evaluated_total - before - outs[-1].usage.prompt_tokens_evaluated
+                exact_llm.drafting = False
+            evaluated = exact_llm.tokens_evaluated_total - before - outs[-1].usage.prompt_tokens_evaluated
             decodes[drafting] = decodes.get(drafting, 0) + evaluated
         assert outs[0].tokens == outs[1].tokens, goal
     assert decodes[True] > decodes[False]  # drafted tokens were evaluated (and some rejected)
