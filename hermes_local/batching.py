@@ -62,6 +62,8 @@ class _Request:
 class BatchedLLM:
     """Up to `parallel` concurrent completions on one model, decoded together."""
 
+    concurrent = True  # complete() may be called from several threads at once (service/process.py)
+
     def __init__(self, owner: LlamaCppLLM, parallel: int) -> None:
         if parallel < 1:
             raise ValueError("parallel must be >= 1")
@@ -89,6 +91,7 @@ class BatchedLLM:
         self._worker = threading.Thread(target=self._run, name="hermes-batch", daemon=True)
         self._worker.start()
         self.steps = 0  # llama_decode calls made while generating (for tests and benchmarks)
+        self.decode_seconds = 0.0  # time inside llama_decode (the rest of a step is sampling and bookkeeping)
 
     # -- LLM protocol ----------------------------------------------------------------------
     def tokenize(self, text: str, *, special: bool) -> list[int]:
@@ -253,7 +256,9 @@ class BatchedLLM:
                 b.logits[n] = j == len(tokens) - 1
                 n += 1
         b.n_tokens = n
+        start = time.perf_counter()
         rc = self._lib.llama_decode(self.ctx, b)
+        self.decode_seconds += time.perf_counter() - start
         if rc != 0:
             raise RuntimeError(f"llama_decode failed ({rc}) in the batched context")
         self.steps += 1

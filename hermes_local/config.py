@@ -100,6 +100,12 @@ class Settings(BaseModel):
     n_batch: int = Field(512, ge=1)
     seed: int = 0
     flash_attn: bool = False
+    # flash attention + q8_0 KV cache, so batched verification (fast-forward, drafting, parallel runs) gives
+    # exactly the tokens one-at-a-time decoding gives (llm.py); costs prompt and decode speed, so off by default
+    batch_invariant: bool = False
+    # prompt-lookup drafting: guess copied text from the prompt, verified in one batch (exact at temperature 0);
+    # off by default: on the embedded model it only pays where the model copies long runs verbatim
+    prompt_lookup: bool = False
     main_gpu: int = 0
     tensor_split: list[float] | None = None
     rpc_servers: str | None = None

@@ -2,7 +2,7 @@
 
 `GrammarTracker` follows the text a constrained completion has produced through the shared
 `GrammarAutomaton` and tells the sampling loop in `llm.py`:
-  - `forced_tokens()`: tokens the grammar forces next (fast-forward appends them without sampling);
+  - `forced_tokens()`: tokens the grammar forces next (fast-forward verifies them in one batch);
   - `closing_reason(remaining)`: "budget" when the token budget left is within a margin of the
     shortest valid completion, "loop" when an open string repeats itself, "max_length" when an open
     string reaches its schema maxLength or the free-text cap; `completion_tokens()` is that completion.
@@ -16,12 +16,14 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from hermes_local.automaton import GrammarAutomaton, State, TokenTexts
+from hermes_local.drafting import PromptLookup
 
 CLOSING_MARGIN = 3  # extra tokens kept in hand when deciding to close (the need can grow by a few)
 FREE_TEXT_MAX_CHARS = 4000  # an open string without maxLength is closed past this many characters
 LOOP_MIN_TOKENS = 64  # a periodic tail at least this long (and >= 4 periods) is a runaway loop
 LOOP_MAX_PERIOD = 48
 SPECIAL_LITERALS = ("</tool_call>", "<tool_call>")
+CANONICAL_DRAFT = 2  # tokens of a forced run drafted in the canonical split (the model's own split: all)
 
 Tokenizer = Callable[[str], list[int]]
 
@@ -71,16 +73,21 @@ class GrammarTracker:
             self._string_chars = 0
 
     # -- fast-forward ------------------------------------------------------------------------
-    def forced_tokens(self) -> list[int]:
-        """Tokens for the text the grammar forces now. The last token of a forced run that does not
-        end the call is left to the sampler, so the model chooses how the run joins what follows."""
-        text, after = self.automaton.forced(self.state)
+    def forced_text(self) -> str:
+        """The text the grammar forces now ("" when the model has a choice)."""
+        return self.automaton.forced(self.state)[0]
+
+    def forced_tokens(self, memo: ForcedMemo | None = None) -> list[int]:
+        """Tokens for the text the grammar forces now: the model's own split of it when `memo` saw the
+        model write it before, else the canonical tokenization. They are a draft: the decode loop
+        verifies each against the model's own choice, so a split the model does not prefer costs a
+        wasted batch slot, never a different output."""
+        text = self.forced_text()
         if not text:
             return []
-        tokens = self._tokens_for(text)
-        if not self.automaton.is_finished(after):
-            tokens = tokens[:-1]
-        return tokens
+        learned = memo.get(text) if memo is not None else None
+        # the canonical split is often not the model's: offer only its first tokens until the memo knows
+        return list(learned) if learned else self._tokens_for(text)[:CANONICAL_DRAFT]
 
     # -- closing mode ------------------------------------------------------------------------
     def closing_reason(self, remaining: int) -> str | None:
@@ -128,6 +135,56 @@ class GrammarTracker:
             kept.append(t)
             state = nxt
         return kept
+
+
+class ForcedMemo:
+    """How the model itself tokenized forced grammar text it wrote (e.g. `get_current_time` as `et`, `_`,
+    `c`, `ur`, ... after `{"name": "g`), learned from finished completions. The embedded model rarely
+    picks the canonical split, so drafting its own split is what gets accepted."""
+
+    def __init__(self, limit: int = 4096) -> None:
+        self._tokens: dict[str, tuple[int, ...]] = {}
+        self._limit = limit
+
+    def get(self, text: str) -> tuple[int, ...] | None:
+        return self._tokens.get(text)
+
+    def learn(self, tokens: list[int], texts: TokenTexts, spans: list[tuple[int, str]]) -> None:
+        """`spans`: (index of the first output token after which `text` was forced, text). Where the
+        model's tokens from there spell exactly `text`, remember them, and each tail for the text's
+        suffixes at the model's token boundaries."""
+        for start, text in spans:
+            pieces, acc, end = [], "", start
+            while end < len(tokens) and len(acc) < len(text):
+                piece = texts[tokens[end]]
+                if not piece:
+                    break
+                pieces.append(piece)
+                acc += piece
+                end += 1
+            if acc != text:
+                continue
+            if len(self._tokens) > self._limit:
+                self._tokens.clear()
+            offset = 0
+            for i in range(start, end):
+                self._tokens[text[offset:]] = tuple(tokens[i:end])  # the latest split wins
+                offset += len(pieces[i - start])
+
+
+def draft_for(
+    tracker: GrammarTracker | None, memo: ForcedMemo, lookup: PromptLookup | None, room: int
+) -> tuple[str, list[int]]:
+    """Tokens to verify with the next decode and where they come from: the text the grammar forces
+    ("forced", fast-forward; pass no tracker when it is off or a character is pending), else a
+    prompt-lookup proposal ("lookup"); at most `room` of them."""
+    if tracker is not None:
+        forced = tracker.forced_tokens(memo)[:room]
+        if forced:
+            return "forced", forced
+    if lookup is not None:
+        return "lookup", lookup.propose()[:room]
+    return "", []
 
 
 def _periodic_tail(tokens: list[int]) -> bool:

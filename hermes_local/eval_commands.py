@@ -36,6 +36,12 @@ def eval_command(
         str | None, typer.Option(help="Registry name, .gguf path, or replay:DIR holding <case_id>.jsonl files.")
     ] = None,
     repeat: Annotated[int, typer.Option(min=1, help="Runs per case; a case passes only if all pass (pass^k).")] = 1,
+    jobs: Annotated[
+        int,
+        typer.Option(
+            min=1, max=64, help="Runs at once on one loaded model (decoded together as sequences of one batch)."
+        ),
+    ] = 1,
     report: Annotated[Path, typer.Option(help="Where to write the JSON report.")] = Path("eval-report.json"),
     case: Annotated[list[str] | None, typer.Option(help="Run only this case ID (repeatable).")] = None,
     max_steps: Annotated[int | None, typer.Option(help="Default step limit for cases without max_steps.")] = None,
@@ -71,7 +77,7 @@ def eval_command(
     with eval_tools(settings, on_notice=progress) as everything:  # MCP servers: once for the eval run
         check_spec(everything, settings.tools)  # each case then keeps the named tools it has
         suite = load_cases(cases, only=case, registry=everything)
-        reports = run_suite(suite, settings, repeat=repeat, on_progress=progress)
+        reports = run_suite(suite, settings, repeat=repeat, on_progress=progress, jobs=jobs)
     data = suite_report(reports, cases_file=cases, model=settings.model, repeat=repeat)
     report.parent.mkdir(parents=True, exist_ok=True)
     report.write_text(json.dumps(data, ensure_ascii=False, indent=2, default=str) + "\n", encoding="utf-8")

@@ -5,9 +5,11 @@ dangerous ones only when listed in `approve`, and `deny` refuses a tool. `eval_t
 servers of the config once for the whole eval run (not per case: a server's start-up, a second or more,
 would be paid by every case and repeat; the reference servers keep no state between calls) and stops them
 when the run ends; a case names their tools (`time__get_current_time`) in `tools` like built-ins. Their
-folder is the server's `cwd`, else an empty temporary folder, never a case's workspace. A case passes pass^k only when
-all K runs pass. `session_to_case` turns a recorded session into a case plus its replay texts. Case schema
-and checks live in `eval_cases.py`. Does not parse flags or print: `eval_commands.py` does.
+folder is the server's `cwd`, else an empty temporary folder, never a case's workspace. A case passes pass^k
+only when all K runs pass. With `jobs` > 1 the runs go concurrently in threads on one loaded model (a real
+model serves them as sequences of one batched context, `batching.py`); reports keep the suite's order.
+`session_to_case` turns a recorded session into a case plus its replay texts. Case schema and checks
+live in `eval_cases.py`. Does not parse flags or print: `eval_commands.py` does.
 """
 
 from __future__ import annotations
@@ -18,8 +20,10 @@ import os
 import re
 import sqlite3
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -72,6 +76,11 @@ class CaseReport:
         return next(((i + 1, r) for i, r in enumerate(self.runs) if not r.passed), None)
 
 
+# Concurrent runs: the home dir is a process-wide environment variable, so each run's agent is built
+# (memory store, result cache opened under its own home) while holding this lock.
+_BUILD_LOCK = threading.Lock()
+
+
 @contextlib.contextmanager
 def _home(path: Path) -> Iterator[None]:
     """A fresh HERMES_LOCAL_HOME for one run, so long-term memory from other runs cannot leak in."""
@@ -121,8 +130,9 @@ def eval_tools(settings: Settings, on_notice: Callable[[str], None] | None = Non
             registry.close()
 
 
-def run_once(sc: SuiteCase, settings: Settings, llm: Any) -> RunOutcome:
-    """One run of a case in a fresh temporary workspace, scored."""
+def run_once(sc: SuiteCase, settings: Settings, llm: Any, *, concurrent: bool = False) -> RunOutcome:
+    """One run of a case in a fresh temporary workspace, scored. `concurrent`: other runs go on in other
+    threads, so the run's home is in force only while its agent is built (under `_BUILD_LOCK`)."""
     from hermes_local.runtime import build_agent
 
     case = sc.case
@@ -143,9 +153,8 @@ def run_once(sc: SuiteCase, settings: Settings, llm: Any) -> RunOutcome:
         approver = Approver(allow=[*writes, *case.approve], deny=case.deny, interactive=False)
         started = time.perf_counter()
         result, error = None, None
-        with (
-            _home(root / "home"),
-            build_agent(
+        with _BUILD_LOCK if concurrent else contextlib.nullcontext(), _home(root / "home"):
+            agent = build_agent(
                 llm,
                 settings,
                 workspace=workspace,
@@ -153,8 +162,8 @@ def run_once(sc: SuiteCase, settings: Settings, llm: Any) -> RunOutcome:
                 approver=approver,
                 on_event=collect,
                 db_path=db,
-            ) as agent,
-        ):
+            )
+        with _home(root / "home") if not concurrent else contextlib.nullcontext(), agent:
             try:
                 result = agent.run(case.task)
             except Exception as exc:  # noqa: BLE001 - a replay that ran out, or a bug: the run fails, the suite goes on
@@ -200,22 +209,49 @@ def llm_for_case(settings: Settings, case_id: str) -> Any:
 
 
 def run_suite(
-    suite: Suite, settings: Settings, *, repeat: int = 1, on_progress: Callable[[str], None] | None = None
+    suite: Suite,
+    settings: Settings,
+    *,
+    repeat: int = 1,
+    on_progress: Callable[[str], None] | None = None,
+    jobs: int = 1,
 ) -> list[CaseReport]:
+    """Every case `repeat` times; with `jobs` > 1, that many runs at once (a real model is loaded with
+    `parallel` >= jobs, so their model calls are decoded together)."""
+    if jobs > 1 and settings.parallel < jobs:
+        settings = settings.model_copy(update={"parallel": jobs})
     for sc in suite.cases:  # fail early on a missing replay file, not after an hour of runs
         if (settings.model or "").startswith("replay:"):
             llm_for_case(settings, sc.case.id)
-    reports = []
-    for n, sc in enumerate(suite.cases, 1):
-        report = CaseReport(sc.case.id)
-        for k in range(repeat):
-            outcome = run_once(sc, settings, llm_for_case(settings, sc.case.id))
-            report.runs.append(outcome)
-            if on_progress:
-                verdict = "pass" if outcome.passed else f"FAIL at step {outcome.failed_step}"
-                run = f" run {k + 1}/{repeat}" if repeat > 1 else ""
-                on_progress(f"[{n}/{len(suite.cases)}] {sc.case.id}{run}: {verdict} ({outcome.seconds:.2f}s)")
-        reports.append(report)
+    reports = [CaseReport(sc.case.id) for sc in suite.cases]
+    work = [(n, k) for n in range(len(suite.cases)) for k in range(repeat)]
+    progress_lock = threading.Lock()
+
+    def one(n: int, k: int) -> RunOutcome:
+        sc = suite.cases[n]
+        outcome = run_once(sc, settings, llm_for_case(settings, sc.case.id), concurrent=jobs > 1)
+        if on_progress:
+            verdict = "pass" if outcome.passed else f"FAIL at step {outcome.failed_step}"
+            run = f" run {k + 1}/{repeat}" if repeat > 1 else ""
+            with progress_lock:
+                on_progress(f"[{n + 1}/{len(suite.cases)}] {sc.case.id}{run}: {verdict} ({outcome.seconds:.2f}s)")
+        return outcome
+
+    if jobs <= 1:
+        outcomes = [one(n, k) for n, k in work]
+    else:
+        from hermes_local import procs
+
+        procs.install_signal_handlers()  # from the main thread: Ctrl-C still kills the runs' commands
+        # While runs are concurrent, the process-wide home is an empty suite home (as each run's own is)
+        with (
+            tempfile.TemporaryDirectory(prefix="hermes-eval-home-") as home,
+            _home(Path(home)),
+            ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="hermes-eval") as pool,
+        ):
+            outcomes = list(pool.map(lambda nk: one(*nk), work))
+    for (n, _k), outcome in zip(work, outcomes, strict=True):
+        reports[n].runs.append(outcome)
     return reports
 
 

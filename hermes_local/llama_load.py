@@ -1,8 +1,9 @@
-"""How llama.cpp is loaded: options `llama_cpp.Llama()` does not expose.
+"""How llama.cpp is loaded: options `llama_cpp.Llama()` does not expose, and batch-invariant kernels.
 
 `extra_buffers(llama_cpp, wanted)` wraps a `Llama()` construction to turn llama.cpp's extra buffer
-types (CPU weight repacking, AMX) off. Used by `llm.py` only; receives the llama_cpp module from it
-and never imports llama_cpp itself.
+types (CPU weight repacking, AMX) off. `batch_invariant(kwargs)` sets the `Llama()` options under which
+a token's logits do not depend on how many tokens share its decode. Used by `llm.py` only; receives the
+llama_cpp module from it and never imports llama_cpp itself.
 """
 
 from __future__ import annotations
@@ -53,3 +54,21 @@ def extra_buffers(llama_cpp: Any, wanted: bool | None) -> Iterator[None]:
             yield
         finally:
             module.llama_model_default_params = original
+
+
+GGML_TYPE_Q8_0 = 8
+
+
+def batch_invariant(kwargs: dict[str, Any]) -> str:
+    """Flash attention over a q8_0 KV cache; returns the KV type's name (for the prompt cache's identity).
+
+    Why: with an f16 KV cache llama.cpp's CPU backend computes attention with other kernels for one token
+    (vec_dot; flash attention's split-KV path past 512 cells) than for several (llamafile's tinyBLAS skips
+    batches of one; flash attention's tiled path from 64 queries). The last-bit differences are amplified
+    by each layer's 8-bit activation quantization into logit differences of 0.3-0.9 on the embedded model,
+    enough to flip greedy choices when drafted tokens are verified in a batch. With a quantized KV cache
+    and flash attention every query row takes the same reference path, and the weight matmuls of this
+    model's quantization are per-row already: single-token decodes are bit-identical to a batch.
+    """
+    kwargs.update(flash_attn=True, type_k=GGML_TYPE_Q8_0, type_v=GGML_TYPE_Q8_0)
+    return "q8_0"

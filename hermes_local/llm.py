@@ -18,11 +18,11 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from hermes_local.automaton import TokenTexts, automaton_for
-from hermes_local.decoding import SPECIAL_LITERALS, GrammarTracker
+from hermes_local.decoding import SPECIAL_LITERALS, ForcedMemo, GrammarTracker, draft_for
 from hermes_local.drafting import PromptLookup
 from hermes_local.errors import ModelLoadError
 from hermes_local.kvcache import PromptCache, model_identity, restore_or_save_prefix
-from hermes_local.llama_load import extra_buffers
+from hermes_local.llama_load import batch_invariant, extra_buffers
 from hermes_local.sampling import Output, TokenSampler, quiet_stderr
 
 log = logging.getLogger("hermes_local.llm")
@@ -109,6 +109,11 @@ class LlamaParams:
     rpc_servers: str | None = None
     vocab_only: bool = False
     prompt_cache: bool = False  # persistent prefix KV cache under $HERMES_LOCAL_HOME/cache/kv (kvcache.py)
+    # Flash attention over a q8_0 KV cache, so a token's logits are the same decoded alone or in a batch and
+    # drafts verified in one batch give exactly what one-token-at-a-time decoding gives (llama_load.py).
+    # Off by default: on the embedded model it costs ~26% prompt and ~9% decode speed (README, Speed).
+    batch_invariant: bool = False
+    prompt_lookup: bool = False  # prompt-lookup drafting (drafting.py); wins only where the model copies
     extra_buffers: bool | None = None  # llama.cpp weight repacking / AMX buffers; None: see _extra_buffers
 
 
@@ -140,6 +145,7 @@ class LlamaCppLLM:
         kwargs["n_threads_batch"] = threads
         if self.params.rpc_servers:
             kwargs["rpc_servers"] = self.params.rpc_servers
+        kv_type = batch_invariant(kwargs) if self.params.batch_invariant else "f16"
         try:
             with quiet_stderr(), extra_buffers(llama_cpp, self.params.extra_buffers):
                 self._llama = llama_cpp.Llama(**kwargs)
@@ -159,9 +165,11 @@ class LlamaCppLLM:
         self._llama.eval = counting_eval  # type: ignore[method-assign]
         self._special_ids: dict[str, int | None] = {}
         self._token_texts: TokenTexts | None = None
-        self.fast_forward = True  # append grammar-forced tokens without sampling (decoding.py)
+        self.fast_forward = True  # draft grammar-forced text, verified in one batch (decoding.py)
+        self._forced_memo = ForcedMemo()  # the model's own split of forced text, learned as it writes it
         self.closing = True  # closing mode and runaway-string guard on constrained calls
-        self.drafting = False  # prompt-lookup drafting (drafting.py), verified in one batch
+        self.drafting = self.params.prompt_lookup  # prompt-lookup drafting (drafting.py), verified in one batch
+        self.draft_counts = {"proposed": 0, "accepted": 0}  # drafted tokens evaluated / kept (benchmarks)
         self.prompt_cache: PromptCache | None = None
         if self.params.prompt_cache and not self.params.vocab_only:
             self.prompt_cache = PromptCache(
@@ -170,9 +178,9 @@ class LlamaCppLLM:
                     llama_cpp=llama_cpp.__version__,
                     n_ctx=self.n_ctx,
                     n_batch=self.params.n_batch,
-                    flash_attn=self.params.flash_attn,
-                    type_k="f16",
-                    type_v="f16",
+                    flash_attn=kwargs["flash_attn"],
+                    type_k=kv_type,
+                    type_v=kv_type,
                 )
             )
 
@@ -247,14 +255,20 @@ class LlamaCppLLM:
             truncated: str | None = None
             search_from = 0  # where to look for the grammar trigger next
             budget = min(max_tokens, self.n_ctx - len(prompt))
-            draft = PromptLookup(prompt) if self.drafting else None
-            ahead: list[int] = []  # drafted tokens already in the KV cache, not yet confirmed
+            lookup = PromptLookup(prompt) if self.drafting else None
+            # Drafted tokens (grammar-forced text, prompt-lookup guesses) are evaluated in one batch with the
+            # last sampled token; the sampler then draws every position from its own logits row as plain
+            # decoding would, and a drafted token is kept only while it equals that draw.
+            ahead: list[int] = []  # drafted tokens in the KV cache, not yet confirmed
+            source, proposed, confirmed = "", 0, 0  # the pending draft: where from, its length, tokens confirmed
+            spans: list[tuple[int, str]] = []  # (output index, forced text) for the forced-text memo
             row = -1  # which logits row of the last decode the next token is sampled from
             try:
                 while len(out.tokens) < budget:
                     reason = tracker.closing_reason(budget - len(out.tokens)) if tracker else None
                     if tracker is not None and reason is not None:
                         # closing mode: append the shortest valid completion instead of sampling
+                        ahead = self._drop_ahead(ahead)
                         batch = sampler.force(tracker.completion_tokens()[: budget - len(out.tokens)])
                         truncated = reason
                         if not batch or out.add(batch, tracker):
@@ -265,27 +279,22 @@ class LlamaCppLLM:
                             ahead.pop(0)  # the draft guessed right: already evaluated
                             row += 1
                             batch = []
+                            confirmed += 1
+                            self.draft_counts["accepted"] += 1
                         else:
                             ahead = self._drop_ahead(ahead)
                             batch = [token]
+                        if lookup is not None and source == "lookup" and not ahead:
+                            lookup.record(proposed, confirmed)
+                            source = ""
                         if self._is_end_of_generation(token):
                             finish = "stop"
                             break
                         if out.add([token], tracker):
                             finish = "stop"
                             break
-                        if draft is not None:
-                            draft.extend([token])
-                    if truncated is None and tracker is not None and self.fast_forward and out.whole_chars():
-                        forced = sampler.force(tracker.forced_tokens()[: budget - len(out.tokens)])
-                        if forced:
-                            ahead = self._drop_ahead(ahead)
-                            if out.add(forced, tracker):
-                                finish = "stop"
-                                break
-                            if draft is not None:
-                                draft.extend(forced)
-                            batch += forced
+                        if lookup is not None:
+                            lookup.extend([token])
                     if tracker is not None and grammar_trigger is None and tracker.finished:
                         finish = "stop"  # the grammar allows only end of generation now
                         break
@@ -313,11 +322,18 @@ class LlamaCppLLM:
                         elif not constrained:
                             search_from = max(search_from, len(text) - len(grammar_trigger) + 1)
                     if batch:
-                        guess = draft.propose()[: max(0, budget - len(out.tokens) - 1)] if draft else []
+                        room = budget - len(out.tokens) - 1
+                        forcing = tracker if self.fast_forward and out.whole_chars() else None
+                        source, guess = draft_for(forcing, self._forced_memo, lookup, room) if room > 0 else ("", [])
+                        if source == "forced" and tracker is not None:
+                            spans.append((len(out.tokens), tracker.forced_text()))
                         row = self._decode(batch, guess)
-                        ahead = guess
+                        self.draft_counts["proposed"] += len(guess)
+                        ahead, proposed, confirmed = guess, len(guess), 0
             finally:
                 sampler.close()
+            if spans and self._token_texts is not None:
+                self._forced_memo.learn(out.tokens, self._token_texts, spans)
             text = out.finish()
             usage = Usage(
                 prompt_tokens=len(prompt),

@@ -293,10 +293,17 @@ def main() -> None:
     ap.add_argument("--server-steps", default="8,20", help="step counts for the llama-server rows ('' = skip)")
     ap.add_argument("--json", type=Path, default=ROOT / "bench-results" / "bench.json")
     ap.add_argument("--only", choices=("all", "speed"), default="all", help="speed: only the issue-15 sections")
+    ap.add_argument("--batch-invariant", action="store_true", help="flash attention + q8_0 KV: drafts verified exactly")
     args = ap.parse_args()
 
     path = resolve_model(args.model)
-    params = LlamaParams(n_ctx=args.n_ctx, n_threads=args.threads, n_gpu_layers=args.n_gpu_layers, seed=1)
+    params = LlamaParams(
+        n_ctx=args.n_ctx,
+        n_threads=args.threads,
+        n_gpu_layers=args.n_gpu_layers,
+        seed=1,
+        batch_invariant=args.batch_invariant,
+    )
     llm = LlamaCppLLM(path, params)
     report: dict[str, Any] = {"model": path.name, "n_ctx": args.n_ctx, "threads": args.threads, "steps": args.steps}
     print(f"model {path.name}, n_ctx {args.n_ctx}, threads {args.threads}, {args.steps} steps", file=sys.stderr)
@@ -402,9 +409,15 @@ def speed_sections(report: dict[str, Any], llm: LlamaCppLLM, path: Path, args: a
         (
             "prompt lookup copy-task tok/s on / off",
             f"{pl['tps']:.1f} / {pl['plain_tps']:.1f} = {pl['ratio']:.2f}x  (target >= 1.5), "
-            f"identical {pl['identical_share']:.0%} of {pl['compared']}",
+            f"identical {pl['identical_share']:.0%} of {pl['compared']}, "
+            f"{pl.get('accepted_draft_tokens', 0)} of {pl.get('output_tokens', 0)} output tokens from drafts "
+            f"({pl.get('drafted_tokens', 0)} drafted)",
         ),
     ]
+    for key, section in (("fast_forward", ff), ("prompt_lookup", pl)):
+        for d in section.get("differences", []):
+            gap = "n/a (one output is a prefix of the other)" if d.get("gap") is None else f"{d['gap']:.4f}"
+            rows.append((f"  {key} difference", f"first divergence at token {d.get('at')}, logit gap {gap}"))
     if b.get("n1_tps") is not None:
         rows.append(
             (
@@ -412,6 +425,16 @@ def speed_sections(report: dict[str, Any], llm: LlamaCppLLM, path: Path, args: a
                 f"{b['n1_tps']:.1f} / {b['n2_tps']:.1f} / {b['n4_tps']:.1f}, speedup n4 {b['speedup_n4']:.2f}x",
             )
         )
+        for n in (1, 2, 4):
+            ph = b.get(f"n{n}_phases")
+            if ph:
+                rows.append(
+                    (
+                        f"  n={n} phases",
+                        f"{ph['tokens']} tokens in {ph['steps']} steps: llama_decode {ph['decode_s']:.2f} s "
+                        f"({ph['decode_ms_per_token']:.1f} ms/token), sampling+other {ph['other_s']:.2f} s",
+                    )
+                )
     else:
         rows.append(("batched", b.get("note", "not measured")))
     return rows

@@ -23,11 +23,15 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from hermes_local.dialects import get_dialect  # noqa: E402
 from hermes_local.grammar import tool_call_grammar  # noqa: E402
 from hermes_local.kvcache import fixed_prefix  # noqa: E402
 from hermes_local.llm import LlamaCppLLM, LlamaParams  # noqa: E402
-from hermes_local.prompts import chat_tokens, render  # noqa: E402
+from hermes_local.parsing import ToolCall  # noqa: E402
+from hermes_local.prompts import Segments, render  # noqa: E402
 from hermes_local.runtime import build_registry  # noqa: E402
+
+DIALECT = get_dialect("hermes")  # the prompts are the agent's own: Hermes tool block with every schema
 
 TOOL_TASKS = [
     "What time is it?",
@@ -42,6 +46,40 @@ TOOL_TASKS = [
     "Create a file todo.md with three items: milk, eggs, bread.",
     "Count the lines of data.csv using the shell.",
     "Look up the latest order id in the database.",
+    "What is in config/settings.toml?",
+    "Save the text 'meeting at 3pm' to meeting.txt.",
+    "Show me the first lines of README.md.",
+    "Which tables does the database have?",
+    "Append 'buy stamps' to my memo.",
+    "What is the date today?",
+    "List everything in the docs directory.",
+    "Write a haiku about autumn into poem.txt.",
+    "Sum the totals of all orders in the database.",
+    "Run `df -h` and tell me the free space.",
+    "Remember that my manager is called Ines.",
+    "Read logs/app.log and find errors.",
+    "Download http://127.0.0.1:8000/data.json.",
+    "Create notes/ideas.md with the line 'ship it'.",
+    "How many customers are in the customers table?",
+    "Check the time and note it in my memo.",
+    "Count the words in essay.txt with wc.",
+    "List the files in the src folder.",
+    "Remember that the deadline is Friday.",
+    "Write 'id,name' as the header of people.csv.",
+    "Read the file todo.md.",
+    "Find the most expensive product in the products table.",
+    "Print the current directory with pwd.",
+    "Save 'call mom' to reminders.txt.",
+]
+WARMUP_TASKS = [
+    "Tell me the current time.",
+    "Open notes/plan.txt.",
+    "What files are in this folder?",
+    "Put 'draft v2' into status.txt.",
+    "Show the number of rows in the invoices table.",
+    "Execute `uname -a`.",
+    "Keep in mind that I work from home on Mondays.",
+    "Add 'water the plants' to my memo.",
 ]
 COPY_TEXTS = [
     "Quarterly report\n\nRevenue grew 12% to 4.2M EUR, driven by the Nordic region. Costs were flat at "
@@ -51,21 +89,58 @@ COPY_TEXTS = [
     "def load(path):\n    with open(path) as fh:\n        return dict(parse(l) for l in fh if '=' in l)\n",
     "Shopping list for Saturday: 2 kg potatoes, 1 l milk, 6 eggs, butter, rye bread, apples, coffee beans, "
     "dish soap, batteries (AA), birthday card for Ann, candles, and a bottle of red wine.",
+    "Meeting notes, 4 June: attendees Ann, Bo, Chen. Decisions: move the release to 20 June; Bo owns the "
+    "migration script; Chen reviews the API docs. Action items: Ann books the demo room, Bo sends the plan.",
+    "SELECT customer_id, SUM(total) AS revenue FROM orders WHERE created_at >= '2024-01-01' "
+    "GROUP BY customer_id ORDER BY revenue DESC LIMIT 10;",
 ]
 
 
-def _system(registry: Any) -> str:
+def _system(registry: Any) -> Any:
     return render("system.jinja", tools=registry.schemas(), instructions="")
 
 
-def _tool_prompt(llm: LlamaCppLLM, system: str, task: str) -> list[int]:
-    messages = [{"role": "system", "content": system}, {"role": "user", "content": task}]
-    return chat_tokens(messages, llm, prefill="<tool_call>\n")
+def _prompt(
+    llm: LlamaCppLLM, system: Any, registry: Any, task: str, *, after: list | None = None, prefill: str
+) -> list[int]:
+    """The agent's prompt for `task` in the Hermes dialect (tool schemas included), optional later turns."""
+    messages = [{"role": "system", "content": system}, {"role": "user", "content": Segments.untrusted(task)}]
+    return DIALECT.tokens(messages + (after or []), registry.schemas(), llm, prefill=prefill)
 
 
-def _compare(llm: LlamaCppLLM, prompts: list[list[int]], grammar: str, flag: str, max_tokens: int) -> dict[str, Any]:
-    """Decode every prompt with `flag` off, then on (temperature 0); tokens/s over decode time and identity."""
+def _tool_prompt(llm: LlamaCppLLM, system: Any, task: str, registry: Any = None) -> list[int]:
+    return _prompt(llm, system, registry or build_registry(), task, prefill=DIALECT.required_prefill)
+
+
+def _gap(llm: LlamaCppLLM, prompt: list[int], plain: list[int], other: list[int]) -> dict[str, Any]:
+    """Where two outputs first differ and the logit gap there between the two chosen tokens, after the
+    sampler's repeat penalty (1.1 over the last 64 output tokens). The logits are recomputed in one batch,
+    so without batch-invariant kernels they are not exactly the ones the one-token decode saw."""
+    import numpy as np
+
+    k = next(i for i, (a, b) in enumerate(zip([*plain, -1], [*other, -2], strict=False)) if a != b)
+    if k >= min(len(plain), len(other)):
+        return {"at": k, "gap": None}  # one output is a prefix of the other
+    llm._llama.n_tokens = min(llm._llama.n_tokens, fixed_prefix(llm, prompt))
+    llm._prefill(prompt + plain[:k])
+    n_vocab = llm._llama.n_vocab()
+    logits = np.ctypeslib.as_array(llm._llama_cpp.llama_get_logits_ith(llm._llama.ctx, -1), shape=(n_vocab,))
+    recent = set(plain[:k][-64:])
+
+    def penalized(t: int) -> float:
+        x = float(logits[t])
+        return (x / 1.1 if x > 0 else x * 1.1) if t in recent else x
+
+    return {"at": k, "gap": penalized(plain[k]) - penalized(other[k])}
+
+
+def _compare(
+    llm: LlamaCppLLM, prompts: list[list[int]], grammar: str | None, flag: str, max_tokens: int
+) -> dict[str, Any]:
+    """Decode every prompt with `flag` off, then on (temperature 0); tokens/s over decode time and identity.
+    Each difference is reported with the logit gap at its first divergence (a near-tie, or a bug)."""
     runs: dict[bool, list[Any]] = {False: [], True: []}
+    drafts = {on: {"proposed": 0, "accepted": 0} for on in (False, True)}
     for tokens in prompts:
         for on in (False, True):
             setattr(llm, flag, on)
@@ -73,8 +148,11 @@ def _compare(llm: LlamaCppLLM, prompts: list[list[int]], grammar: str, flag: str
             # in one batch of the same shape (llama.cpp logits differ in the last bits between batch shapes,
             # which flips near-ties and would be counted against the feature).
             llm._llama.n_tokens = min(llm._llama.n_tokens, fixed_prefix(llm, tokens))
+            before = dict(llm.draft_counts)
             try:
                 runs[on].append(llm.complete(tokens, max_tokens=max_tokens, temperature=0.0, grammar=grammar))
+                for k in drafts[on]:
+                    drafts[on][k] += llm.draft_counts[k] - before[k]
             finally:
                 setattr(llm, flag, flag != "drafting")  # restore the defaults: fast_forward on, drafting off
 
@@ -84,7 +162,11 @@ def _compare(llm: LlamaCppLLM, prompts: list[list[int]], grammar: str, flag: str
         return n / s if s else 0.0
 
     pairs = list(zip(runs[False], runs[True], strict=True))
-    diffs = [{"off": a.text, "on": b.text} for a, b in pairs if a.text != b.text]
+    diffs = [
+        {"off": a.text, "on": b.text, **_gap(llm, p, a.tokens, b.tokens)}
+        for p, (a, b) in zip(prompts, pairs, strict=True)
+        if a.tokens != b.tokens
+    ]
     on_tps, off_tps = tps(runs[True]), tps(runs[False])
     return {
         "tps": on_tps,
@@ -92,6 +174,9 @@ def _compare(llm: LlamaCppLLM, prompts: list[list[int]], grammar: str, flag: str
         "ratio": on_tps / off_tps if off_tps else 0.0,
         "identical_share": 1 - len(diffs) / len(pairs),
         "compared": len(pairs),
+        "output_tokens": sum(o.usage.completion_tokens for o in runs[True]),
+        "drafted_tokens": drafts[True]["proposed"] - drafts[False]["proposed"],
+        "accepted_draft_tokens": drafts[True]["accepted"] - drafts[False]["accepted"],
         "differences": diffs,
     }
 
@@ -100,29 +185,38 @@ def fast_forward(llm: LlamaCppLLM) -> dict[str, Any]:
     registry = build_registry()
     grammar = tool_call_grammar(list(registry))
     system = _system(registry)
-    prompts = [_tool_prompt(llm, system, t) for t in TOOL_TASKS[: int(os.environ.get("BENCH_FF_TASKS", "12"))]]
+    # Warm-up on other tasks first: fast-forward drafts the model's own split of forced text once it has
+    # seen the model write it (decoding.ForcedMemo), as in any process that has made a few calls.
+    for task in WARMUP_TASKS:
+        llm.complete(_tool_prompt(llm, system, task, registry), max_tokens=96, temperature=0.0, grammar=grammar)
+    tasks = TOOL_TASKS[: int(os.environ.get("BENCH_FF_TASKS", str(len(TOOL_TASKS))))]
+    prompts = [_tool_prompt(llm, system, t, registry) for t in tasks]
     r = _compare(llm, prompts, grammar, "fast_forward", 96)
     r["tool_step_tps"] = r.pop("tps")
     return r
 
 
 def prompt_lookup(llm: LlamaCppLLM) -> dict[str, Any]:
-    """Copy-heavy: the model just read a file and must write its content to another file."""
+    """Copy-heavy: the model read a file and writes its content to another file. The write_file call is
+    begun in the prompt up to the first words of its `content` value (the embedded 135M model would
+    otherwise re-read the file or write something else), and the model writes the rest unconstrained:
+    the copy phase of a real write step. How much it copies verbatim is the model's doing; the
+    accepted_draft_tokens / output_tokens share shows it."""
     registry = build_registry()
-    grammar = tool_call_grammar(list(registry))
     system = _system(registry)
     prompts = []
-    for i, text in enumerate(COPY_TEXTS[: int(os.environ.get("BENCH_COPY_TEXTS", "3"))]):
-        read = json.dumps({"name": "read_file", "arguments": {"path": f"doc{i}.txt"}})
+    for i, text in enumerate(COPY_TEXTS[: int(os.environ.get("BENCH_COPY_TEXTS", str(len(COPY_TEXTS))))]):
+        read = ToolCall("read_file", {"path": f"doc{i}.txt"})
         result = json.dumps({"ok": True, "data": text, "summary": f"read doc{i}.txt"})
-        messages = [
-            {"role": "system", "content": system},
-            {"role": "user", "content": f"Copy doc{i}.txt to copy{i}.txt (read it, then write the same content)."},
-            {"role": "assistant", "content": f"<tool_call>\n{read}\n</tool_call>"},
-            {"role": "tool", "content": f"<tool_response>\n{result}\n</tool_response>"},
+        after = [
+            {"role": "assistant", "content": DIALECT.assistant_content(1, "", [read])},
+            {"role": "tool", "content": DIALECT.tool_results(1, [{"name": "read_file", "content": result}])},
         ]
-        prompts.append(chat_tokens(messages, llm, prefill="<tool_call>\n"))
-    return _compare(llm, prompts, grammar, "drafting", 200)
+        begun = json.dumps({"name": "write_file", "arguments": {"path": f"copy{i}.txt", "content": text}})
+        start = DIALECT.required_prefill + begun[: begun.index('"content": "') + len('"content": "') + 39]
+        task = f"Copy doc{i}.txt to copy{i}.txt (read it, then write the same content)."
+        prompts.append(_prompt(llm, system, registry, task, after=after, prefill=start))
+    return _compare(llm, prompts, None, "drafting", 200)
 
 
 def prompt_cache(model: Path, n_ctx: int, threads: int) -> dict[str, Any]:
@@ -147,8 +241,7 @@ def prompt_cache(model: Path, n_ctx: int, threads: int) -> dict[str, Any]:
 def _ttft_child(model: str, n_ctx: int, threads: int) -> None:
     llm = LlamaCppLLM(model, LlamaParams(n_ctx=n_ctx, n_threads=threads, seed=1, prompt_cache=True))
     registry = build_registry()
-    messages = [{"role": "system", "content": _system(registry)}, {"role": "user", "content": TOOL_TASKS[0]}]
-    tokens = chat_tokens(messages, llm, prefill="<tool_call>\n")
+    tokens = _tool_prompt(llm, _system(registry), TOOL_TASKS[0], registry)
     first: list[float] = []
     t0 = time.perf_counter()
     out = llm.complete(
@@ -176,16 +269,26 @@ def batched(llm: LlamaCppLLM) -> dict[str, Any]:
     registry = build_registry()
     grammar = tool_call_grammar(list(registry))
     system = _system(registry)
-    prompts = [_tool_prompt(llm, system, t) for t in TOOL_TASKS[:4]]
+    prompts = [_tool_prompt(llm, system, t, registry) for t in TOOL_TASKS[:4]]
     out: dict[str, Any] = {}
     batched = BatchedLLM(llm, 4)
     try:
         batched.complete_many(prompts, max_tokens=1, temperature=0.0, grammar=grammar)  # prefill every sequence
         for n in (1, 2, 4):
+            steps, decode_s = batched.steps, batched.decode_seconds
             t0 = time.perf_counter()
             results = batched.complete_many(prompts[:n], max_tokens=64, temperature=0.0, grammar=grammar)
             wall = time.perf_counter() - t0
-            out[f"n{n}_tps"] = sum(r.usage.completion_tokens for r in results) / wall
+            tokens = sum(r.usage.completion_tokens for r in results)
+            out[f"n{n}_tps"] = tokens / wall
+            # per phase: where a step's time goes (llama_decode vs sampling and bookkeeping in Python)
+            out[f"n{n}_phases"] = {
+                "tokens": tokens,
+                "steps": batched.steps - steps,
+                "decode_s": round(batched.decode_seconds - decode_s, 3),
+                "other_s": round(wall - (batched.decode_seconds - decode_s), 3),
+                "decode_ms_per_token": round(1000 * (batched.decode_seconds - decode_s) / max(1, tokens), 1),
+            }
     finally:
         batched.close()
     out["speedup_n4"] = out["n4_tps"] / out["n1_tps"] if out["n1_tps"] else 0.0

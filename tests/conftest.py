@@ -74,6 +74,16 @@ def real_llm(embedded_model_path: Path):
     return LlamaCppLLM(embedded_model_path, LlamaParams(n_ctx=2048, n_gpu_layers=0, n_threads=2, seed=1))
 
 
+@pytest.fixture(scope="session")
+def exact_llm(embedded_model_path: Path):
+    """The embedded model with batch-invariant kernels: drafts verified in a batch give exactly the tokens
+    of one-at-a-time decoding (fast-forward, prompt lookup and batched runs are compared on it)."""
+    from hermes_local.llm import LlamaCppLLM, LlamaParams
+
+    params = LlamaParams(n_ctx=2048, n_gpu_layers=0, n_threads=2, seed=1, batch_invariant=True)
+    return LlamaCppLLM(embedded_model_path, params)
+
+
 @contextlib.contextmanager
 def loopback_http_server(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
     """Serve `handler` on 127.0.0.1 (a free port) for the block; yields the base URL."""

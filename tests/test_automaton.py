@@ -181,13 +181,28 @@ def test_runaway_guard_detects_loops_and_lengths_but_not_ordinary_text() -> None
     assert short.closing_reason(remaining=500) == "max_length"
 
 
-def test_fast_forward_leaves_the_last_token_of_an_open_run_to_the_model() -> None:
+def test_fast_forward_drafts_the_models_own_split_once_it_has_seen_it() -> None:
+    from hermes_local.decoding import CANONICAL_DRAFT, ForcedMemo
+
     t = tracker()
     feed(t, '{"name": "read_f')
-    assert "".join(map(chr, t.forced_tokens())) == 'ile", "arguments": {"path": '
+    forced = 'ile", "arguments": {"path": "'
+    assert t.forced_text() == forced
+    memo = ForcedMemo()
+    # unknown text: only the first tokens of the canonical split (the model often splits otherwise)
+    assert "".join(map(chr, t.forced_tokens(memo))) == forced[:CANONICAL_DRAFT]
+    # the model wrote it in its own pieces once (token ids here are pieces of two characters)
+    pieces = [forced[i : i + 2] for i in range(0, len(forced), 2)]
+    ids = list(range(1000, 1000 + len(pieces)))
+    texts = {**dict(zip(ids, pieces, strict=True)), 7: "{", 8: "x", 9: "z"}
+    memo.learn([7, *ids, 8], texts, [(1, forced)])  # type: ignore[arg-type]
+    assert t.forced_tokens(memo) == ids
+    assert memo.get(forced[2:]) == tuple(ids[1:])  # and every tail at the model's token boundaries
+    memo.learn([*ids[:-1], 9], texts, [(0, forced)])  # type: ignore[arg-type]  # does not spell it: ignored
+    assert t.forced_tokens(memo) == ids
     t = tracker()
     feed(t, '{"name": "read_file", "arguments": {"path": "a"}}\n')
-    assert "".join(map(chr, t.forced_tokens())) == "</tool_call>"  # ends the call: all of it
+    assert "".join(map(chr, t.forced_tokens())) == "</tool_call>"[:CANONICAL_DRAFT]
 
 
 class TruncatingLLM(ScriptedLLM):

@@ -95,17 +95,13 @@ def test_closing_mode_turns_a_cut_off_call_into_a_valid_truncated_one(real_llm) 
     assert closed.text.endswith("</tool_call>")
 
 
-def test_fast_forward_matches_plain_constrained_decoding(real_llm) -> None:
-    identical = 0
+def test_fast_forward_matches_plain_constrained_decoding(exact_llm) -> None:
     for task in FEW:
-        tokens = prompt(real_llm, task)
-        with decoder(real_llm, tokens, fast_forward=False):
-            plain = real_llm.complete(tokens, max_tokens=96, temperature=0.0, grammar=GRAMMAR)
-        with decoder(real_llm, tokens, fast_forward=True):
-            fast = real_llm.complete(tokens, max_tokens=96, temperature=0.0, grammar=GRAMMAR)
-        identical += fast.text == plain.text
-        if plain.finish_reason == "stop":
-            assert valid_call(fast.text), fast.text
-    # Forced text is tokenized canonically, which may split it differently from the model's own choice,
-    # so a later near-tie can go the other way (bench: 10/12 identical, every difference a valid call).
-    assert identical >= len(FEW) - 2, f"{identical}/{len(FEW)} identical"
+        tokens = prompt(exact_llm, task)
+        with decoder(exact_llm, tokens, fast_forward=False):
+            plain = exact_llm.complete(tokens, max_tokens=96, temperature=0.0, grammar=GRAMMAR)
+        with decoder(exact_llm, tokens, fast_forward=True):
+            fast = exact_llm.complete(tokens, max_tokens=96, temperature=0.0, grammar=GRAMMAR)
+        # forced text is a draft verified against the model's own choice, with batch-invariant kernels
+        assert fast.tokens == plain.tokens, task
+        assert fast.usage.completion_tokens == plain.usage.completion_tokens

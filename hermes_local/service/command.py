@@ -58,6 +58,10 @@ def serve(
     ] = None,
     cors_origin: Annotated[list[str] | None, typer.Option(help="Allow browser calls from this origin.")] = None,
     max_body: Annotated[int, typer.Option(help="Largest request body in bytes.")] = 1_000_000,
+    parallel: Annotated[
+        int | None,
+        typer.Option(min=1, max=64, help="Runs at once on the one loaded model, decoded together (config: parallel)."),
+    ] = None,
 ) -> None:
     """Serve runs, live events, approvals and an OpenAI-compatible chat endpoint over HTTP (one warm model)."""
     try:
@@ -80,6 +84,7 @@ def serve(
         grammar=False if no_grammar else None,
         approval_timeout=approval_timeout,
         serve_token=token,
+        parallel=parallel,
     )
     settings = load_settings(overrides)
     settings = settings.model_copy(

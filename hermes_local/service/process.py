@@ -1,9 +1,10 @@
 """What the serve process shares between requests: the one loaded model, and its child processes.
 
 `SharedModel` wraps the loaded `LLM` so runs and chat completions take turns (one `complete()` at a
-time; with a replay model that is one queue of outputs in arrival order). `kill_child_process_groups`
-ends every process this process started (tool commands run in their own process groups), for cancel
-and shutdown of `hermes-local serve`. Linux `/proc` only. Does not queue runs or speak HTTP.
+time; with a replay model that is one queue of outputs in arrival order), unless the model decodes
+concurrent calls together (`concurrent = True`: `batching.BatchedLLM`, loaded with `parallel` > 1).
+`kill_child_process_groups` ends every process this process started (tool commands run in their own
+process groups), for cancel and shutdown of `hermes-local serve`. Linux `/proc` only. Does not queue runs or speak HTTP.
 """
 
 from __future__ import annotations
@@ -20,11 +21,12 @@ from hermes_local.llm import DEFAULT_STOP, Completion, TokenCallback
 
 
 class SharedModel:
-    """The one loaded model, shared by runs and chat completions: one `complete()` at a time."""
+    """The one loaded model, shared by runs and chat completions: one `complete()` at a time, or all at
+    once when the model batches concurrent calls itself."""
 
     def __init__(self, llm: Any) -> None:
         self.llm = llm
-        self.lock = threading.Lock()
+        self.lock: Any = contextlib.nullcontext() if getattr(llm, "concurrent", False) else threading.Lock()
         self.n_ctx: int = llm.n_ctx
         self.description: str = llm.description
 

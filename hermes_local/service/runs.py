@@ -1,16 +1,18 @@
 """Runs started over HTTP: a FIFO queue of agent runs on one shared model, with events, approvals and cancel.
 
-`RunManager.submit()` queues a run and returns it at once; one worker thread executes runs in
-arrival order through `runtime.build_agent`, exactly like `hermes-local run`: the same settings,
-registry, approval rules and session log (the run id IS the session id, so `sessions show ID` and
-`run --resume ID` work on it). Each run keeps the list of its events for the SSE stream (the session
-log's events as `event.to_dict()`, plus `approval_request` / `approval_decision` and a final
+`RunManager.submit()` queues a run and returns it at once; `settings.parallel` worker threads (one by
+default) execute runs in arrival order through `runtime.build_agent`, exactly like `hermes-local run`:
+the same settings, registry, approval rules and session log (the run id IS the session id, so
+`sessions show ID` and `run --resume ID` work on it). Each run keeps the list of its events for the SSE
+stream (the session log's events as `event.to_dict()`, plus `approval_request` / `approval_decision` and a final
 `status`); late subscribers replay it from the start. A write/dangerous call that is not pre-approved
 parks the run in `waiting_approval` until `decide()` or the approval timeout (a denial). `cancel()`
 stops a queued run at once and a running one at its next event or token (its session log stays
-resumable, like a killed CLI run). `shutdown()` cancels everything, kills the process groups of tool
-processes this server started, and waits for the worker. `SharedModel` serializes model calls
-between runs and chat completions (`process.py`). Does not speak HTTP and holds no agent logic.
+resumable, like a killed CLI run; the server's tool processes are killed at once only while it is the
+one run going). `shutdown()` cancels everything, kills the process groups of tool processes this server
+started, and waits for the workers. `SharedModel` serializes model calls between runs and chat
+completions, unless the model decodes concurrent calls together (`parallel` > 1: `batching.py`).
+Does not speak HTTP and holds no agent logic.
 """
 
 from __future__ import annotations
@@ -202,7 +204,7 @@ class Run:
 
 
 class RunManager:
-    """Queues runs and executes them one at a time on the shared model (see the module docstring)."""
+    """Queues runs and executes up to `settings.parallel` at once on the shared model (see the module docstring)."""
 
     def __init__(
         self,
@@ -225,11 +227,20 @@ class RunManager:
         self.kill_children = kill_children
         self.runs: collections.OrderedDict[str, Run] = collections.OrderedDict()
         self.queue: collections.deque[Run] = collections.deque()
-        self.current: Run | None = None
+        self.running: list[Run] = []
         self._cond = threading.Condition()
         self._closing = False
-        self._worker = threading.Thread(target=self._work, name="hermes-runs", daemon=True)
-        self._worker.start()
+        self._workers = [
+            threading.Thread(target=self._work, name=f"hermes-runs-{i}", daemon=True)
+            for i in range(max(1, settings.parallel))
+        ]
+        for worker in self._workers:
+            worker.start()
+
+    @property
+    def current(self) -> Run | None:
+        """The oldest running run (None when idle)."""
+        return self.running[0] if self.running else None
 
     # -- requests --------------------------------------------------------------------------
     def resolve_workspace(self, requested: str | None) -> Path:
@@ -296,7 +307,7 @@ class RunManager:
                 return run
         if not run.finished:
             run.request_cancel()
-            if self.kill_children and run is self.current:
+            if self.kill_children and self.running == [run]:
                 kill_child_process_groups()  # a running tool command ends now, not at its time limit
         return run
 
@@ -307,6 +318,8 @@ class RunManager:
             "n_ctx": self.model.n_ctx,
             "queue": len(self.queue),
             "running": self.current.id if self.current else None,
+            "running_ids": [r.id for r in self.running],
+            "parallel": len(self._workers),
         }
 
     # -- execution -------------------------------------------------------------------------
@@ -318,12 +331,12 @@ class RunManager:
                 if self._closing:
                     return
                 run = self.queue.popleft()
-                self.current = run
+                self.running.append(run)
             try:
                 self._execute(run)
             finally:
                 with self._cond:
-                    self.current = None
+                    self.running.remove(run)
                     self._cond.notify_all()
 
     def _execute(self, run: Run) -> None:
@@ -370,7 +383,7 @@ class RunManager:
 
     # -- shutdown --------------------------------------------------------------------------
     def shutdown(self, grace: float = 10.0) -> None:
-        """Cancel queued and running runs, kill tool process groups, wait up to `grace` s for the worker."""
+        """Cancel queued and running runs, kill tool process groups, wait up to `grace` s for the workers."""
         with self._cond:
             self._closing = True
             queued = list(self.queue)
@@ -378,8 +391,10 @@ class RunManager:
             self._cond.notify_all()
         for run in queued:
             run.finish("cancelled", error="the server shut down before the run started")
-        if self.current is not None:
-            self.current.request_cancel()
+        for run in list(self.running):
+            run.request_cancel()
         if self.kill_children:
             kill_child_process_groups()
-        self._worker.join(grace)
+        deadline = time.monotonic() + grace
+        for worker in self._workers:
+            worker.join(max(0.0, deadline - time.monotonic()))
