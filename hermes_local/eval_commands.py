@@ -98,7 +98,7 @@ def sessions_export(
     ] = None,
 ) -> None:
     """Export a recorded session: raw events as JSON lines, or with --as-case an eval case that replays it."""
-    from hermes_local.evaluation import append_case, session_to_case
+    from hermes_local.eval_export import append_case, session_to_case
     from hermes_local.replay import write_replay
     from hermes_local.session import read_events, session_path
 
