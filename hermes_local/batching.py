@@ -28,6 +28,7 @@ from hermes_local.llm import (
     LlamaCppLLM,
     TokenCallback,
     Usage,
+    check_prompt,
     common_prefix_length,
 )
 from hermes_local.sampling import Output, TokenSampler
@@ -145,11 +146,7 @@ class BatchedLLM:
             self.ctx = None
 
     def _submit(self, tokens, max_tokens, temperature, stop, on_token, grammar, grammar_trigger) -> _Request:  # type: ignore[no-untyped-def]
-        prompt = list(tokens)
-        if not prompt:
-            raise ValueError("complete() needs at least one prompt token")
-        if len(prompt) + 1 > self.n_ctx:
-            raise ValueError(f"prompt of {len(prompt)} tokens does not fit n_ctx={self.n_ctx}")
+        prompt = check_prompt(tokens, self.n_ctx)
         request = _Request(prompt, max_tokens, temperature, stop, on_token, grammar, grammar_trigger)
         self._queue.put(request)
         return request

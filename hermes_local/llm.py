@@ -238,11 +238,7 @@ class LlamaCppLLM:
         grammar: str | None = None,
         grammar_trigger: str | None = None,
     ) -> Completion:
-        prompt = list(tokens)
-        if not prompt:
-            raise ValueError("complete() needs at least one prompt token")
-        if len(prompt) + 1 > self.n_ctx:
-            raise ValueError(f"prompt of {len(prompt)} tokens does not fit n_ctx={self.n_ctx}")
+        prompt = check_prompt(tokens, self.n_ctx)
         with self._lock:
             start = time.perf_counter()
             evaluated = self._prefill(prompt)
@@ -389,6 +385,16 @@ class LlamaCppLLM:
             self._llama.n_tokens -= len(ahead)
             self._llama._ctx.kv_cache_seq_rm(-1, self._llama.n_tokens, -1)
         return []
+
+
+def check_prompt(tokens: Sequence[int], n_ctx: int) -> list[int]:
+    """The prompt as a list; ValueError when it is empty or leaves no room in `n_ctx` (every LLM's first check)."""
+    prompt = list(tokens)
+    if not prompt:
+        raise ValueError("complete() needs at least one prompt token")
+    if len(prompt) + 1 > n_ctx:
+        raise ValueError(f"prompt of {len(prompt)} tokens does not fit n_ctx={n_ctx}")
+    return prompt
 
 
 def common_prefix_length(a: Sequence[int], b: Sequence[int]) -> int:

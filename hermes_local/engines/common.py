@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import Any, Protocol
@@ -87,16 +87,6 @@ class _Streaming(Protocol):
     base_url: str
 
     def stream(self, path: str, body: Any) -> Iterable[dict[str, Any]]: ...
-
-
-def check_prompt(tokens: Sequence[int], n_ctx: int) -> list[int]:
-    """The prompt as a list; ValueError when it is empty or leaves no room in `n_ctx`."""
-    prompt = list(tokens)
-    if not prompt:
-        raise ValueError("complete() needs at least one prompt token")
-    if len(prompt) + 1 > n_ctx:
-        raise ValueError(f"prompt of {len(prompt)} tokens does not fit n_ctx={n_ctx}")
-    return prompt
 
 
 @dataclass

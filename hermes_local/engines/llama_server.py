@@ -17,9 +17,9 @@ from collections.abc import Sequence
 from pathlib import PurePath
 from typing import Any
 
-from hermes_local.engines.common import RemoteTokenizer, Streamed, check_prompt, model_matches, stream_completion
+from hermes_local.engines.common import RemoteTokenizer, Streamed, model_matches, stream_completion
 from hermes_local.engines.http import EngineError, EngineHTTP
-from hermes_local.llm import DEFAULT_STOP, Completion, TokenCallback, Usage
+from hermes_local.llm import DEFAULT_STOP, Completion, TokenCallback, Usage, check_prompt
 
 # llama.cpp's common_grammar_trigger_type: a trigger word (a single-token word becomes a token trigger)
 TRIGGER_WORD = 1

@@ -19,9 +19,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from hermes_local.engines.common import RemoteTokenizer, Streamed, check_prompt, model_matches, stream_completion
+from hermes_local.engines.common import RemoteTokenizer, Streamed, model_matches, stream_completion
 from hermes_local.engines.http import EngineError, EngineHTTP
-from hermes_local.llm import DEFAULT_STOP, Completion, TokenCallback, Usage
+from hermes_local.llm import DEFAULT_STOP, Completion, TokenCallback, Usage, check_prompt
 from hermes_local.prompts import SPECIAL_CANDIDATE
 
 
