@@ -5,7 +5,8 @@
 resource limits of `sandbox.Limits` (setrlimit), and membership of a fresh pids cgroup when this
 process may create one (`PidsCage`: caps the process count even for root, whom RLIMIT_NPROC does not
 bind, and finds descendants that left the process group with `setsid`). Every live command is in a
-registry; `kill_all()` runs from SIGINT/SIGTERM handlers (`install_signal_handlers`) and at exit.
+registry, tagged with the owner set by `own()` in the spawning thread (the service's run id), so
+`kill_owned()` stops one run's commands; `kill_all()` runs from SIGINT/SIGTERM handlers and at exit.
 A small reaper process (started on the first spawn, in its own session) holds the other end of a
 pipe: when the agent dies in a way no handler sees (SIGKILL, OOM killer), it reads EOF and kills the
 process groups and cages that were still live. Without bwrap (see `sandbox.py`) and without a pids
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import contextvars
 import ctypes
 import itertools
 import os
@@ -40,21 +42,37 @@ _counter = itertools.count(1)
 
 # -- the registry of live commands ----------------------------------------------------------------
 
-_live: dict[int, Callable[[], None]] = {}
+_live: dict[int, tuple[Callable[[], None], str | None]] = {}  # token -> (killer, owner)
 _lock = threading.RLock()  # re-entrant: kill_all may run in a signal handler on the thread holding it
+_owner: contextvars.ContextVar[str | None] = contextvars.ContextVar("hermes_procs_owner", default=None)
+
+
+def own(owner: str | None) -> None:
+    """Tag the commands this thread (context) spawns from now on with `owner` (e.g. a service run id)."""
+    _owner.set(owner)
 
 
 def register(killer: Callable[[], None]) -> int:
     """Remember how to kill a live command; returns the token for `unregister`."""
     token = next(_counter)
     with _lock:
-        _live[token] = killer
+        _live[token] = (killer, _owner.get())
     return token
 
 
 def unregister(token: int) -> None:
     with _lock:
         _live.pop(token, None)
+
+
+def kill_owned(owner: str) -> int:
+    """SIGKILL the live commands spawned under `own(owner)`; how many there were."""
+    with _lock:
+        killers = [kill for kill, who in _live.values() if who == owner]
+    for kill in killers:
+        with contextlib.suppress(Exception):
+            kill()
+    return len(killers)
 
 
 def live_count() -> int:
@@ -64,7 +82,7 @@ def live_count() -> int:
 def kill_all() -> None:
     """SIGKILL every live command (and its cage). Safe from signal handlers and atexit."""
     with _lock:
-        killers = list(_live.values())
+        killers = [kill for kill, _ in _live.values()]
     for kill in killers:
         with contextlib.suppress(Exception):
             kill()

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 
 from service_server import http, served, wait_status
 
-from hermes_local.testing import ScriptedLLM
+from hermes_local import procs
+from hermes_local.testing import ScriptedLLM, tool_call_text
 
 
 class BatchingScriptedLLM(ScriptedLLM):
@@ -56,3 +58,22 @@ def test_one_run_at_a_time_by_default(workspace: Path) -> None:
         ids = [http("POST", f"{base}/v1/runs", {"task": f"Say hi ({i})."})[1]["id"] for i in range(2)]
         for run_id in ids:
             assert wait_status(base, run_id, {"done"})["status"] == "done"
+
+
+def test_cancel_kills_only_that_runs_command_while_others_run(workspace: Path) -> None:
+    script = [tool_call_text("run_shell", command="sleep 60; echo late > late.txt")] * 2
+    llm = ScriptedLLM(script + ["Stopped."] * 2)
+    with served(llm, workspace, parallel=2, allow_tools=["run_shell"]) as (base, manager):
+        ids = [http("POST", f"{base}/v1/runs", {"task": f"Run it ({i})."})[1]["id"] for i in range(2)]
+        deadline = time.monotonic() + 30
+        while procs.live_count() < 2:  # both runs' commands are going
+            assert time.monotonic() < deadline, "the two commands never started"
+            time.sleep(0.1)
+        http("POST", f"{base}/v1/runs/{ids[0]}/cancel")
+        first = wait_status(base, ids[0], {"cancelled", "done", "error"}, timeout=20)  # not the 60 s sleep
+        assert procs.live_count() == 1  # the other run's command goes on
+        assert http("GET", f"{base}/v1/runs/{ids[1]}")[1]["status"] == "running"
+        http("POST", f"{base}/v1/runs/{ids[1]}/cancel")
+        second = wait_status(base, ids[1], {"cancelled", "done", "error"}, timeout=20)
+    assert first["status"] == second["status"] == "cancelled"
+    assert procs.live_count() == 0 and not (workspace / "late.txt").exists()

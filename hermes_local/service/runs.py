@@ -8,9 +8,10 @@ stream (the session log's events as `event.to_dict()`, plus `approval_request` /
 `status`); late subscribers replay it from the start. A write/dangerous call that is not pre-approved
 parks the run in `waiting_approval` until `decide()` or the approval timeout (a denial). `cancel()`
 stops a queued run at once and a running one at its next event or token (its session log stays
-resumable, like a killed CLI run; the server's tool processes are killed at once only while it is the
-one run going). `shutdown()` cancels everything, kills the process groups of tool processes this server
-started, and waits for the workers. `SharedModel` serializes model calls between runs and chat
+resumable, like a killed CLI run; the tool commands its worker spawned are killed at once, tagged by
+`procs.own`, and all the server's child processes too when it is the one run going). `shutdown()`
+cancels everything, kills the process groups of tool processes this server started, and waits for the
+workers. `SharedModel` serializes model calls between runs and chat
 completions, unless the model decodes concurrent calls together (`parallel` > 1: `batching.py`).
 Does not speak HTTP and holds no agent logic.
 """
@@ -30,6 +31,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from hermes_local import procs
 from hermes_local.config import Settings
 from hermes_local.errors import HermesError, UserError
 from hermes_local.events import Event
@@ -307,8 +309,9 @@ class RunManager:
                 return run
         if not run.finished:
             run.request_cancel()
+            procs.kill_owned(run.id)  # its running tool command ends now, not at its time limit
             if self.kill_children and self.running == [run]:
-                kill_child_process_groups()  # a running tool command ends now, not at its time limit
+                kill_child_process_groups()  # and anything else it started (the only run going)
         return run
 
     def health(self) -> dict[str, Any]:
@@ -348,6 +351,7 @@ class RunManager:
         approver = Approver(allow=settings.allow_tools, deny=settings.deny_tools, interactive=True, ask=run.ask)
         run.started = time.time()
         run.set_status("running")
+        procs.own(run.id)  # the commands this worker thread spawns belong to this run (cancel kills them)
         try:
             with SessionLog(run.id) as session:
 

@@ -15,6 +15,7 @@ does not sandbox tools: confinement is each tool's job (see `tools/confined.py`)
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import json
 import threading
@@ -113,7 +114,8 @@ class Executor:
             except BaseException as exc:  # noqa: BLE001 - reported to the model as tool_error
                 outcome["error"] = exc
 
-        worker = threading.Thread(target=target, name=f"tool-{t.name}", daemon=True)
+        context = contextvars.copy_context()  # e.g. procs.own: the commands it spawns belong to this run
+        worker = threading.Thread(target=context.run, args=(target,), name=f"tool-{t.name}", daemon=True)
         worker.start()
         worker.join(timeout + min(ABANDON_GRACE, timeout / 2))
         if worker.is_alive():
@@ -231,7 +233,9 @@ def run_grouped(
             done = [jobs[i]()]
         else:
             with ThreadPoolExecutor(max_workers=min(max_workers, len(group)), thread_name_prefix="calls") as pool:
-                done = list(pool.map(lambda k: jobs[k](), group))
+                # one context copy per job (a context runs in one thread at a time), e.g. procs.own's owner
+                runs = [(contextvars.copy_context(), jobs[k]) for k in group]
+                done = list(pool.map(lambda pair: pair[0].run(pair[1]), runs))
         for k, r in zip(group, done, strict=True):
             after(k, r)
             results.append(r)
