@@ -154,6 +154,20 @@ def hermes_run(llm: LlamaCppLLM, steps: int, n_ctx: int, *, naive: bool = False)
     }
 
 
+def run_openai_calls(executor: Executor, tool_calls: list[dict[str, Any]], messages: list[dict[str, Any]]) -> int:
+    """Run a peer's OpenAI-style tool calls, append each result as a `tool` message; how many were valid."""
+    valid = 0
+    for tc in tool_calls:
+        try:
+            args = json.loads(tc["function"].get("arguments") or "{}")
+        except json.JSONDecodeError:
+            args = {"_unparseable": True}
+        outcome = executor.execute(tc["function"]["name"], args)
+        valid += outcome.error_kind not in ("invalid_arguments", "not_found")
+        messages.append({"role": "tool", "tool_call_id": tc.get("id", ""), "content": outcome.to_json()})
+    return valid
+
+
 def peer_chat_handler_run(llm: LlamaCppLLM, steps: int) -> dict[str, Any]:
     """llama-cpp-python's own chatml-function-calling handler in a plain agent loop."""
     from llama_cpp import llama_chat_format
@@ -196,15 +210,8 @@ def peer_chat_handler_run(llm: LlamaCppLLM, steps: int) -> dict[str, Any]:
             messages.append({"role": "assistant", "content": message.get("content"), "tool_calls": tool_calls or None})
             if not tool_calls:
                 messages.append({"role": "user", "content": "Continue: call the next function."})
-            for tc in tool_calls:
-                calls_made += 1
-                try:
-                    args = json.loads(tc["function"]["arguments"] or "{}")
-                except json.JSONDecodeError:
-                    args = {"_unparseable": True}
-                outcome = executor.execute(tc["function"]["name"], args)
-                valid += outcome.error_kind not in ("invalid_arguments", "not_found")
-                messages.append({"role": "tool", "tool_call_id": tc["id"], "content": outcome.to_json()})
+            calls_made += len(tool_calls)
+            valid += run_openai_calls(executor, tool_calls, messages)
         wall = time.perf_counter() - t0
     return {
         "wall_s": wall,

@@ -54,7 +54,7 @@ def _post(url: str, body: dict[str, Any]) -> dict[str, Any]:
 
 def peer_openai_loop(model: Path, steps: int, n_ctx: int, threads: int) -> dict[str, Any]:
     """A plain OpenAI-style tool loop against llama-server --jinja with the Hermes tool_use template."""
-    from bench import TASK, task_registry  # type: ignore[import-not-found]
+    from bench import TASK, run_openai_calls, task_registry  # type: ignore[import-not-found]
 
     registry = task_registry()
     extra = ["--jinja", "--chat-template-file", str(tools_dir() / "templates" / TEMPLATE)]
@@ -87,15 +87,8 @@ def peer_openai_loop(model: Path, steps: int, n_ctx: int, threads: int) -> dict[
                 messages.append({"role": "assistant", "content": message.get("content"), "tool_calls": tool_calls})
                 if not tool_calls:
                     messages.append({"role": "user", "content": "Continue: call the next function."})
-                for tc in tool_calls:
-                    calls_made += 1
-                    try:
-                        args = json.loads(tc["function"].get("arguments") or "{}")
-                    except json.JSONDecodeError:
-                        args = {"_unparseable": True}
-                    outcome = executor.execute(tc["function"]["name"], args)
-                    valid += outcome.error_kind not in ("invalid_arguments", "not_found")
-                    messages.append({"role": "tool", "tool_call_id": tc.get("id", ""), "content": outcome.to_json()})
+                calls_made += len(tool_calls)
+                valid += run_openai_calls(executor, tool_calls, messages)
             wall = time.perf_counter() - t0
     if failure is None and calls_made == 0:  # seen with SmolLM2: its template analysis finds no call format
         failure = "llama-server returned no tool_calls in any step (plain text despite tool_choice required)"
