@@ -28,9 +28,11 @@ from hermes_local.cli_common import (
     InstructionsOpt,
     ModelOpt,
     NCtxOpt,
+    NoGrammarOpt,
     NoPromptCacheOpt,
     SandboxOpt,
     TemperatureOpt,
+    ToolChoiceOpt,
     ToolsModuleOpt,
     ToolsOpt,
     WorkspaceOpt,
@@ -171,12 +173,8 @@ def run(
         str | None, typer.Option(help="llama.cpp RPC backends host:port,host:port (passed through).")
     ] = None,
     workspace: WorkspaceOpt = Path("."),
-    tool_choice: Annotated[
-        str | None, typer.Option(help="auto: model decides; required: every step calls a tool; none: no tools.")
-    ] = None,
-    no_grammar: Annotated[
-        bool, typer.Option("--no-grammar", help="Do not constrain tool calls with a grammar.")
-    ] = False,
+    tool_choice: ToolChoiceOpt = None,
+    no_grammar: NoGrammarOpt = False,
     temperature: TemperatureOpt = None,
     answer_temperature: AnswerTemperatureOpt = None,
     answer_guard: AnswerGuardOpt = None,
@@ -269,12 +267,8 @@ def chat(
     n_ctx: NCtxOpt = None,
     n_gpu_layers: GpuOpt = None,
     workspace: WorkspaceOpt = Path("."),
-    tool_choice: Annotated[
-        str | None, typer.Option(help="auto: model decides; required: every step calls a tool; none: no tools.")
-    ] = None,
-    no_grammar: Annotated[
-        bool, typer.Option("--no-grammar", help="Do not constrain tool calls with a grammar.")
-    ] = False,
+    tool_choice: ToolChoiceOpt = None,
+    no_grammar: NoGrammarOpt = False,
     temperature: TemperatureOpt = None,
     answer_temperature: AnswerTemperatureOpt = None,
     answer_guard: AnswerGuardOpt = None,

@@ -100,6 +100,10 @@ TemperatureOpt = Annotated[float | None, typer.Option(help="Sampling temperature
 AnswerTemperatureOpt = Annotated[
     float | None, typer.Option(help="Sampling temperature of final answers (default 0.7).")
 ]
+ToolChoiceOpt = Annotated[
+    str | None, typer.Option(help="auto: model decides; required: every step calls a tool; none: no tools.")
+]
+NoGrammarOpt = Annotated[bool, typer.Option("--no-grammar", help="Do not constrain tool calls with a grammar.")]
 AnswerGuardOpt = Annotated[
     bool | None,
     typer.Option(

@@ -22,6 +22,7 @@ from hermes_local.cli_common import (
     GpuOpt,
     ModelOpt,
     NCtxOpt,
+    NoGrammarOpt,
     ToolsModuleOpt,
     WorkspaceOpt,
 )
@@ -46,9 +47,7 @@ def serve(
     max_steps: Annotated[int | None, typer.Option(help="Default most model calls per run (default 8).")] = None,
     tool_choice: Annotated[str | None, typer.Option(help="Default tool choice: auto, required or none.")] = None,
     temperature: Annotated[float | None, typer.Option(help="Sampling temperature (default 0.2).")] = None,
-    no_grammar: Annotated[
-        bool, typer.Option("--no-grammar", help="Do not constrain tool calls with a grammar.")
-    ] = False,
+    no_grammar: NoGrammarOpt = False,
     allow: AllowOpt = None,
     tools_module: ToolsModuleOpt = None,
     db: DbOpt = None,
