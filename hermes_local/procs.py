@@ -67,12 +67,7 @@ def unregister(token: int) -> None:
 
 def kill_owned(owner: str) -> int:
     """SIGKILL the live commands spawned under `own(owner)`; how many there were."""
-    with _lock:
-        killers = [kill for kill, who in _live.values() if who == owner]
-    for kill in killers:
-        with contextlib.suppress(Exception):
-            kill()
-    return len(killers)
+    return _kill(lambda who: who == owner)
 
 
 def live_count() -> int:
@@ -81,11 +76,16 @@ def live_count() -> int:
 
 def kill_all() -> None:
     """SIGKILL every live command (and its cage). Safe from signal handlers and atexit."""
+    _kill(lambda who: True)
+
+
+def _kill(chosen: Callable[[str | None], bool]) -> int:
     with _lock:
-        killers = [kill for kill, _ in _live.values()]
+        killers = [kill for kill, who in _live.values() if chosen(who)]
     for kill in killers:
         with contextlib.suppress(Exception):
             kill()
+    return len(killers)
 
 
 atexit.register(kill_all)
