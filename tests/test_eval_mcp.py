@@ -10,8 +10,8 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
 
+from test_mcp import BROKEN_SERVER, TIME_SERVER, write_config
 from typer.testing import CliRunner
 
 from hermes_local.cli import app
@@ -22,18 +22,6 @@ from hermes_local.testing import ScriptedLLM, tool_call_text, write_replay
 
 runner = CliRunner()
 TEST_SERVER = str(Path(__file__).parent / "mcp_test_server.py")
-TIME_SERVER = {"command": sys.executable, "args": ["-m", "mcp_server_time", "--local-timezone", "UTC"]}
-BROKEN_SERVER = {"command": sys.executable, "args": ["-c", "import sys; sys.stderr.write('no token\\n'); sys.exit(2)"]}
-
-
-def write_config(home: Path, servers: dict[str, dict[str, Any]]) -> None:
-    lines = []
-    for name, server in servers.items():
-        lines.append(f"[mcp.servers.{name}]")
-        lines += [f"{key} = {json.dumps(value)}" for key, value in server.items()]
-    path = home / "hermes" / "config.toml"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(lines) + "\n")
 
 
 def write_jsonl(path: Path, rows: list[dict]) -> Path:
@@ -140,7 +128,7 @@ def test_a_case_naming_a_tool_of_a_server_that_did_not_start_is_one_line(tmp_pat
     assert res.exit_code == 2
     last = res.stderr.strip().splitlines()[-1]
     assert "case 'b'" in last and "broken__anything" in last and "MCP server broken failed to start" in last
-    assert "no token" in last
+    assert "missing API token" in last
 
 
 def test_a_session_with_mcp_calls_exports_to_a_case_that_passes(
