@@ -1,11 +1,14 @@
 """Batched concurrent runs: one loaded model serves several `complete()` calls at once (issue 15.4).
 
 `BatchedLLM(owner, parallel=N)` implements the `LLM` protocol on top of a `LlamaCppLLM`. It owns a
-second llama.cpp context over the same weights with N sequences (each with the owner's n_ctx of KV).
-Calls from different threads each get a sequence; a worker thread evaluates new prompts (reusing the
-KV prefix that sequence still holds from its previous call) and then decodes one token of every
-active sequence in ONE llama_decode per step, so N runs cost little more than one on a CPU that is
-bound by reading the weights. `complete_many(prompts)` is the same for a list of prompts.
+second llama.cpp context over the same weights with N sequences in one unified KV cache (room for N
+times the owner's n_ctx). Calls from different threads each get a sequence; a worker thread evaluates
+new prompts and then decodes one token of every active sequence in ONE llama_decode per step.
+A new prompt starts from the longest prefix any sequence holds: its own previous call, or another
+sequence's KV cells shared by reference (`llama_memory_seq_cp` on a unified cache copies nothing).
+Concurrent runs of one agent share the system prompt and tool schemas, so the fixed prefix is
+evaluated once for all of them, and one step's attention reads it once for every sequence, as for
+one sequence's batch of tokens. `complete_many(prompts)` is the same for a list of prompts.
 
 Per sequence it does sampling, stop strings, the token budget and the grammar (lazy or not); it does
 not do fast-forward, closing mode or drafting (those run in `LlamaCppLLM.complete`). It uses the
@@ -79,7 +82,7 @@ class BatchedLLM:
         ctypes.memmove(ctypes.byref(params), ctypes.byref(base), ctypes.sizeof(base))
         params.n_ctx = owner.n_ctx * parallel
         params.n_seq_max = parallel
-        params.kv_unified = False
+        params.kv_unified = True  # sequences share prefix cells (see _reuse_prefix)
         self.ctx = lib.llama_init_from_model(owner._llama._model.model, params)
         if not self.ctx:
             raise RuntimeError("llama.cpp could not create the batched context")
@@ -194,10 +197,8 @@ class BatchedLLM:
     def _admit(self, r: _Request) -> None:
         r.seq = self._free.pop(0)
         r.start = time.perf_counter()
+        keep = self._reuse_prefix(r.seq, r.prompt)
         cached = self._cached[r.seq]
-        keep = min(common_prefix_length(cached, r.prompt), len(r.prompt) - 1)
-        self._lib.llama_memory_seq_rm(self._mem, r.seq, keep, -1)
-        del cached[keep:]
         rest = r.prompt[keep:]
         for i in range(0, len(rest), self.n_batch):
             chunk = rest[i : i + self.n_batch]
@@ -210,6 +211,27 @@ class BatchedLLM:
         r.sampler = TokenSampler(self.owner, r.temperature, r.grammar if r.constrained else None, ctx=self.ctx)
         r.out = Output(self.owner, r.stop, r.on_token)
         r.budget = min(r.max_tokens, self.n_ctx - len(r.prompt))
+
+    def _reuse_prefix(self, seq: int, prompt: list[int]) -> int:
+        """Make `seq` hold the longest prefix of `prompt` that is in the KV cache, its own or another
+        sequence's (whose cells it then shares; they stay while either sequence uses them). The last
+        prompt token is always re-evaluated, for fresh logits. Returns how many tokens are in place."""
+        limit = len(prompt) - 1
+        own = min(common_prefix_length(self._cached[seq], prompt), limit)
+        best, source = own, seq
+        for other, tokens in enumerate(self._cached):
+            if other != seq and len(tokens) > best:
+                shared = min(common_prefix_length(tokens, prompt), limit)
+                if shared > best:
+                    best, source = shared, other
+        if source == seq:
+            self._lib.llama_memory_seq_rm(self._mem, seq, own, -1)
+            del self._cached[seq][own:]
+        else:
+            self._lib.llama_memory_seq_rm(self._mem, seq, -1, -1)
+            self._lib.llama_memory_seq_cp(self._mem, source, seq, 0, best)
+            self._cached[seq] = self._cached[source][:best]
+        return best
 
     def _step_sample(self, r: _Request) -> bool:
         """Sample this request's next token; True when it finished (result delivered, sequence freed)."""

@@ -33,6 +33,9 @@ def test_batched_runs_match_single_runs_and_share_decode_steps(exact_llm) -> Non
         outs = batched.complete_many(batch, max_tokens=48, temperature=0.0, grammar=grammar)
         longest = max(o.usage.completion_tokens for o in outs)
         assert batched.steps <= longest + 2 * len(batch)  # one decode per step for all (not one per sequence)
+        # the system prompt and tool schemas are evaluated once: later sequences share the first one's cells
+        assert outs[0].usage.prompt_tokens_evaluated == len(batch[0])
+        assert all(o.usage.prompt_tokens_evaluated < len(p) // 4 for o, p in zip(outs[1:], batch[1:], strict=True))
         # batch-invariant kernels: the same tokens as one sequence at a time (with its fast-forward)
         assert [o.tokens for o in outs] == single
         # threads calling complete() at once are served together; a second call reuses the KV prefix
