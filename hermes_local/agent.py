@@ -145,12 +145,19 @@ class Agent:
     def _prompt_tokens(self, memory: Memory, prefill: str) -> list[int]:
         return self.dialect.tokens(memory.messages(), self.tool_schemas(), self.llm, prefill=prefill)
 
-    def _fitted_prompt(self, memory: Memory, prefill: str, result: RunResult) -> tuple[list[int], int]:
-        """Prompt tokens within budget (compacting memory if needed) and the max_tokens left."""
+    def _fitted_prompt(self, memory: Memory, prefill: str, result: RunResult, *, last: bool) -> tuple[list[int], int]:
+        """Prompt tokens within budget (compacting memory if needed) and the max_tokens left.
+
+        Compaction starts at `budget_fraction` of n_ctx, to leave room for the steps still to come. The
+        `last` call of a run (the final answer at the step limit) has none to come: it compacts only
+        what does not fit, and keeps the KV prefix of the whole run instead of re-evaluating it.
+        """
         n_ctx = self.llm.n_ctx
         max_new = self.config.max_tokens
         limit = int(n_ctx * self.config.budget_fraction) - max_new
         target = int(n_ctx * self.config.compact_to_fraction) - max_new
+        if last:
+            limit = target = n_ctx - max_new - 1
         before = memory.compacted_through_step, [(t.cap, t.summarized) for t in memory.turns]
         measured: list[int] = []
 
@@ -170,11 +177,21 @@ class Agent:
             )
         return tokens, min(max_new, room)
 
-    def _complete(self, memory: Memory, step: int, tool_choice: str, result: RunResult, *, forced: bool = False) -> str:
-        """One model call; `forced` (the step after a bounce) leaves final_answer out of the grammar."""
+    def _complete(
+        self,
+        memory: Memory,
+        step: int,
+        tool_choice: str,
+        result: RunResult,
+        *,
+        forced: bool = False,
+        last: bool = False,
+    ) -> str:
+        """One model call; `forced` (the step after a bounce) leaves final_answer out of the grammar;
+        `last`: the run's final call (see _fitted_prompt)."""
         required = tool_choice == "required"
         prefill = self.dialect.required_prefill if required else ""
-        tokens, max_new = self._fitted_prompt(memory, prefill, result)
+        tokens, max_new = self._fitted_prompt(memory, prefill, result, last=last)
         trigger = None if required else self.dialect.call_open
         wanted = required or (tool_choice == "auto" and trigger)
         grammar = self._grammar(without_final_answer=forced) if wanted else None
@@ -312,7 +329,7 @@ class Agent:
 
     def _final_answer(self, memory: Memory, step: int, result: RunResult) -> str | None:
         memory.add_user_note(step, Segments.untrusted(FINAL_ANSWER_REQUEST))
-        text = self._complete(memory, step, "none", result)
+        text = self._complete(memory, step, "none", result, last=True)
         answer = self.dialect.parse(extract_plan(text)[2]).text or None
         self.on_event(AssistantText(step, text, final=True))
         return answer

@@ -144,3 +144,16 @@ def test_long_term_memory_is_recalled_once_as_a_frozen_block(workspace: Path) ->
     for text in second.prompt_texts:
         assert text.count("reports go in reports/ as Markdown") == 1
     assert second.prompts[1][: len(second.prompts[0]) - 4] == second.prompts[0][: len(second.prompts[0]) - 4]
+
+
+def test_the_final_answer_at_the_step_limit_does_not_compact_what_fits(workspace: Path) -> None:
+    """Compaction starts at 75% of n_ctx to leave room for steps to come. The final call at the step limit
+    has none to come: it keeps the run's KV prefix when the prompt fits (it used to compact right before
+    the last call and re-evaluate most of the run)."""
+    llm = ScriptedLLM([call("fetch_page", page=0), call("fetch_page", page=1), "final"], n_ctx=8000)
+    result = make_agent(llm, workspace, max_steps=2, n_ctx=8000, max_tokens=64, reminder_every=0).run(GOAL)
+    assert result.stopped == "max_steps" and result.answer == "final"
+    final = result.llm_calls[-1].prompt_tokens
+    assert 0.75 * 8000 < final + 64 < 8000  # over the compaction budget, within n_ctx
+    assert result.compactions == 0
+    assert llm.prompt_texts[2].startswith(llm.prompt_texts[1])  # the run's prefix, not a compacted prompt
