@@ -83,7 +83,7 @@ class Agent:
         self._grammar_texts: dict[bool, str | None] = {}  # keyed by "without final_answer"
         self._last_truncated: str | None = None  # the last completion's closing reason, if any
         self.closers: list[Callable[[], None]] = []
-        self._failures_logged = False  # MCP start failures are logged once per agent (a chat logs them once)
+        self._failures_logged: set[str] = set()  # MCP servers logged as down (once per agent: a chat logs them once)
         self.loop_guard = LoopGuard(max_identical=self.config.max_identical_calls)
         denied: set[str] = executor.approver.denied  # deny_tools = ["final_answer"]: every step calls a tool
         if (
@@ -232,15 +232,21 @@ class Agent:
 
     def _new_result(self, steps: int) -> RunResult:
         """A run's result so far, listing the MCP servers that did not start (logged once, one event each)."""
-        failed = {
-            source.removeprefix("mcp:"): error
-            for source, error in self.executor.registry.failed_sources.items()
-            if source.startswith("mcp:")
-        }
-        for server, error in failed.items() if not self._failures_logged else ():
-            self.on_event(McpServerFailed(server, error))
-        self._failures_logged = True
-        return RunResult(answer=None, stopped="max_steps", steps=steps, mcp_failed=failed)
+        result = RunResult(answer=None, stopped="max_steps", steps=steps)
+        self._report_mcp_failures(result)
+        return result
+
+    def _report_mcp_failures(self, result: RunResult) -> None:
+        """Put every MCP server that is down (did not start, or crashed and could not be restarted) into
+        `result.mcp_failed`, and log a McpServerFailed event for each one not logged before."""
+        for source, error in list(self.executor.registry.failed_sources.items()):
+            if not source.startswith("mcp:"):
+                continue
+            server = source.removeprefix("mcp:")
+            result.mcp_failed[server] = error
+            if server not in self._failures_logged:
+                self._failures_logged.add(server)
+                self.on_event(McpServerFailed(server, error))
 
     def chat(self, memory: Memory | None, message: str) -> tuple[Memory, RunResult]:
         """One chat turn: the first message is the goal; later ones are appended user turns."""
@@ -304,6 +310,7 @@ class Agent:
                 memory.add_assistant(step, parsed.text, parsed.calls)
                 cut = parsed.calls[-1] if self._last_truncated and parsed.calls else None
                 outcomes = self._execute_turn(step, parsed.calls, result, cut)
+                self._report_mcp_failures(result)  # a server that crashed for good during the turn
                 for error in parsed.errors:
                     failure = ToolResult.failure("invalid_arguments", error, "unreadable tool call")
                     outcome = ToolOutcome(step, "invalid_tool_call", {}, failure)

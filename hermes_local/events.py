@@ -259,7 +259,8 @@ class Compaction(Event):
 
 @dataclass
 class McpServerFailed(Event):
-    """An MCP server configured for the run did not start; the run went on without its tools."""
+    """An MCP server configured for the run did not start, or crashed and could not be restarted; the run went
+    on without its tools."""
 
     kind: ClassVar[str] = "mcp_failed"
     server: str

@@ -137,6 +137,7 @@ class McpServer:
     error: str = ""
     tools: list[Any] = field(default_factory=list)  # mcp_types.Tool
     restarts: int = 0
+    on_down: Callable[[str, str], None] | None = None  # (server, reason) when it is gone for the rest of the run
     _session: Any = None
     _stop: asyncio.Event | None = None
     _task: concurrent.futures.Future[Any] | None = None
@@ -171,6 +172,8 @@ class McpServer:
                 raise McpStartError(f"MCP server {self.name} failed to start: {reason}{self._tail()}") from exc
         except McpStartError as exc:
             self.status, self.error = "failed", str(exc)
+            if self.on_down is not None:
+                self.on_down(self.name, self.error)
             raise
         self.status, self.error = "running", ""
 
@@ -302,6 +305,8 @@ class McpServer:
             else:
                 self._halt()
                 self.status, self.error = "crashed", crashed
+                if self.on_down is not None:
+                    self.on_down(self.name, crashed)
                 note = "It was already restarted once; its tools are unavailable for the rest of this run."
             return ToolResult.failure("tool_error", f"{crashed}. {note}", summary=f"MCP server {self.name} crashed")
 
@@ -355,10 +360,13 @@ class McpManager:
         on_notice: Notice | None = None,
         sandbox: SandboxPolicy | None = None,
         workspace: Path | None = None,
+        on_down: Callable[[str, str], None] | None = None,
     ) -> None:
+        """`on_down(server, reason)`: a server failed to start, failed its restart after a crash, or
+        crashed again; its tools are gone for the rest of the run."""
         self.runner = LoopThread()
         self.servers = {
-            name: McpServer(name, config, self.runner, list(allow_hosts or []), sandbox, workspace)
+            name: McpServer(name, config, self.runner, list(allow_hosts or []), sandbox, workspace, on_down=on_down)
             for name, config in servers.items()
         }
         self.on_notice = on_notice or (lambda line: None)

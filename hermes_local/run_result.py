@@ -47,7 +47,7 @@ class RunResult:
     session_id: str | None = None
     compactions: int = 0
     guarded: int = 0  # answers sent back by the no-tool answer guard
-    mcp_failed: dict[str, str] = field(default_factory=dict)  # MCP server -> why it did not start
+    mcp_failed: dict[str, str] = field(default_factory=dict)  # MCP server -> why it is down (start or crash)
 
     def to_json(self) -> dict[str, Any]:
         return {

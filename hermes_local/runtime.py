@@ -195,13 +195,13 @@ def build_registry(
             on_notice=on_notice,
             sandbox=SandboxPolicy.from_settings(settings),
             workspace=workspace,
+            # a server that fails to start, or later crashes for good: logged by the agent as McpServerFailed
+            on_down=lambda name, error: registry.failed_sources.__setitem__(f"mcp:{name}", error),
         )
         registry.add_closer(manager.close)
         try:
             for t, source in manager.tools():
                 registry.register(t, source=source)
-            for name, error in manager.failures().items():  # logged by the agent as McpServerFailed events
-                registry.failed_sources[f"mcp:{name}"] = error
         except BaseException:
             registry.close()
             raise

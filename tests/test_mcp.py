@@ -224,6 +224,27 @@ def test_crash_gives_tool_error_then_one_restart_and_close_stops_it(tmp_path: Pa
     assert len(started) == 2 and not any(pid_alive(p) for p in started)
 
 
+def test_a_server_that_crashes_for_good_mid_run_is_an_mcp_failed_event(
+    tmp_path: Path, workspace: Path, hermetic_home: Path
+) -> None:
+    pids = tmp_path / "pids.txt"
+    write_config(
+        hermetic_home, {"own": {"command": sys.executable, "args": [TEST_SERVER, str(pids)], "sandbox": False}}
+    )
+    script = [call("own__die"), call("own__die"), call("own__add", a=1, b=2), "It is gone."]
+    replay = write_replay(tmp_path / "r.jsonl", script)
+    res = runner.invoke(app, ["run", "t", "--json", "--model", f"replay:{replay}", "--workspace", str(workspace)])
+    assert res.exit_code == 0, res.stderr
+    out = json.loads(res.stdout)
+    assert [f["server"] for f in out["mcp_failed"]] == ["own"]
+    assert "stopped during die" in out["mcp_failed"][0]["error"]
+    kinds = [r["kind"] for r in read_records(sessions_dir() / f"{out['session_id']}.jsonl")]
+    # logged once, right after the turn in which the restarted server crashed again (step 2)
+    assert kinds.count("mcp_failed") == 1
+    step_starts = [i for i, k in enumerate(kinds) if k == "step_start"]
+    assert step_starts[1] < kinds.index("mcp_failed") < step_starts[2]
+
+
 def test_name_clash_between_module_and_server_is_one_line(tmp_path: Path, hermetic_home: Path, notes_url: str) -> None:
     module = tmp_path / "mine.py"
     module.write_text(
