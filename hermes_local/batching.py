@@ -34,7 +34,7 @@ from hermes_local.llm import (
     check_prompt,
     common_prefix_length,
 )
-from hermes_local.sampling import Output, TokenSampler
+from hermes_local.sampling import Output, TokenSampler, quiet_stderr
 
 
 @dataclass
@@ -83,7 +83,8 @@ class BatchedLLM:
         params.n_ctx = owner.n_ctx * parallel
         params.n_seq_max = parallel
         params.kv_unified = True  # sequences share prefix cells (see _reuse_prefix)
-        self.ctx = lib.llama_init_from_model(owner._llama._model.model, params)
+        with quiet_stderr():  # llama.cpp logs the context (and n_ctx_seq > n_ctx_train: one sequence never is)
+            self.ctx = lib.llama_init_from_model(owner._llama._model.model, params)
         if not self.ctx:
             raise RuntimeError("llama.cpp could not create the batched context")
         self._mem = lib.llama_get_memory(self.ctx)
