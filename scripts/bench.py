@@ -428,7 +428,7 @@ def speed_sections(report: dict[str, Any], llm: LlamaCppLLM, path: Path, args: a
     if b.get("n1_tps") is not None:
         rows.append(
             (
-                f"batched aggregate tok/s n=1 / 2 / 4 ({b['runs']} runs queued)",
+                f"batched aggregate tok/s n=1 / 2 / 4 ({b['runs']} runs queued, x{b['rounds']})",
                 f"{b['n1_tps']:.1f} / {b['n2_tps']:.1f} / {b['n4_tps']:.1f}, speedup n4 {b['speedup_n4']:.2f}x  "
                 "(target >= 1.6)",
             )

@@ -265,7 +265,9 @@ def _ttft_child(model: str, n_ctx: int, threads: int) -> None:
 def batched(llm: LlamaCppLLM) -> dict[str, Any]:
     """Aggregate output tok/s of a queue of tool-call runs served 1, 2 and 4 at a time by one loaded model
     (issue 15.4), as `eval --jobs N` and `serve --parallel N` serve them: a run starts when a sequence
-    frees, its prompt shares the fixed prefix with the others', and every step is one llama_decode."""
+    frees, its prompt shares the fixed prefix with the others', and every step is one llama_decode.
+    The three are measured in turn, twice (BENCH_BATCH_ROUNDS), so a slower minute of a shared machine
+    does not land on one of them only."""
     from hermes_local.batching import BatchedLLM
 
     registry = build_registry()
@@ -273,26 +275,35 @@ def batched(llm: LlamaCppLLM) -> dict[str, Any]:
     system = _system(registry)
     tasks = TOOL_TASKS[: int(os.environ.get("BENCH_BATCH_TASKS", "12"))]
     prompts = [_tool_prompt(llm, system, t, registry) for t in tasks]
-    out: dict[str, Any] = {"runs": len(prompts)}
-    for n in (1, 2, 4):
-        batched = BatchedLLM(llm, n)
-        try:
-            batched.complete_many(prompts[:1], max_tokens=1, temperature=0.0, grammar=grammar)  # the fixed prefix
-            steps, decode_s = batched.steps, batched.decode_seconds
-            t0 = time.perf_counter()
-            results = batched.complete_many(prompts, max_tokens=64, temperature=0.0, grammar=grammar)
-            wall = time.perf_counter() - t0
-        finally:
-            batched.close()
-        tokens = sum(r.usage.completion_tokens for r in results)
-        out[f"n{n}_tps"] = tokens / wall
+    rounds = int(os.environ.get("BENCH_BATCH_ROUNDS", "2"))
+    totals = {
+        n: {"tokens": 0, "prompt_tokens_evaluated": 0, "steps": 0, "decode_s": 0.0, "wall_s": 0.0} for n in (1, 2, 4)
+    }
+    for _ in range(rounds):
+        for n, total in totals.items():
+            batched = BatchedLLM(llm, n)
+            try:
+                batched.complete_many(prompts[:1], max_tokens=1, temperature=0.0, grammar=grammar)  # the fixed prefix
+                steps, decode_s = batched.steps, batched.decode_seconds
+                t0 = time.perf_counter()
+                results = batched.complete_many(prompts, max_tokens=64, temperature=0.0, grammar=grammar)
+                total["wall_s"] += time.perf_counter() - t0
+            finally:
+                batched.close()
+            total["tokens"] += sum(r.usage.completion_tokens for r in results)
+            total["prompt_tokens_evaluated"] += sum(r.usage.prompt_tokens_evaluated for r in results)
+            total["steps"] += batched.steps - steps
+            total["decode_s"] += batched.decode_seconds - decode_s
+    out: dict[str, Any] = {"runs": len(prompts), "rounds": rounds}
+    for n, total in totals.items():
+        out[f"n{n}_tps"] = total["tokens"] / total["wall_s"]
         # per phase: where the time goes (llama_decode, prompt suffixes included, vs sampling and bookkeeping)
         out[f"n{n}_phases"] = {
-            "tokens": tokens,
-            "prompt_tokens_evaluated": sum(r.usage.prompt_tokens_evaluated for r in results),
-            "steps": batched.steps - steps,
-            "decode_s": round(batched.decode_seconds - decode_s, 3),
-            "other_s": round(wall - (batched.decode_seconds - decode_s), 3),
+            "tokens": total["tokens"],
+            "prompt_tokens_evaluated": total["prompt_tokens_evaluated"],
+            "steps": total["steps"],
+            "decode_s": round(total["decode_s"], 3),
+            "other_s": round(total["wall_s"] - total["decode_s"], 3),
         }
     out["speedup_n4"] = out["n4_tps"] / out["n1_tps"] if out["n1_tps"] else 0.0
     return out
