@@ -104,8 +104,8 @@ class Settings(BaseModel):
     # exactly the tokens one-at-a-time decoding gives (llm.py); costs prompt and decode speed, so off by default
     batch_invariant: bool = False
     # prompt-lookup drafting: guess copied text from the prompt, verified in one batch (exact at temperature 0);
-    # off by default: on the embedded model it only pays where the model copies long runs verbatim
-    prompt_lookup: bool = False
+    # on: it pays on tool-call steps and copy-heavy writes alike (README, Speed)
+    prompt_lookup: bool = True
     main_gpu: int = 0
     tensor_split: list[float] | None = None
     rpc_servers: str | None = None

@@ -113,7 +113,7 @@ class LlamaParams:
     # drafts verified in one batch give exactly what one-token-at-a-time decoding gives (llama_load.py).
     # Off by default: on the embedded model it costs ~26% prompt and ~9% decode speed (README, Speed).
     batch_invariant: bool = False
-    prompt_lookup: bool = False  # prompt-lookup drafting (drafting.py); wins only where the model copies
+    prompt_lookup: bool = True  # prompt-lookup drafting (drafting.py), verified in one batch
     extra_buffers: bool | None = None  # llama.cpp weight repacking / AMX buffers; None: see _extra_buffers
 
 

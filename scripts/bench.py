@@ -421,6 +421,15 @@ def speed_sections(report: dict[str, Any], llm: LlamaCppLLM, path: Path, args: a
             f"({pl.get('drafted_tokens', 0)} drafted)",
         ),
     ]
+    if "tool_steps" in pl:
+        t = pl["tool_steps"]
+        rows.append(
+            (
+                "prompt lookup tool-step tok/s on / off",
+                f"{t['tps']:.1f} / {t['plain_tps']:.1f} = {t['ratio']:.2f}x, identical {t['identical_share']:.0%} "
+                f"of {t['compared']}",
+            )
+        )
     for key, section in (("fast_forward", ff), ("prompt_lookup", pl)):
         for d in section.get("differences", []):
             gap = "n/a (one output is a prefix of the other)" if d.get("gap") is None else f"{d['gap']:.4f}"

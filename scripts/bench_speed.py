@@ -141,6 +141,7 @@ def _compare(
     Each difference is reported with the logit gap at its first divergence (a near-tie, or a bug)."""
     runs: dict[bool, list[Any]] = {False: [], True: []}
     drafts = {on: {"proposed": 0, "accepted": 0} for on in (False, True)}
+    default = getattr(llm, flag)
     for tokens in prompts:
         for on in (False, True):
             setattr(llm, flag, on)
@@ -154,7 +155,7 @@ def _compare(
                 for k in drafts[on]:
                     drafts[on][k] += llm.draft_counts[k] - before[k]
             finally:
-                setattr(llm, flag, flag != "drafting")  # restore the defaults: fast_forward on, drafting off
+                setattr(llm, flag, default)
 
     def tps(outs: list[Any]) -> float:
         n = sum(o.usage.completion_tokens for o in outs)
@@ -182,16 +183,21 @@ def _compare(
 
 
 def fast_forward(llm: LlamaCppLLM) -> dict[str, Any]:
+    """Fast-forward alone (prompt lookup off in both arms), on the tool-call steps of TOOL_TASKS."""
     registry = build_registry()
     grammar = tool_call_grammar(list(registry))
     system = _system(registry)
-    # Warm-up on other tasks first: fast-forward drafts the model's own split of forced text once it has
-    # seen the model write it (decoding.ForcedMemo), as in any process that has made a few calls.
-    for task in WARMUP_TASKS:
-        llm.complete(_tool_prompt(llm, system, task, registry), max_tokens=96, temperature=0.0, grammar=grammar)
-    tasks = TOOL_TASKS[: int(os.environ.get("BENCH_FF_TASKS", str(len(TOOL_TASKS))))]
-    prompts = [_tool_prompt(llm, system, t, registry) for t in tasks]
-    r = _compare(llm, prompts, grammar, "fast_forward", 96)
+    drafting, llm.drafting = llm.drafting, False
+    try:
+        # Warm-up on other tasks first: fast-forward drafts the model's own split of forced text once it has
+        # seen the model write it (decoding.ForcedMemo), as in any process that has made a few calls.
+        for task in WARMUP_TASKS:
+            llm.complete(_tool_prompt(llm, system, task, registry), max_tokens=96, temperature=0.0, grammar=grammar)
+        tasks = TOOL_TASKS[: int(os.environ.get("BENCH_FF_TASKS", str(len(TOOL_TASKS))))]
+        prompts = [_tool_prompt(llm, system, t, registry) for t in tasks]
+        r = _compare(llm, prompts, grammar, "fast_forward", 96)
+    finally:
+        llm.drafting = drafting
     r["tool_step_tps"] = r.pop("tps")
     return r
 
@@ -216,7 +222,13 @@ def prompt_lookup(llm: LlamaCppLLM) -> dict[str, Any]:
         start = DIALECT.required_prefill + begun[: begun.index('"content": "') + len('"content": "') + 39]
         task = f"Copy doc{i}.txt to copy{i}.txt (read it, then write the same content)."
         prompts.append(_prompt(llm, system, registry, task, after=after, prefill=start))
-    return _compare(llm, prompts, None, "drafting", 200)
+    r = _compare(llm, prompts, None, "drafting", 200)
+    # where else it runs by default: tool-call steps (fast-forward on in both arms), which copy paths and names
+    grammar = tool_call_grammar(list(registry))
+    tasks = TOOL_TASKS[: int(os.environ.get("BENCH_LOOKUP_TOOL_TASKS", "12"))]
+    tool = _compare(llm, [_tool_prompt(llm, system, t, registry) for t in tasks], grammar, "drafting", 96)
+    r["tool_steps"] = {k: tool[k] for k in ("tps", "plain_tps", "ratio", "identical_share", "compared")}
+    return r
 
 
 def prompt_cache(model: Path, n_ctx: int, threads: int) -> dict[str, Any]:

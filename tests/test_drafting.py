@@ -41,6 +41,7 @@ def test_drafting_is_greedy_exact_on_copy_tasks(exact_llm) -> None:
     system = render("system.jinja", tools=registry.schemas(), instructions="")
     grammar = tool_call_grammar(list(registry))
     decodes = {}
+    default = exact_llm.drafting
     for goal in COPY_GOALS:
         messages = [{"role": "system", "content": system}, {"role": "user", "content": goal}]
         tokens = chat_tokens(messages, exact_llm, prefill="<tool_call>\n")
@@ -52,7 +53,7 @@ def test_drafting_is_greedy_exact_on_copy_tasks(exact_llm) -> None:
             try:
                 outs.append(exact_llm.complete(tokens, max_tokens=120, temperature=0.0, grammar=grammar))
             finally:
-                exact_llm.drafting = False
+                exact_llm.drafting = default
             evaluated = exact_llm.tokens_evaluated_total - before - outs[-1].usage.prompt_tokens_evaluated
             decodes[drafting] = decodes.get(drafting, 0) + evaluated
         assert outs[0].tokens == outs[1].tokens, goal
