@@ -1,14 +1,17 @@
 """Batched concurrent runs: one loaded model serves several `complete()` calls at once (issue 15.4).
 
 `BatchedLLM(owner, parallel=N)` implements the `LLM` protocol on top of a `LlamaCppLLM`. It owns a
-second llama.cpp context over the same weights with N sequences in one unified KV cache (room for N
-times the owner's n_ctx). Calls from different threads each get a sequence; a worker thread evaluates
-new prompts and then decodes one token of every active sequence in ONE llama_decode per step.
-A new prompt starts from the longest prefix any sequence holds: its own previous call, or another
-sequence's KV cells shared by reference (`llama_memory_seq_cp` on a unified cache copies nothing).
-Concurrent runs of one agent share the system prompt and tool schemas, so the fixed prefix is
-evaluated once for all of them, and one step's attention reads it once for every sequence, as for
-one sequence's batch of tokens. `complete_many(prompts)` is the same for a list of prompts.
+second llama.cpp context over the same weights with N sequences (room for N times the owner's n_ctx).
+Calls from different threads each get a sequence; a worker thread evaluates new prompts and then
+decodes one token of every active sequence in ONE llama_decode per step. A new prompt starts from the
+longest prefix any sequence holds, its own previous call's or another sequence's, so the system prompt
+and tool schemas of concurrent runs are evaluated once for all of them. How another's prefix is taken:
+  - by default the KV cache is unified and the cells are shared (`llama_memory_seq_cp` copies nothing),
+    and a step's attention reads them once for every sequence, as for one sequence's batch of tokens;
+  - with the owner's batch-invariant kernels each sequence has its own KV stream and the source's
+    stream is copied: a sequence's cells then stay in position order, which exactness needs (on a shared
+    cache a re-admitted sequence fills freed cells out of order, and attention sums in another order).
+`complete_many(prompts)` is the same for a list of prompts.
 
 Per sequence it does sampling, stop strings, the token budget and the grammar (lazy or not); it does
 not do fast-forward, closing mode or drafting (those run in `LlamaCppLLM.complete`). It uses the
@@ -82,7 +85,8 @@ class BatchedLLM:
         ctypes.memmove(ctypes.byref(params), ctypes.byref(base), ctypes.sizeof(base))
         params.n_ctx = owner.n_ctx * parallel
         params.n_seq_max = parallel
-        params.kv_unified = True  # sequences share prefix cells (see _reuse_prefix)
+        self._unified = not owner.params.batch_invariant  # see the module docstring
+        params.kv_unified = self._unified
         with quiet_stderr():  # llama.cpp logs the context (and n_ctx_seq > n_ctx_train: one sequence never is)
             self.ctx = lib.llama_init_from_model(owner._llama._model.model, params)
         if not self.ctx:
@@ -228,9 +232,14 @@ class BatchedLLM:
         if source == seq:
             self._lib.llama_memory_seq_rm(self._mem, seq, own, -1)
             del self._cached[seq][own:]
-        else:
+        elif self._unified:
             self._lib.llama_memory_seq_rm(self._mem, seq, -1, -1)
-            self._lib.llama_memory_seq_cp(self._mem, source, seq, 0, best)
+            self._lib.llama_memory_seq_cp(self._mem, source, seq, 0, best)  # shares the cells
+            self._cached[seq] = self._cached[source][:best]
+        else:
+            # across KV streams llama.cpp copies the whole stream (at the next decode); then drop the tail
+            self._lib.llama_memory_seq_cp(self._mem, source, seq, -1, -1)
+            self._lib.llama_memory_seq_rm(self._mem, seq, best, -1)
             self._cached[seq] = self._cached[source][:best]
         return best
 

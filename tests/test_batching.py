@@ -13,12 +13,13 @@ from hermes_local.runtime import build_registry
 pytestmark = pytest.mark.real_model
 
 TASKS = ["What time is it?", "Read the file notes.txt.", "List the files here.", "Remember that I like tea."]
+MORE_TASKS = ["Write 'hi' to a.txt.", "Run `ls` in the shell.", "What is in the docs folder?", "Save 'tea' to memo."]
 
 
-def prompts(llm) -> list[list[int]]:
+def prompts(llm, tasks: list[str] = TASKS) -> list[list[int]]:
     registry = build_registry()
     system = render("system.jinja", tools=registry.schemas(), instructions="")
-    messages = [[{"role": "system", "content": system}, {"role": "user", "content": t}] for t in TASKS]
+    messages = [[{"role": "system", "content": system}, {"role": "user", "content": t}] for t in tasks]
     return [chat_tokens(m, llm, prefill="<tool_call>\n") for m in messages]
 
 
@@ -53,3 +54,44 @@ def test_batched_runs_match_single_runs_and_share_decode_steps(exact_llm) -> Non
         assert all(r.usage.prompt_tokens_evaluated < r.usage.prompt_tokens for r in results)
     finally:
         batched.close()
+
+
+def test_shared_prefix_cells_survive_when_their_first_owner_moves_on(exact_llm) -> None:
+    """A sequence that shares another's prefix cells keeps them when that other sequence is re-admitted
+    with an unrelated prompt (its cells are dropped for it, not for the sharer)."""
+    from hermes_local.batching import BatchedLLM
+
+    grammar = tool_call_grammar(list(build_registry()))
+    first, second = prompts(exact_llm)[:2]
+    unrelated = chat_tokens([{"role": "user", "content": "Say hello."}], exact_llm)
+    expected = exact_llm.complete(second, max_tokens=48, temperature=0.0, grammar=grammar).tokens
+    batched = BatchedLLM(exact_llm, parallel=2)
+    try:
+        outs = batched.complete_many([first, second], max_tokens=1, temperature=0.0, grammar=grammar)
+        assert outs[1].usage.prompt_tokens_evaluated < len(second) // 4  # the second shares the first's cells
+        # both sequences now get unrelated work in turn: the free one first, then the other
+        batched.complete_many([unrelated, unrelated], max_tokens=4, temperature=0.0)
+        again = batched.complete(second, max_tokens=48, temperature=0.0, grammar=grammar)
+        assert again.tokens == expected
+    finally:
+        batched.close()
+
+
+def test_a_queue_of_runs_through_two_sequences_gives_the_tokens_of_one_at_a_time(exact_llm) -> None:
+    """Runs start as sequences free up (eval --jobs, serve --parallel): with batch-invariant kernels each
+    run's tokens are still those of running it alone, also after other runs freed cells around its own."""
+    from hermes_local.batching import BatchedLLM
+
+    grammar = tool_call_grammar(list(build_registry()))
+    queue = prompts(exact_llm, TASKS + MORE_TASKS)
+    closing, exact_llm.closing = exact_llm.closing, False  # batched sequences have no closing mode
+    try:
+        single = [exact_llm.complete(p, max_tokens=48, temperature=0.0, grammar=grammar).tokens for p in queue]
+    finally:
+        exact_llm.closing = closing
+    batched = BatchedLLM(exact_llm, parallel=2)
+    try:
+        outs = batched.complete_many(queue, max_tokens=48, temperature=0.0, grammar=grammar)
+    finally:
+        batched.close()
+    assert [o.tokens for o in outs] == single
