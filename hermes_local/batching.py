@@ -219,8 +219,9 @@ class BatchedLLM:
 
     def _reuse_prefix(self, seq: int, prompt: list[int]) -> int:
         """Make `seq` hold the longest prefix of `prompt` that is in the KV cache, its own or another
-        sequence's (whose cells it then shares; they stay while either sequence uses them). The last
-        prompt token is always re-evaluated, for fresh logits. Returns how many tokens are in place."""
+        sequence's: shared cells on the unified cache (they stay while either sequence uses them), a copy
+        into its own stream under batch-invariant kernels. The last prompt token is always re-evaluated,
+        for fresh logits. Returns how many tokens are in place."""
         limit = len(prompt) - 1
         own = min(common_prefix_length(self._cached[seq], prompt), limit)
         best, source = own, seq
