@@ -63,7 +63,15 @@ def start_agent(tmp_path: Path, command: str, mode: str) -> subprocess.Popen:
     argv = [sys.executable, "-m", "hermes_local", "run", "task", "--model", f"replay:{replay}"]
     argv += ["--workspace", str(ws), "--allow", "run_shell", "--sandbox", mode, "--json"]
     return subprocess.Popen(
-        argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, start_new_session=True
+        argv,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+        # A job started with `&` by a non-interactive shell inherits SIGINT ignored, and the agent rightly
+        # keeps an ignored SIGINT ignored (nohup): give it the terminal's default, whatever ran pytest.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
 
 
