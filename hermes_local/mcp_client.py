@@ -388,10 +388,6 @@ class McpManager:
         self.start()
         return [(t, f"mcp:{s.name}") for s in self.servers.values() if s.status == "running" for t in s.as_tools()]
 
-    def failures(self) -> dict[str, str]:
-        """Server name -> the one-line reason, for every server that failed to start."""
-        return {s.name: s.error for s in self.servers.values() if s.status == "failed"}
-
     def close(self) -> None:
         for server in self.servers.values():
             server.stop()
