@@ -233,14 +233,14 @@ class BatchedLLM:
         if source == seq:
             self._lib.llama_memory_seq_rm(self._mem, seq, own, -1)
             del self._cached[seq][own:]
-        elif self._unified:
-            self._lib.llama_memory_seq_rm(self._mem, seq, -1, -1)
-            self._lib.llama_memory_seq_cp(self._mem, source, seq, 0, best)  # shares the cells
-            self._cached[seq] = self._cached[source][:best]
         else:
-            # across KV streams llama.cpp copies the whole stream (at the next decode); then drop the tail
-            self._lib.llama_memory_seq_cp(self._mem, source, seq, -1, -1)
-            self._lib.llama_memory_seq_rm(self._mem, seq, best, -1)
+            if self._unified:
+                self._lib.llama_memory_seq_rm(self._mem, seq, -1, -1)
+                self._lib.llama_memory_seq_cp(self._mem, source, seq, 0, best)  # shares the cells
+            else:
+                # across KV streams llama.cpp copies the whole stream (at the next decode); then drop the tail
+                self._lib.llama_memory_seq_cp(self._mem, source, seq, -1, -1)
+                self._lib.llama_memory_seq_rm(self._mem, seq, best, -1)
             self._cached[seq] = self._cached[source][:best]
         return best
 
