@@ -42,7 +42,7 @@ def one_sequence(llm: LlamaCppLLM, prefix: list[int], reps: int) -> dict[int, fl
         for k, spent in times.items():  # interleaved, so a slower minute is shared by every k
             llama.n_tokens = base
             start = time.perf_counter()
-            llm._decode([token], [token] * (k - 1)) if k > 1 else llm._decode([token], [])
+            llm._decode([token], [token] * (k - 1))
             spent.append(time.perf_counter() - start)
     llama.n_tokens = base
     return {k: statistics.median(v) for k, v in times.items()}
@@ -82,19 +82,17 @@ def main() -> None:
     text = "The quarterly report lists revenue, costs, headcount and open risks for each region. " * 120
     prefix = llm.tokenize(text, special=False)[:PREFIX_TOKENS]
     print(f"{path.name}, {llm._llama.n_threads} threads, {len(prefix)}-token prefix, median of {args.reps}")
-    single = one_sequence(llm, prefix, args.reps)
-    for k, seconds in single.items():
-        ratio = seconds / single[1]
+    report(one_sequence(llm, prefix, args.reps), "one sequence, {} tokens", "a fully accepted draft")
+    report(sequences(llm, prefix, args.reps), "{} sequences, one token each", "full occupancy")
+
+
+def report(costs: dict[int, float], row: str, best_case: str) -> None:
+    """One line per size: its cost against size 1, and the speed-up that size allows at best."""
+    for size, seconds in costs.items():
+        ratio = seconds / costs[1]
         print(
-            f"  one sequence, {k:2d} tokens: {seconds * 1000:6.1f} ms = {ratio:4.2f} x one token "
-            f"(best speed-up of a fully accepted {k - 1}-token draft: {k / ratio:.2f}x)"
-        )
-    steps = sequences(llm, prefix, args.reps)
-    for n, seconds in steps.items():
-        ratio = seconds / steps[1]
-        print(
-            f"  {n} sequences, one token each: {seconds * 1000:6.1f} ms = {ratio:4.2f} x one "
-            f"(best aggregate speed-up at full occupancy: {n / ratio:.2f}x)"
+            f"  {row.format(size):<30} {seconds * 1000:6.1f} ms = {ratio:4.2f} x one "
+            f"(best speed-up, {best_case}: {size / ratio:.2f}x)"
         )
 
 
