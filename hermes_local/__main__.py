@@ -1,5 +1,5 @@
 """`python -m hermes_local` runs the CLI."""
 
-from hermes_local.cli import main
+from hermes_local.cli.app import main
 
 main()

@@ -17,7 +17,7 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from hermes_local.errors import UserError, one_line
-from hermes_local.sandbox import DEFAULT_ENV
+from hermes_local.sandbox.policy import DEFAULT_ENV
 
 ENV_PREFIX = "HERMES_LOCAL_"
 T = TypeVar("T")

@@ -1,33 +1,27 @@
-"""The model boundary: the `LLM` protocol and `LlamaCppLLM`, the only importer of `llama_cpp`.
+"""The LLM boundary: the `LLM` protocol, `Completion`, `Usage`, and the rules every engine shares.
 
 An `LLM` tokenizes text (special tokens on or off), completes from token ids, and reports usage:
 prompt tokens, prompt tokens actually evaluated (the rest came from the KV cache), completion tokens
-and seconds. It knows nothing of tools, prompts or parsing. A lazy grammar (GBNF text plus a trigger
-string) constrains decoding only after the trigger appears in the output.
+and seconds. `SPECIAL_CANDIDATE` is the special-token rule: only strings it matches, found in trusted
+framing, may become one special token. `check_prompt` is every engine's first check and
+`common_prefix_length` what a KV cache can reuse. Knows nothing of tools, dialects, prompts or
+llama_cpp; the engines live in `hermes_local.engines`.
 """
 
 from __future__ import annotations
 
-import logging
-import os
-import threading
-import time
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
-from hermes_local.automaton import TokenTexts, automaton_for
-from hermes_local.decoding import SPECIAL_LITERALS, ForcedMemo, GrammarTracker, draft_for
-from hermes_local.drafting import PromptLookup
-from hermes_local.errors import ModelLoadError
-from hermes_local.kvcache import PromptCache, model_identity, restore_or_save_prefix
-from hermes_local.llama_load import batch_invariant, extra_buffers
-from hermes_local.sampling import Output, TokenSampler, quiet_stderr
-
-log = logging.getLogger("hermes_local.llm")
 TokenCallback = Callable[[str], None]
 DEFAULT_STOP = ("<|im_end|>", "<|im_start|>", "<|endoftext|>")
+# Strings in framing that may be one special token: ChatML/Llama-3 `<|...|>`, tags such as `<tool_call>`,
+# `<start_of_turn>` or `</s>`, Mistral's `[INST]`/`[TOOL_CALLS]`, DeepSeek's full-width `<｜...｜>`.
+SPECIAL_CANDIDATE = re.compile(
+    r"<\|[^|<>\s]{1,40}\|>|</?[a-z][a-z_]{0,30}>|\[/?[A-Z][A-Z_]{1,30}\]|<｜[^｜<>]{1,40}｜>"
+)
 
 
 @dataclass
@@ -54,7 +48,7 @@ class Completion:
 
 @runtime_checkable
 class LLM(Protocol):
-    """What the agent needs from a model. `LlamaCppLLM` and `testing.ScriptedLLM` implement it."""
+    """What the agent needs from a model. Every engine and `testing.ScriptedLLM` implement it."""
 
     n_ctx: int
     description: str
@@ -78,313 +72,6 @@ class LLM(Protocol):
         grammar: str | None = None,
         grammar_trigger: str | None = None,
     ) -> Completion: ...
-
-
-def backend_info() -> dict[str, Any]:
-    """llama.cpp build facts for `hermes-local doctor`; raises ImportError if llama_cpp is unusable."""
-    import llama_cpp
-
-    return {
-        "version": llama_cpp.__version__,
-        "gpu_offload": bool(llama_cpp.llama_supports_gpu_offload()),
-        "mmap": bool(llama_cpp.llama_supports_mmap()),
-        "mlock": bool(llama_cpp.llama_supports_mlock()),
-        "max_devices": int(llama_cpp.llama_max_devices()),
-        "system_info": llama_cpp.llama_print_system_info().decode(errors="replace").strip(),
-    }
-
-
-@dataclass
-class LlamaParams:
-    """Load-time options passed to llama.cpp."""
-
-    n_ctx: int = 4096
-    n_gpu_layers: int = -1
-    n_threads: int | None = None
-    n_batch: int = 512
-    seed: int = 0
-    flash_attn: bool = False
-    main_gpu: int = 0
-    tensor_split: list[float] | None = None
-    rpc_servers: str | None = None
-    vocab_only: bool = False
-    prompt_cache: bool = False  # persistent prefix KV cache under $HERMES_LOCAL_HOME/cache/kv (kvcache.py)
-    # Flash attention over a q8_0 KV cache, so a token's logits are the same decoded alone or in a batch and
-    # drafts verified in one batch give exactly what one-token-at-a-time decoding gives (llama_load.py).
-    # Off by default: on the embedded model it costs ~26% prompt and ~9% decode speed (README, Speed).
-    batch_invariant: bool = False
-    prompt_lookup: bool = True  # prompt-lookup drafting (drafting.py), verified in one batch
-    extra_buffers: bool | None = None  # llama.cpp weight repacking / AMX buffers; None: see _extra_buffers
-
-
-class LlamaCppLLM:
-    """One in-process llama.cpp model. Reuses its KV prefix across calls; a lock serializes use."""
-
-    def __init__(self, model_path: str | Path, params: LlamaParams | None = None) -> None:
-        import llama_cpp  # the only import of llama_cpp in hermes-local
-
-        self._llama_cpp = llama_cpp
-        self.params = params or LlamaParams()
-        self.model_path = Path(model_path)
-        self._lock = threading.RLock()
-        kwargs: dict[str, Any] = dict(
-            model_path=str(self.model_path),
-            n_ctx=self.params.n_ctx,
-            n_gpu_layers=self.params.n_gpu_layers,
-            n_batch=self.params.n_batch,
-            n_ubatch=self.params.n_batch,
-            seed=self.params.seed,
-            flash_attn=self.params.flash_attn,
-            main_gpu=self.params.main_gpu,
-            tensor_split=self.params.tensor_split,
-            vocab_only=self.params.vocab_only,
-            verbose=bool(os.environ.get("HERMES_LOCAL_DEBUG")),
-        )
-        threads = self.params.n_threads or max(1, os.cpu_count() or 1)
-        kwargs["n_threads"] = threads
-        kwargs["n_threads_batch"] = threads
-        if self.params.rpc_servers:
-            kwargs["rpc_servers"] = self.params.rpc_servers
-        kv_type = batch_invariant(kwargs) if self.params.batch_invariant else "f16"
-        try:
-            with quiet_stderr(), extra_buffers(llama_cpp, self.params.extra_buffers):
-                self._llama = llama_cpp.Llama(**kwargs)
-        except (ValueError, RuntimeError, OSError) as exc:
-            raise ModelLoadError(f"llama.cpp could not load {self.model_path}: {exc}") from exc
-        self.n_ctx = self._llama.n_ctx() if not self.params.vocab_only else self.params.n_ctx
-        self.description = self.model_path.name
-        # Every token llama.cpp evaluates in this process, also through the raw `Llama` (benchmarks use it).
-        self.tokens_evaluated_total = 0
-        self._calls = 0
-        original_eval = self._llama.eval
-
-        def counting_eval(tokens: Sequence[int]) -> None:
-            self.tokens_evaluated_total += len(tokens)
-            original_eval(tokens)
-
-        self._llama.eval = counting_eval  # type: ignore[method-assign]
-        self._special_ids: dict[str, int | None] = {}
-        self._token_texts: TokenTexts | None = None
-        self.fast_forward = True  # draft grammar-forced text, verified in one batch (decoding.py)
-        self._forced_memo = ForcedMemo()  # the model's own split of forced text, learned as it writes it
-        self.closing = True  # closing mode and runaway-string guard on constrained calls
-        self.drafting = self.params.prompt_lookup  # prompt-lookup drafting (drafting.py), verified in one batch
-        self.draft_counts = {"proposed": 0, "accepted": 0}  # drafted tokens evaluated / kept (benchmarks)
-        self.prompt_cache: PromptCache | None = None
-        if self.params.prompt_cache and not self.params.vocab_only:
-            self.prompt_cache = PromptCache(
-                model_identity(
-                    self.model_path,
-                    llama_cpp=llama_cpp.__version__,
-                    n_ctx=self.n_ctx,
-                    n_batch=self.params.n_batch,
-                    flash_attn=kwargs["flash_attn"],
-                    type_k=kv_type,
-                    type_v=kv_type,
-                )
-            )
-
-    # -- tokenizer -------------------------------------------------------------------------
-    def tokenize(self, text: str, *, special: bool) -> list[int]:
-        return self._llama.tokenize(text.encode("utf-8"), add_bos=False, special=special)
-
-    def special_token_id(self, text: str) -> int | None:
-        if text not in self._special_ids:
-            ids = self._llama.tokenize(text.encode("utf-8"), add_bos=False, special=True)
-            plain = self._llama.tokenize(text.encode("utf-8"), add_bos=False, special=False)
-            self._special_ids[text] = ids[0] if len(ids) == 1 and plain != ids else None
-        return self._special_ids[text]
-
-    def bos_tokens(self) -> list[int]:
-        vocab = self._llama._model.vocab
-        if self._llama_cpp.llama_vocab_get_add_bos(vocab):
-            return [self._llama.token_bos()]
-        return []
-
-    def detokenize(self, tokens: Sequence[int]) -> str:
-        """Text of `tokens` with special tokens rendered (so `<tool_call>` survives)."""
-        return self._llama.detokenize(list(tokens), special=True).decode("utf-8", errors="replace")
-
-    def _is_end_of_generation(self, token: int) -> bool:
-        return bool(self._llama_cpp.llama_vocab_is_eog(self._llama._model.vocab, token))
-
-    def reset_cache(self) -> None:
-        """Forget the KV cache (used by benchmarks to emulate a naive loop)."""
-        with self._lock:
-            self._llama.reset()
-
-    # -- completion ------------------------------------------------------------------------
-    def _prefill(self, prompt: list[int]) -> int:
-        """Evaluate `prompt`, reusing the longest cached prefix; returns tokens actually evaluated."""
-        llama = self._llama
-        saved = restore_or_save_prefix(self, prompt) if self.prompt_cache is not None else 0
-        cached = common_prefix_length(llama._input_ids[: llama.n_tokens].tolist(), prompt)
-        cached = min(cached, len(prompt) - 1)  # the last prompt token is re-evaluated for fresh logits
-        if cached == 0 or (cached < llama.n_tokens and not llama._ctx.kv_cache_seq_rm(-1, cached, -1)):
-            llama.reset()
-            cached = 0
-        llama.n_tokens = cached
-        llama.eval(prompt[cached:])
-        return len(prompt) - cached + saved
-
-    def complete(
-        self,
-        tokens: Sequence[int],
-        *,
-        max_tokens: int = 512,
-        temperature: float = 0.2,
-        stop: Sequence[str] = DEFAULT_STOP,
-        on_token: TokenCallback | None = None,
-        grammar: str | None = None,
-        grammar_trigger: str | None = None,
-    ) -> Completion:
-        prompt = check_prompt(tokens, self.n_ctx)
-        with self._lock:
-            start = time.perf_counter()
-            evaluated = self._prefill(prompt)
-            prompt_seconds = time.perf_counter() - start
-            constrained = grammar is not None and grammar_trigger is None
-            sampler = TokenSampler(self, temperature, grammar if constrained else None)
-            tracker = self._tracker(grammar) if constrained and grammar else None
-            out = Output(self, stop, on_token)
-            finish = "length"
-            truncated: str | None = None
-            search_from = 0  # where to look for the grammar trigger next
-            budget = min(max_tokens, self.n_ctx - len(prompt))
-            lookup = PromptLookup(prompt) if self.drafting else None
-            # Drafted tokens (grammar-forced text, prompt-lookup guesses) are evaluated in one batch with the
-            # last sampled token; the sampler then draws every position from its own logits row as plain
-            # decoding would, and a drafted token is kept only while it equals that draw.
-            ahead: list[int] = []  # drafted tokens in the KV cache, not yet confirmed
-            source, proposed, confirmed = "", 0, 0  # the pending draft: where from, its length, tokens confirmed
-            spans: list[tuple[int, str]] = []  # (output index, forced text) for the forced-text memo
-            row = -1  # which logits row of the last decode the next token is sampled from
-            try:
-                while len(out.tokens) < budget:
-                    reason = tracker.closing_reason(budget - len(out.tokens)) if tracker else None
-                    if tracker is not None and reason is not None:
-                        # closing mode: append the shortest valid completion instead of sampling
-                        ahead = self._drop_ahead(ahead)
-                        batch = sampler.force(tracker.completion_tokens()[: budget - len(out.tokens)])
-                        truncated = reason
-                        if not batch or out.add(batch, tracker):
-                            break
-                    else:
-                        token = sampler.sample(row)
-                        if ahead and token == ahead[0]:
-                            ahead.pop(0)  # the draft guessed right: already evaluated
-                            row += 1
-                            batch = []
-                            confirmed += 1
-                            self.draft_counts["accepted"] += 1
-                        else:
-                            ahead = self._drop_ahead(ahead)
-                            batch = [token]
-                        if lookup is not None and source == "lookup" and not ahead:
-                            lookup.record(proposed, confirmed)
-                            source = ""
-                        if self._is_end_of_generation(token):
-                            finish = "stop"
-                            break
-                        if out.add([token], tracker):
-                            finish = "stop"
-                            break
-                        if lookup is not None:
-                            lookup.extend([token])
-                    if tracker is not None and grammar_trigger is None and tracker.finished:
-                        finish = "stop"  # the grammar allows only end of generation now
-                        break
-                    if truncated:
-                        finish = "stop" if tracker is not None and tracker.finished else "length"
-                        break
-                    if len(out.tokens) >= budget:
-                        break
-                    if grammar and grammar_trigger:
-                        # The trigger anywhere (even mid-token): the text after it is replayed into the grammar.
-                        text = out.text
-                        at = -1 if constrained else text.find(grammar_trigger, search_from)
-                        switch_off = constrained and text.rstrip().endswith("</tool_call>")
-                        if at >= 0 or switch_off:
-                            constrained = at >= 0
-                            search_from = len(text)
-                            sampler.close()
-                            sampler = TokenSampler(self, temperature, grammar if constrained else None)
-                            rest = text[at + len(grammar_trigger) :] if constrained else ""
-                            tracker = self._tracker(grammar) if constrained and not rest else None
-                            if constrained and not sampler.feed(rest):
-                                constrained = False  # already off-grammar: leave it to the parser
-                                sampler.close()
-                                sampler = TokenSampler(self, temperature, None)
-                        elif not constrained:
-                            search_from = max(search_from, len(text) - len(grammar_trigger) + 1)
-                    if batch:
-                        room = budget - len(out.tokens) - 1
-                        forcing = tracker if self.fast_forward and out.whole_chars() else None
-                        source, guess = draft_for(forcing, self._forced_memo, lookup, room) if room > 0 else ("", [])
-                        if source == "forced" and tracker is not None:
-                            spans.append((len(out.tokens), tracker.forced_text()))
-                        row = self._decode(batch, guess)
-                        self.draft_counts["proposed"] += len(guess)
-                        ahead, proposed, confirmed = guess, len(guess), 0
-            finally:
-                sampler.close()
-            if spans and self._token_texts is not None:
-                self._forced_memo.learn(out.tokens, self._token_texts, spans)
-            text = out.finish()
-            usage = Usage(
-                prompt_tokens=len(prompt),
-                prompt_tokens_evaluated=evaluated,
-                completion_tokens=len(out.tokens),
-                seconds=time.perf_counter() - start,
-                prompt_seconds=prompt_seconds,
-            )
-            return Completion(text=text, tokens=out.tokens, usage=usage, finish_reason=finish, truncated=truncated)
-
-    def _tracker(self, grammar: str) -> GrammarTracker | None:
-        """Automaton tracking for closing mode and fast-forward; None when both are off."""
-        if not (self.closing or self.fast_forward):
-            return None
-        if self._token_texts is None:
-            self._token_texts = TokenTexts(lambda t: self._llama.detokenize([t], special=True))
-        return GrammarTracker(
-            automaton_for(grammar),
-            lambda text: self.tokenize(text, special=text in SPECIAL_LITERALS),
-            self._token_texts,
-            closing=self.closing,
-        )
-
-    def _decode(self, batch: list[int], draft: list[int]) -> int:
-        """Evaluate `batch` and then `draft` in one llama_decode, with logits for the last batch token
-        and every draft token (the sampler verifies the draft row by row). Returns the logits row of
-        the last batch token."""
-        llama = self._llama
-        if not draft or len(batch) + len(draft) > self.params.n_batch:
-            draft.clear()
-            llama.eval(batch)
-            return -1
-        tokens = batch + draft
-        n_past = llama.n_tokens
-        llama._ctx.kv_cache_seq_rm(-1, n_past, -1)
-        b = llama._batch.batch
-        b.n_tokens = len(tokens)
-        for i, t in enumerate(tokens):
-            b.token[i] = t
-            b.pos[i] = n_past + i
-            b.seq_id[i][0] = 0
-            b.n_seq_id[i] = 1
-            b.logits[i] = i >= len(batch) - 1
-        llama._ctx.decode(llama._batch)
-        llama.input_ids[n_past : n_past + len(tokens)] = tokens
-        llama.n_tokens += len(tokens)
-        self.tokens_evaluated_total += len(tokens)
-        return len(batch) - 1
-
-    def _drop_ahead(self, ahead: list[int]) -> list[int]:
-        """Forget drafted tokens the sampler did not confirm (their KV cells are removed on the next decode)."""
-        if ahead:
-            self._llama.n_tokens -= len(ahead)
-            self._llama._ctx.kv_cache_seq_rm(-1, self._llama.n_tokens, -1)
-        return []
 
 
 def check_prompt(tokens: Sequence[int], n_ctx: int) -> list[int]:

@@ -24,15 +24,11 @@ import jinja2
 
 from hermes_local.config import data_path, home_dir
 from hermes_local.errors import UserError
-from hermes_local.llm import LLM
+from hermes_local.llm import LLM, SPECIAL_CANDIDATE
 from hermes_local.textsafe import scrub_surrogates
 
 _SENTINEL = re.compile("\ue000(\\d+)\ue001")
-# Strings in framing that may be one special token: ChatML/Llama-3 `<|...|>`, tags such as `<tool_call>`,
-# `<start_of_turn>` or `</s>`, Mistral's `[INST]`/`[TOOL_CALLS]`, DeepSeek's full-width `<｜...｜>`.
-SPECIAL_CANDIDATE = re.compile(
-    r"<\|[^|<>\s]{1,40}\|>|</?[a-z][a-z_]{0,30}>|\[/?[A-Z][A-Z_]{1,30}\]|<｜[^｜<>]{1,40}｜>"
-)
+
 
 
 @dataclass(frozen=True)

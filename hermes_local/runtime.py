@@ -12,18 +12,19 @@ import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from hermes_local import procs
-from hermes_local.agent import Agent, AgentConfig, EventSink
+from hermes_local.agent.loop import Agent, AgentConfig, EventSink
 from hermes_local.config import Settings, settings_for
 from hermes_local.dialects import Dialect, require_framing, select_dialect
 from hermes_local.dialects.gguf import GGUFDialect
+from hermes_local.engines.inprocess.llamacpp import LlamaParams
+from hermes_local.engines.replay import is_replay_spec, load_replay
 from hermes_local.errors import UserError
-from hermes_local.llm import LLM, LlamaParams
-from hermes_local.replay import is_replay_spec, load_replay
-from hermes_local.sandbox import SandboxPolicy
+from hermes_local.llm import LLM
+from hermes_local.sandbox import procs
+from hermes_local.sandbox.policy import SandboxPolicy
 from hermes_local.tools import Approver, Executor, Tool, ToolContext, ToolRegistry, default_registry
 from hermes_local.tools.shell import SANDBOXED_TOOLS
-from hermes_local.toolsets import route, select_tools
+from hermes_local.tools.toolsets import route, select_tools
 
 _loaded: dict[tuple, LLM] = {}
 
@@ -48,8 +49,10 @@ def load_llm(settings: Settings, on_info: Callable[[str], None] | None = None) -
         from hermes_local.engines import load_engine
 
         return load_engine(settings)
-    from hermes_local.llm import LlamaCppLLM, ModelLoadError
-    from hermes_local.models import memory_line, resolve
+    from hermes_local.engines.inprocess.backend import gpu_offload_available
+    from hermes_local.engines.inprocess.llamacpp import LlamaCppLLM, ModelLoadError
+    from hermes_local.models.footprint import memory_line
+    from hermes_local.models.registry import resolve
 
     path, choice, header = resolve(spec)
     params = llama_params(settings)
@@ -61,13 +64,13 @@ def load_llm(settings: Settings, on_info: Callable[[str], None] | None = None) -
     key = (str(path.resolve()), repr(sorted(vars(params).items())))
     if key not in _loaded:
         if on_info:
-            on_info(memory_line(header, params.n_ctx, params.n_gpu_layers))
+            on_info(memory_line(header, params.n_ctx, params.n_gpu_layers, gpu_offload=gpu_offload_available()))
         try:
             _loaded[key] = LlamaCppLLM(path, params)
         except ModelLoadError as exc:
             raise UserError(f"{exc}; check the file or re-download it") from exc
     if settings.parallel > 1:  # concurrent runs share the model as sequences of one batched context
-        from hermes_local.batching import BatchedLLM
+        from hermes_local.engines.inprocess.batching import BatchedLLM
 
         batched_key = (*key, "parallel", settings.parallel)
         if batched_key not in _loaded:
@@ -82,8 +85,8 @@ def load_tokenizer(settings: Settings) -> LLM:
         return load_replay(settings.model or "", n_ctx=settings.n_ctx)
     if settings.engine != "llama-cpp":  # the server tokenizes; connecting also checks it serves the right model
         return load_llm(settings)
-    from hermes_local.llm import LlamaCppLLM, ModelLoadError
-    from hermes_local.models import resolve_choice
+    from hermes_local.engines.inprocess.llamacpp import LlamaCppLLM, ModelLoadError
+    from hermes_local.models.registry import resolve_choice
 
     path, _ = resolve_choice(settings.model)
     try:
@@ -101,8 +104,8 @@ def dialect_for(settings: Settings, llm: LLM, *, check: bool = False) -> Dialect
     """
     if is_replay_spec(settings.model):
         return select_dialect(settings.dialect or "hermes")
-    from hermes_local.gguf import read_header
-    from hermes_local.models import lookup
+    from hermes_local.models.gguf import read_header
+    from hermes_local.models.registry import lookup
 
     choice = lookup(settings.model) if settings.model else None
     path = getattr(llm, "model_path", None)
@@ -187,7 +190,7 @@ def build_registry(
         for t in load_tools_module(spec):
             registry.register(t, source=f"module:{spec}")
     if settings is not None and settings.mcp.servers:
-        from hermes_local.mcp_client import McpManager
+        from hermes_local.tools.mcp import McpManager
 
         manager = McpManager(
             settings.mcp.servers,

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from hermes_local.engines.replay import ReplayExhausted, ReplayLLM, WordTokenizer, tool_call_text, write_replay
 from hermes_local.events import ToolOutcome
-from hermes_local.replay import ReplayExhausted, ReplayLLM, WordTokenizer, tool_call_text, write_replay
 from hermes_local.tools.registry import ToolResult
 
 __all__ = ["ScriptExhausted", "ScriptedLLM", "WordTokenizer", "outcome", "tool_call_text", "write_replay"]

@@ -39,15 +39,15 @@ for _p in (ROOT, ROOT / "scripts"):
     if str(_p) not in sys.path:
         sys.path.insert(0, str(_p))
 
+from hermes_local.calls.grammar import tool_call_grammar  # noqa: E402
+from hermes_local.calls.parse import parse_tool_calls  # noqa: E402
 from hermes_local.config import load_settings  # noqa: E402
 from hermes_local.dialects.hermes import HermesDialect  # noqa: E402
+from hermes_local.engines.inprocess.llamacpp import LlamaCppLLM, LlamaParams  # noqa: E402
+from hermes_local.engines.replay import ReplayLLM  # noqa: E402
 from hermes_local.events import StepStart  # noqa: E402
-from hermes_local.grammar import tool_call_grammar  # noqa: E402
-from hermes_local.llm import LlamaCppLLM, LlamaParams  # noqa: E402
-from hermes_local.models import resolve_model  # noqa: E402
-from hermes_local.parsing import parse_tool_calls  # noqa: E402
+from hermes_local.models.registry import resolve_model  # noqa: E402
 from hermes_local.prompts import render  # noqa: E402
-from hermes_local.replay import ReplayLLM  # noqa: E402
 from hermes_local.runtime import build_agent  # noqa: E402
 from hermes_local.tools import Approver, Executor, ToolContext, ToolRegistry, default_registry  # noqa: E402
 

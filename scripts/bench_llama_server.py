@@ -30,8 +30,8 @@ if str(ROOT) not in sys.path:
 
 from hermes_local.config import load_settings  # noqa: E402
 from hermes_local.engines import load_engine  # noqa: E402
-from hermes_local.engines.tools import LocalProcess, find_tool, tools_dir  # noqa: E402
-from hermes_local.models import resolve_model  # noqa: E402
+from hermes_local.engines.binaries import LocalProcess, find_tool, tools_dir  # noqa: E402
+from hermes_local.models.registry import resolve_model  # noqa: E402
 from hermes_local.tools import Approver, Executor, ToolContext  # noqa: E402
 
 TEMPLATE = "NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use.jinja"

@@ -23,11 +23,11 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from hermes_local.calls.grammar import tool_call_grammar  # noqa: E402
+from hermes_local.calls.parse import ToolCall  # noqa: E402
 from hermes_local.dialects import get_dialect  # noqa: E402
-from hermes_local.grammar import tool_call_grammar  # noqa: E402
-from hermes_local.kvcache import fixed_prefix  # noqa: E402
-from hermes_local.llm import LlamaCppLLM, LlamaParams  # noqa: E402
-from hermes_local.parsing import ToolCall  # noqa: E402
+from hermes_local.engines.inprocess.kvcache import fixed_prefix  # noqa: E402
+from hermes_local.engines.inprocess.llamacpp import LlamaCppLLM, LlamaParams  # noqa: E402
 from hermes_local.prompts import Segments, render  # noqa: E402
 from hermes_local.runtime import build_registry  # noqa: E402
 
@@ -280,7 +280,7 @@ def batched(llm: LlamaCppLLM) -> dict[str, Any]:
     frees, its prompt shares the fixed prefix with the others', and every step is one llama_decode.
     The three are measured in turn, twice (BENCH_BATCH_ROUNDS), so a slower minute of a shared machine
     does not land on one of them only."""
-    from hermes_local.batching import BatchedLLM
+    from hermes_local.engines.inprocess.batching import BatchedLLM
 
     registry = build_registry()
     grammar = tool_call_grammar(list(registry))

@@ -9,7 +9,7 @@
 # scripts/bench.py gives llama-server --jinja for its OpenAI-style peer loop.
 #
 # The LAST line printed is that bin folder (`BIN=$(scripts/build_llama_cpp_tools.sh | tail -n1)`).
-# A second run finds the binaries and only prints the folder. hermes_local.engines.tools.tools_dir()
+# A second run finds the binaries and only prints the folder. hermes_local.engines.binaries.tools_dir()
 # computes the same folder, so tests and `doctor` find what this script built.
 #
 # Source of the sources, in order: $LLAMA_CPP_SRC (a llama.cpp tree), an sdist already unpacked in the

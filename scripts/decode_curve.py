@@ -23,9 +23,9 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from hermes_local.batching import BatchedLLM  # noqa: E402
-from hermes_local.llm import LlamaCppLLM, LlamaParams  # noqa: E402
-from hermes_local.models import resolve_model  # noqa: E402
+from hermes_local.engines.inprocess.batching import BatchedLLM  # noqa: E402
+from hermes_local.engines.inprocess.llamacpp import LlamaCppLLM, LlamaParams  # noqa: E402
+from hermes_local.models.registry import resolve_model  # noqa: E402
 
 PREFIX_TOKENS = 1600
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Download a registry model: `python scripts/download_model.py NAME[:QUANT] [--local-dir DIR] [--revision REV]`.
 
-A thin argparse wrapper over `hermes_local.download.download_model`, the same function behind
+A thin argparse wrapper over `hermes_local.models.download.download_model`, the same function behind
 `hermes-local models download`; runnable from a checkout without installing the package.
 """
 
@@ -13,8 +13,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # a checkout: import hermes_local from here
 
-from hermes_local.download import download_model  # noqa: E402
 from hermes_local.errors import UserError  # noqa: E402
+from hermes_local.models.download import download_model  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from hermes_local.parsing import parse_tool_calls  # noqa: E402
+from hermes_local.calls.parse import parse_tool_calls  # noqa: E402
 
 DEFAULT_CORPUS = ROOT / "tests" / "data" / "malformed_calls.jsonl"
 

@@ -17,7 +17,7 @@ import tempfile
 import time
 from collections.abc import Callable
 
-from hermes_local.sandbox import SandboxPolicy, bwrap_status, sandbox_env, sandboxed_command
+from hermes_local.sandbox.policy import SandboxPolicy, bwrap_status, sandbox_env, sandboxed_command
 from hermes_local.tools.shell import run_captured
 
 

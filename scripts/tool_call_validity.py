@@ -21,11 +21,11 @@ if str(ROOT) not in sys.path:
 
 from pydantic import ValidationError  # noqa: E402
 
+from hermes_local.calls.grammar import tool_call_grammar  # noqa: E402
+from hermes_local.calls.parse import parse_tool_calls  # noqa: E402
 from hermes_local.dialects.hermes import HermesDialect  # noqa: E402
-from hermes_local.grammar import tool_call_grammar  # noqa: E402
-from hermes_local.llm import LlamaCppLLM, LlamaParams  # noqa: E402
-from hermes_local.models import resolve_model  # noqa: E402
-from hermes_local.parsing import parse_tool_calls  # noqa: E402
+from hermes_local.engines.inprocess.llamacpp import LlamaCppLLM, LlamaParams  # noqa: E402
+from hermes_local.models.registry import resolve_model  # noqa: E402
 from hermes_local.prompts import render  # noqa: E402
 from hermes_local.runtime import build_registry  # noqa: E402
 

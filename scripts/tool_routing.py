@@ -1,7 +1,7 @@
 """Routing figures: prompt tokens with 40+ tools flat vs routed, KV reuse with routing, tool-choice accuracy.
 
 Starts real MCP servers: `mcp-server-git` on a temporary repository and `mcp-server-time` over stdio,
-and the test server `tests/mcp_test_server.py` over streamable HTTP on 127.0.0.1 (19 tools). With
+and the test server `tests/fixtures/mcp_test_server.py` over streamable HTTP on 127.0.0.1 (19 tools). With
 the 10 built-ins that is 43 tools. Prints:
 
 1. system-prompt tokens (embedded model's tokenizer) for 10 and 43 tools, flat and routed;
@@ -155,8 +155,8 @@ def main() -> None:
 
     import mcp_test_server
 
-    from hermes_local.llm import LlamaCppLLM, LlamaParams
-    from hermes_local.models import embedded_model_path
+    from hermes_local.engines.inprocess.llamacpp import LlamaCppLLM, LlamaParams
+    from hermes_local.models.registry import embedded_model_path
     from hermes_local.runtime import build_registry
 
     llm = LlamaCppLLM(embedded_model_path(), LlamaParams(n_ctx=8192, n_gpu_layers=0, seed=1, n_batch=args.n_batch))

@@ -58,7 +58,7 @@ def workspace(tmp_path: Path) -> Path:
 @pytest.fixture(scope="session")
 def embedded_model_path() -> Path:
     from hermes_local.errors import UserError
-    from hermes_local.models import embedded_model_path
+    from hermes_local.models.registry import embedded_model_path
 
     try:
         return embedded_model_path()
@@ -69,7 +69,7 @@ def embedded_model_path() -> Path:
 @pytest.fixture(scope="session")
 def real_llm(embedded_model_path: Path):
     """One llama.cpp model for the whole test session (CPU, small context)."""
-    from hermes_local.llm import LlamaCppLLM, LlamaParams
+    from hermes_local.engines.inprocess.llamacpp import LlamaCppLLM, LlamaParams
 
     return LlamaCppLLM(embedded_model_path, LlamaParams(n_ctx=2048, n_gpu_layers=0, n_threads=2, seed=1))
 
@@ -78,7 +78,7 @@ def real_llm(embedded_model_path: Path):
 def exact_llm(embedded_model_path: Path):
     """The embedded model with batch-invariant kernels: drafts verified in a batch give exactly the tokens
     of one-at-a-time decoding (fast-forward, prompt lookup and batched runs are compared on it)."""
-    from hermes_local.llm import LlamaCppLLM, LlamaParams
+    from hermes_local.engines.inprocess.llamacpp import LlamaCppLLM, LlamaParams
 
     params = LlamaParams(n_ctx=2048, n_gpu_layers=0, n_threads=2, seed=1, batch_invariant=True)
     return LlamaCppLLM(embedded_model_path, params)

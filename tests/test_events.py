@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from hermes_local.cli import app
+from hermes_local.cli.app import app
 from hermes_local.errors import UserError
 from hermes_local.events import (
     LOGGED_ARGUMENT_CHARS,

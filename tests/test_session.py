@@ -12,7 +12,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from hermes_local.cli import app
+from hermes_local.cli.app import app
 from hermes_local.session import list_sessions, read_records, sessions_dir
 from hermes_local.testing import tool_call_text as call
 from hermes_local.testing import write_replay

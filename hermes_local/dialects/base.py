@@ -15,8 +15,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from hermes_local.calls.parse import ParseResult, ToolCall, parse_tool_calls
 from hermes_local.llm import LLM
-from hermes_local.parsing import ParseResult, ToolCall, parse_tool_calls
 from hermes_local.prompts import Segment, Segments, render, to_tokens
 
 Message = dict[str, Any]  # {"role": "system" | "user" | "assistant" | "tool", "content": Segments}
@@ -114,7 +114,7 @@ class Dialect:
 
     def grammar(self, tools: Sequence[Any]) -> str:
         """GBNF for what follows `call_open`."""
-        from hermes_local.grammar import tool_call_grammar
+        from hermes_local.calls.grammar import tool_call_grammar
 
         return tool_call_grammar(list(tools))
 

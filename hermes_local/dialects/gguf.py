@@ -25,10 +25,10 @@ from typing import Any
 import jinja2
 import jinja2.sandbox
 
-from hermes_local.call_formats import detect_call_format
+from hermes_local.calls.formats import detect_call_format
+from hermes_local.calls.parse import ParseResult, ToolCall
 from hermes_local.dialects.base import Dialect, Message, dumps
 from hermes_local.errors import UserError
-from hermes_local.parsing import ParseResult, ToolCall
 from hermes_local.prompts import Segment, Segments
 
 _SENTINEL = re.compile("\ue002(\\d+)\ue003")

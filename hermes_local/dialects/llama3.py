@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from hermes_local.calls.parse import ToolCall
 from hermes_local.dialects.base import Dialect, dumps
-from hermes_local.parsing import ToolCall
 from hermes_local.prompts import Segment, Segments
 
 DATE_STRING = "26 Jul 2024"
@@ -55,6 +55,6 @@ class Llama3Dialect(Dialect):
         return Segments(segs)
 
     def grammar(self, tools: Sequence[Any]) -> str:
-        from hermes_local.grammar import json_call_grammar
+        from hermes_local.calls.grammar import json_call_grammar
 
         return json_call_grammar(list(tools), args_key="parameters")

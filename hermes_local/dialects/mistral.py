@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from hermes_local.calls.parse import ToolCall
 from hermes_local.dialects.base import Dialect, call_id, dumps
-from hermes_local.parsing import ToolCall
 from hermes_local.prompts import Segment, Segments
 
 
@@ -55,7 +55,7 @@ class MistralDialect(Dialect):
         return Segments(segs)
 
     def grammar(self, tools: Sequence[Any]) -> str:
-        from hermes_local.grammar import json_array_grammar
+        from hermes_local.calls.grammar import json_array_grammar
 
         return json_array_grammar(list(tools))
 

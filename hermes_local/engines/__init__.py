@@ -3,8 +3,9 @@
 `load_engine(settings)` builds the engine `settings.engine` names ("llama-server" or "vllm") for
 `settings.engine_url` after the offline check (loopback, or a host in `allow_hosts`), with the optional
 bearer token and timeout, and checks the server serves `settings.model` when one is given. The
-in-process engine ("llama-cpp", the default) stays in `llm.py` and is loaded by `runtime.load_llm`.
-Nothing here imports llama_cpp.
+in-process engine ("llama-cpp", the default) is `engines/inprocess/` and is loaded by `runtime.load_llm`;
+only that folder imports llama_cpp. `replay.py` replays recorded outputs, `binaries.py` finds and starts
+llama.cpp's own programs (llama-server, rpc-server).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ def expected_model_names(spec: str | None) -> list[str]:
     """Names a server may report for `spec`: the spec itself and, for a registry name, its GGUF file name."""
     if not spec:
         return []
-    from hermes_local.models import lookup
+    from hermes_local.models.registry import lookup
 
     names = [spec]
     choice = lookup(spec)

@@ -1,6 +1,6 @@
 """The small HTTP client the remote engines share: JSON requests and server-sent events over urllib.
 
-Checks an engine URL against the offline rule (loopback, or a host in `allow_hosts`), adds the optional
+Checks an engine URL against the offline rule (`sandbox.net`: loopback, or a host in `allow_hosts`), adds the optional
 bearer token, applies the timeout, and turns every transport failure into one `EngineError` line that
 names the URL and the fix. It knows no engine's API; `llama_server.py` and `vllm.py` do. Uses only the
 standard library (no new HTTP dependency).
@@ -8,7 +8,6 @@ standard library (no new HTTP dependency).
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import urllib.error
 import urllib.parse
@@ -17,20 +16,11 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from hermes_local.errors import ModelLoadError
+from hermes_local.sandbox.net import host_allowed
 
 
 class EngineError(ModelLoadError):
     """A remote engine is unreachable, refused the request, or serves another model: exit code 2."""
-
-
-def is_loopback(host: str) -> bool:
-    """`localhost` or a loopback IP address (127.0.0.0/8, ::1); a DNS name is never loopback."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def check_engine_url(url: str | None, allow_hosts: Sequence[str] = ()) -> str:
@@ -41,7 +31,7 @@ def check_engine_url(url: str | None, allow_hosts: Sequence[str] = ()) -> str:
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise EngineError(f"engine URL {url!r} is not http(s)://HOST:PORT")
     host = parts.hostname
-    if not is_loopback(host) and host not in allow_hosts:
+    if not host_allowed(host, allow_hosts):
         raise EngineError(
             f"engine URL host {host} is not loopback; add it to allow_hosts (--allow-host {host}) "
             "to let hermes-local talk to it"

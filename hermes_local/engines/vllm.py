@@ -21,8 +21,7 @@ from typing import Any
 
 from hermes_local.engines.common import RemoteTokenizer, Streamed, model_matches, stream_completion
 from hermes_local.engines.http import EngineError, EngineHTTP
-from hermes_local.llm import DEFAULT_STOP, Completion, TokenCallback, Usage, check_prompt
-from hermes_local.prompts import SPECIAL_CANDIDATE
+from hermes_local.llm import DEFAULT_STOP, SPECIAL_CANDIDATE, Completion, TokenCallback, Usage, check_prompt
 
 
 def _read_event(event: dict[str, Any], out: Streamed) -> bool:

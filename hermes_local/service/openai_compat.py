@@ -26,11 +26,11 @@ from typing import Any, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from hermes_local.calls.parse import ToolCall
 from hermes_local.dialects.base import Dialect
 from hermes_local.dialects.hermes import HermesDialect
 from hermes_local.errors import UserError
 from hermes_local.llm import DEFAULT_STOP, Completion
-from hermes_local.parsing import ToolCall
 from hermes_local.prompts import Segments
 
 CALL_OPEN = "<tool_call>"

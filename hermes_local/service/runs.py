@@ -31,10 +31,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from hermes_local import procs
 from hermes_local.config import Settings
 from hermes_local.errors import HermesError, UserError
 from hermes_local.events import Event
+from hermes_local.sandbox import procs
 from hermes_local.service.process import SharedModel, kill_child_process_groups
 from hermes_local.session import SessionLog, new_session_id
 from hermes_local.tools import Approver, Tool, ToolRegistry

@@ -1,4 +1,7 @@
-"""Tools the agent can call: the registry and `@tool`, approval, execution and the built-ins."""
+"""Tools the agent can call: the registry and `@tool`, approval, execution, the built-ins, toolsets and MCP.
+
+Receives its asker and notice sink from the caller; calls no model and writes to no terminal.
+"""
 
 from hermes_local.tools.approval import Approver
 from hermes_local.tools.execution import Executor
@@ -11,7 +14,17 @@ from hermes_local.tools.registry import (
     tool,
 )
 
-__all__ = ["Approver", "Executor", "Tool", "ToolContext", "ToolFailure", "ToolRegistry", "ToolResult", "tool"]
+__all__ = [
+    "Approver",
+    "Executor",
+    "Tool",
+    "ToolContext",
+    "ToolFailure",
+    "ToolRegistry",
+    "ToolResult",
+    "default_registry",
+    "tool",
+]
 
 
 def default_registry() -> ToolRegistry:

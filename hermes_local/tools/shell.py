@@ -23,8 +23,8 @@ import subprocess
 import sys
 import time
 
-from hermes_local.procs import spawn
-from hermes_local.sandbox import Limits, SandboxPolicy, sandboxed_command
+from hermes_local.sandbox.policy import Limits, SandboxPolicy, sandboxed_command
+from hermes_local.sandbox.procs import spawn
 from hermes_local.textsafe import terminal_safe
 from hermes_local.tools.confined import workspace_root
 from hermes_local.tools.limits import HeadTailBuffer

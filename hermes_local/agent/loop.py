@@ -1,0 +1,413 @@
+"""The agent loop: render -> complete -> parse -> execute -> feed back, with its guards.
+
+`Agent.run(goal)` returns a `RunResult`; `Agent.resume(events)` continues a logged session;
+`Agent.chat(memory, message)` runs one turn of a multi-turn chat. Model mistakes (bad JSON,
+unknown tools, bad arguments) go back to the model as tool results and the loop continues. Guards:
+the context budget (compaction before ~75% of n_ctx), a goal reminder every few steps, the loop
+guard (identical repeats, call cycles, results already seen twice: `guards.LoopGuard`), the no-tool
+answer guard (one bounce of an answer given without any tool call when the goal needs a tool; the
+next step must call a tool), a cap on consecutive failures, and one final-answer request at
+max_steps. Under tool_choice=required the model ends the run with the `final_answer` tool (guarded
+like an answer when no tool has answered yet). The
+calls of one turn run through `execution.run_grouped` (reads concurrently, others in order).
+Progress is reported as typed `events.Event` objects through `on_event`; every tool call becomes one
+`events.ToolOutcome`. This module never formats terminal output.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from hermes_local.agent.guards import LoopGuard, bounce_note, needs_tool
+from hermes_local.agent.memory import Memory, Turn, extract_plan
+from hermes_local.agent.result import AgentConfig, RunResult
+from hermes_local.agent.resume import STOPPED_CALLS, rebuild_memory
+from hermes_local.calls.parse import ToolCall
+from hermes_local.dialects import Dialect, require_same_dialect
+from hermes_local.dialects.hermes import HermesDialect
+from hermes_local.events import (
+    AssistantText,
+    Compaction,
+    Event,
+    Guarded,
+    LLMCall,
+    McpServerFailed,
+    RunEnd,
+    RunResumed,
+    RunStart,
+    StepStart,
+    Token,
+    ToolCallStarted,
+    ToolFinished,
+    ToolOutcome,
+    TurnAdded,
+)
+from hermes_local.llm import DEFAULT_STOP, LLM, common_prefix_length
+from hermes_local.prompts import Segments, render
+from hermes_local.tools.execution import Executor, run_grouped
+from hermes_local.tools.interaction import FINAL_ANSWER, final_answer
+from hermes_local.tools.registry import ToolResult
+
+EventSink = Callable[[Event], None]
+FINAL_ANSWER_REQUEST = (
+    "You have reached the step limit. Do not call any more tools: reply now with your final answer "
+    "to the goal from what you have found so far."
+)
+
+
+class ContextTooSmall(Exception):  # noqa: N818 - caught inside the loop; ends the run with stopped="error"
+    """The fixed prompt (system, tools, goal) alone does not fit n_ctx."""
+
+
+class Agent:
+    """The agent loop over one model and one executor; a context manager that closes its resources."""
+
+    def __init__(
+        self,
+        llm: LLM,
+        executor: Executor,
+        config: AgentConfig | None = None,
+        *,
+        on_event: EventSink | None = None,
+        recall: Callable[[str], list[str]] | None = None,
+        dialect: Dialect | None = None,
+    ) -> None:
+        self.llm = llm
+        self.dialect = dialect or HermesDialect()
+        self.executor = executor
+        self.config = config or AgentConfig()
+        self.on_event: EventSink = on_event or (lambda event: None)
+        self.recall = recall
+        self._previous_tokens: list[int] = []
+        self._grammar_texts: dict[bool, str | None] = {}  # keyed by "without final_answer"
+        self._last_truncated: str | None = None  # the last completion's closing reason, if any
+        self.closers: list[Callable[[], None]] = []
+        self._failures_logged: set[str] = set()  # MCP servers logged as down (once per agent: a chat logs them once)
+        self.loop_guard = LoopGuard(max_identical=self.config.max_identical_calls)
+        denied: set[str] = executor.approver.denied  # deny_tools = ["final_answer"]: every step calls a tool
+        if (
+            self.config.tool_choice == "required"
+            and executor.registry.get(FINAL_ANSWER) is None
+            and FINAL_ANSWER not in denied
+        ):
+            registry = executor.registry.subset(executor.registry.names())  # same sources and cleanup
+            registry.register(final_answer)  # the way to finish
+            executor.registry = registry
+
+    def close(self) -> None:
+        """End of the run: stop what its tools started (MCP servers), close its stores. Safe to call twice."""
+        while self.closers:
+            self.closers.pop()()
+        self.executor.registry.close()
+
+    def __enter__(self) -> Agent:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _on_turn(self, turn: Turn) -> None:
+        if turn.role != "assistant":  # assistant turns are rebuilt from AssistantText on resume
+            self.on_event(TurnAdded(**turn.to_event()))
+
+    # -- prompt ----------------------------------------------------------------------------
+    def tool_schemas(self) -> list[dict[str, Any]]:
+        """The tools offered to the model: none with tool_choice "none", else the routed selection (or all)."""
+        if self.config.tool_choice == "none":
+            return []
+        offered = self.config.offered_tools
+        return [
+            t.schema()
+            for t in self.executor.registry
+            if offered is None or t.name in offered or t.name == FINAL_ANSWER  # final_answer is always offered
+        ]
+
+    def system_prompt(self) -> Segments:
+        """hermes-local's own rules and the user's instructions (the dialect adds the tool block)."""
+        return render("system.jinja", tools=self.tool_schemas(), instructions=self.config.instructions)
+
+    def new_memory(self, goal: str) -> Memory:
+        recalled = self.recall(goal) if self.recall else []
+        memory = Memory(system=self.system_prompt(), goal=goal, recalled=recalled, dialect=self.dialect)
+        memory.on_turn = self._on_turn
+        return memory
+
+    def _grammar(self, *, without_final_answer: bool = False) -> str | None:
+        """The call grammar over the registry; after a bounce, without final_answer (a real tool must come)."""
+        if not self.config.grammar or self.config.tool_choice == "none" or not len(self.executor.registry):
+            return None
+        tools = [t for t in self.executor.registry if not (without_final_answer and t.name == FINAL_ANSWER)]
+        if without_final_answer not in self._grammar_texts:
+            self._grammar_texts[without_final_answer] = self.dialect.grammar(tools) if tools else None
+        return self._grammar_texts[without_final_answer]
+
+    def _prompt_tokens(self, memory: Memory, prefill: str) -> list[int]:
+        return self.dialect.tokens(memory.messages(), self.tool_schemas(), self.llm, prefill=prefill)
+
+    def _fitted_prompt(self, memory: Memory, prefill: str, result: RunResult, *, last: bool) -> tuple[list[int], int]:
+        """Prompt tokens within budget (compacting memory if needed) and the max_tokens left.
+
+        Compaction starts at `budget_fraction` of n_ctx, to leave room for the steps still to come. The
+        `last` call of a run (the final answer at the step limit) has none to come: it compacts only
+        what does not fit, and keeps the KV prefix of the whole run instead of re-evaluating it.
+        """
+        n_ctx = self.llm.n_ctx
+        max_new = self.config.max_tokens
+        limit = int(n_ctx * self.config.budget_fraction) - max_new
+        target = int(n_ctx * self.config.compact_to_fraction) - max_new
+        if last:
+            limit = target = n_ctx - max_new - 1
+        before = memory.compacted_through_step, [(t.cap, t.summarized) for t in memory.turns]
+        measured: list[int] = []
+
+        def measure() -> int:
+            measured[:] = self._prompt_tokens(memory, prefill)
+            return len(measured)
+
+        memory.fit(measure, limit, max(target, 1))  # its last measurement is of the final layout
+        if (memory.compacted_through_step, [(t.cap, t.summarized) for t in memory.turns]) != before:
+            result.compactions += 1
+            self.on_event(Compaction(memory.compacted_through_step))
+        tokens = measured
+        room = n_ctx - len(tokens) - 1
+        if room < 16:
+            raise ContextTooSmall(
+                f"the prompt needs {len(tokens)} tokens but n_ctx is {n_ctx}; raise --n-ctx or shorten the task"
+            )
+        return tokens, min(max_new, room)
+
+    def _complete(
+        self,
+        memory: Memory,
+        step: int,
+        tool_choice: str,
+        result: RunResult,
+        *,
+        forced: bool = False,
+        last: bool = False,
+    ) -> str:
+        """One model call; `forced` (the step after a bounce) leaves final_answer out of the grammar;
+        `last`: the run's final call (see _fitted_prompt)."""
+        required = tool_choice == "required"
+        prefill = self.dialect.required_prefill if required else ""
+        tokens, max_new = self._fitted_prompt(memory, prefill, result, last=last)
+        trigger = None if required else self.dialect.call_open
+        wanted = required or (tool_choice == "auto" and trigger)
+        grammar = self._grammar(without_final_answer=forced) if wanted else None
+        completion = self.llm.complete(
+            tokens,
+            max_tokens=max_new,
+            temperature=self.config.answer_temperature if tool_choice == "none" else self.config.temperature,
+            stop=self.dialect.stop or DEFAULT_STOP,
+            on_token=lambda piece: self.on_event(Token(piece)),
+            grammar=grammar,
+            grammar_trigger=trigger if grammar else None,
+        )
+        self._last_truncated = getattr(completion, "truncated", None)
+        new = len(tokens) - common_prefix_length(tokens, self._previous_tokens)
+        self._previous_tokens = tokens + completion.tokens
+        u = completion.usage
+        record = LLMCall(
+            step,
+            u.prompt_tokens,
+            u.prompt_tokens_evaluated,
+            new,
+            u.completion_tokens,
+            u.seconds,
+            u.prompt_seconds,
+            completion.finish_reason,
+        )
+        result.llm_calls.append(record)
+        for key in ("prompt_tokens", "prompt_tokens_evaluated", "completion_tokens", "seconds", "prompt_seconds"):
+            setattr(result.usage, key, getattr(result.usage, key) + getattr(u, key))
+        self.on_event(record)
+        return prefill + completion.text
+
+    # -- entry points ----------------------------------------------------------------------
+    def run(self, goal: str) -> RunResult:
+        memory = self.new_memory(goal)
+        self.on_event(RunStart(goal, memory.recalled, self.dialect.name, self.dialect.call_format))
+        return self._loop(memory, self._new_result(0), first_step=1)
+
+    def _new_result(self, steps: int) -> RunResult:
+        """A run's result so far, listing the MCP servers that did not start (logged once, one event each)."""
+        result = RunResult(answer=None, stopped="max_steps", steps=steps)
+        self._report_mcp_failures(result)
+        return result
+
+    def _report_mcp_failures(self, result: RunResult) -> None:
+        """Put every MCP server that is down (did not start, or crashed and could not be restarted) into
+        `result.mcp_failed`, and log a McpServerFailed event for each one not logged before."""
+        for source, error in list(self.executor.registry.failed_sources.items()):
+            if not source.startswith("mcp:"):
+                continue
+            server = source.removeprefix("mcp:")
+            result.mcp_failed[server] = error
+            if server not in self._failures_logged:
+                self._failures_logged.add(server)
+                self.on_event(McpServerFailed(server, error))
+
+    def chat(self, memory: Memory | None, message: str) -> tuple[Memory, RunResult]:
+        """One chat turn: the first message is the goal; later ones are appended user turns."""
+        last_step = max((t.step for t in memory.turns), default=0) if memory else 0
+        if memory is None:
+            memory = self.new_memory(message)
+            self.on_event(RunStart(message, memory.recalled, self.dialect.name, self.dialect.call_format))
+        else:
+            memory.add_user_note(last_step + 1, Segments.untrusted(message))
+        result = self._new_result(0)
+        result = self._loop(memory, result, first_step=last_step + 1, step_limit=last_step + self.config.max_steps)
+        if result.answer:
+            memory.add_assistant(result.steps, result.answer, [])
+        return memory, result
+
+    def resume(self, events: list[Event]) -> RunResult:
+        """Continue a logged session: completed calls are not re-run; an in-flight call is interrupted."""
+        start = next((e for e in events if isinstance(e, RunStart)), None)
+        if start is None:
+            raise ValueError("the session log has no run_start event")
+        require_same_dialect(start.dialect, start.tool_call_format, self.dialect)
+        memory = rebuild_memory(events, start, self.system_prompt(), self.dialect, self.executor, self._on_turn)
+        last_step = max((t.step for t in memory.turns), default=0)
+        self.on_event(RunResumed(memory.goal, last_step + 1))
+        return self._loop(memory, self._new_result(last_step), first_step=last_step + 1)
+
+    # -- the loop --------------------------------------------------------------------------
+    def _loop(self, memory: Memory, result: RunResult, first_step: int, step_limit: int | None = None) -> RunResult:
+        limit = step_limit or self.config.max_steps
+        tool_names = self.executor.registry.names()
+        self.executor.cache.invalidate()  # the per-run result cache starts empty
+        failures, force_tool = 0, False
+        try:
+            for step in range(first_step, limit + 1):
+                result.steps = step
+                self.on_event(StepStart(step))
+                if self.config.reminder_every and step > 1 and (step - 1) % self.config.reminder_every == 0:
+                    note = render("goal_reminder.jinja", goal=memory.goal, progress=memory.progress_line())
+                    memory.add_user_note(step, note)
+                choice = "required" if force_tool and self._grammar() else self.config.tool_choice
+                text = self._complete(memory, step, choice, result, forced=force_tool)
+                force_tool = False
+                current, todo, text = extract_plan(text)
+                memory.note_plan(current, todo, step)
+                self.on_event(AssistantText(step, text))
+                parsed = self.dialect.parse(text, tool_names)
+                if self.config.tool_choice == "none" or (not parsed.calls and not parsed.errors):
+                    tool = self._guard_answer(memory, result)
+                    if tool is None:
+                        result.answer, result.stopped = parsed.text, "answer"
+                        break
+                    result.guarded += 1
+                    self.on_event(Guarded(step, tool, parsed.text))
+                    memory.add_assistant(step, parsed.text, [])
+                    memory.add_user_note(step, Segments.untrusted(bounce_note(tool)))
+                    force_tool = True
+                    continue
+                if self._bounce_final_answer(memory, step, parsed.calls, parsed.errors, result):
+                    force_tool = True
+                    continue
+                memory.add_assistant(step, parsed.text, parsed.calls)
+                cut = parsed.calls[-1] if self._last_truncated and parsed.calls else None
+                outcomes = self._execute_turn(step, parsed.calls, result, cut)
+                self._report_mcp_failures(result)  # a server that crashed for good during the turn
+                for error in parsed.errors:
+                    failure = ToolResult.failure("invalid_arguments", error, "unreadable tool call")
+                    outcome = ToolOutcome(step, "invalid_tool_call", {}, failure)
+                    outcomes.append(outcome)
+                    self.on_event(ToolFinished(outcome))
+                memory.add_tool_results(step, outcomes)
+                finished = next((o for o in outcomes if o.name == FINAL_ANSWER and o.ok), None)
+                if finished is not None:
+                    result.answer, result.stopped = str(finished.arguments.get("answer", "")), "answer"
+                    break
+                failures = 0 if any(o.ok for o in outcomes) else failures + 1
+                if failures >= self.config.max_consecutive_failures:
+                    result.stopped = "error"
+                    result.error = f"{failures} steps in a row had only failed tool calls"
+                    result.answer = self._final_answer(memory, step, result)
+                    break
+            else:
+                result.answer = self._final_answer(memory, result.steps, result)
+        except ContextTooSmall as exc:
+            result.stopped, result.error = "error", str(exc)
+        self.on_event(RunEnd(result.to_json()))
+        return result
+
+    def _final_answer(self, memory: Memory, step: int, result: RunResult) -> str | None:
+        memory.add_user_note(step, Segments.untrusted(FINAL_ANSWER_REQUEST))
+        text = self._complete(memory, step, "none", result, last=True)
+        answer = self.dialect.parse(extract_plan(text)[2]).text or None
+        self.on_event(AssistantText(step, text, final=True))
+        return answer
+
+    def _bounce_final_answer(
+        self, memory: Memory, step: int, calls: list[ToolCall], errors: list[str], result: RunResult
+    ) -> bool:
+        """Under `required`, a turn of only final_answer calls is guarded like an auto-mode answer.
+
+        The calls are listed (error_kind `guarded`) and answered with the corrective note as their
+        tool result, so the turn structure stays call -> result; the grammar already forces a call.
+        """
+        if not calls or errors or any(c.name != FINAL_ANSWER for c in calls):
+            return False
+        tool = self._guard_answer(memory, result)
+        if tool is None:
+            return False
+        result.guarded += 1
+        self.on_event(Guarded(step, tool, str(calls[0].arguments.get("answer", ""))))
+        memory.add_assistant(step, "", calls)
+        bounced = ToolResult.failure("guarded", bounce_note(tool), "answer bounced: a tool is needed first")
+        outcomes = [ToolOutcome(step, c.name, c.arguments, bounced) for c in calls]
+        for outcome in outcomes:
+            result.tool_calls.append(outcome)
+            self.on_event(ToolFinished(outcome))
+        memory.add_tool_results(step, outcomes)
+        return True
+
+    def _guard_answer(self, memory: Memory, result: RunResult) -> str | None:
+        """The tool to name when bouncing this tool-less answer, or None to accept it."""
+        if not self.config.answer_guard or self.config.tool_choice == "none" or result.guarded:
+            return None
+        if any(o.ok or o.error_kind == "permission_denied" or o.result.error in STOPPED_CALLS for o in memory.ledger):
+            # a tool answered (a denial is an answer too: bouncing cannot change it), or a resumed run's
+            # call was cut off by a crash or a cancel: the model did reach for the tool
+            return None
+        return needs_tool(memory.goal, self.executor.registry)
+
+    def _execute_turn(
+        self, step: int, calls: list[ToolCall], result: RunResult, cut: ToolCall | None = None
+    ) -> list[ToolOutcome]:
+        """Run one turn's calls: guarded in order, reads concurrently, outcomes in call order.
+
+        `cut` is the call the output limit cut off (closing mode ended it): the executor refuses it
+        when it writes, and its outcome is marked truncated.
+        """
+        refusals: list[str | None] = []
+        pending: list[str] = []
+        for call in calls:
+            refusal = self.loop_guard.refusal(result.tool_calls, pending, call.name, call.arguments)
+            refusals.append(refusal)
+            if refusal is None:
+                pending.append(ToolOutcome(step, call.name, call.arguments, ToolResult(True, "")).digest)
+
+        def job(i: int) -> Callable[[], ToolResult]:
+            refusal, call = refusals[i], calls[i]
+            if refusal is not None:
+                return lambda: ToolResult.failure("loop", refusal, "refused: looping")
+            return lambda: self.executor.execute(call.name, call.arguments, truncated=call is cut)
+
+        def finish(i: int, res: ToolResult) -> None:
+            outcome = ToolOutcome(step, calls[i].name, calls[i].arguments, res, truncated=calls[i] is cut)
+            result.tool_calls.append(outcome)
+            outcomes.append(outcome)
+            self.on_event(ToolFinished(outcome))
+
+        outcomes: list[ToolOutcome] = []
+        run_grouped(
+            [job(i) for i in range(len(calls))],
+            [refusals[i] is None and self.executor.concurrent(c.name) for i, c in enumerate(calls)],
+            before=lambda i: self.on_event(ToolCallStarted(step, calls[i].name, calls[i].arguments, calls[i] is cut)),
+            after=finish,
+        )
+        return outcomes

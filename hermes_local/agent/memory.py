@@ -1,0 +1,277 @@
+"""What the agent remembers during a run: the action ledger, the rolling summary and the history.
+
+`Memory.messages()` lays the prompt out for KV-cache reuse: a byte-stable prefix (system + tools,
+goal, recalled facts), then the summary of compacted steps, then recent turns appended in order.
+The ledger records every tool call with its outcome, so the "what have I done" summary
+(`Completed / Current / Todo`) never depends on the model paraphrasing; `<plan>` notes from the
+model fill Current/Todo and say what each step was for. Each tool turn ends with a progress block
+(the ledger with each call's key finding, `ledger.py`, and the plan), written once where new tokens
+go anyway, so the KV prefix stays reusable; compaction drops old blocks (the newest has it all).
+`fit()` compacts history to a token budget. Does not call the model or run tools; it only lays
+out text.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from hermes_local.agent.ledger import ledger_lines
+from hermes_local.calls.parse import ToolCall
+from hermes_local.dialects.base import Dialect, result_content
+from hermes_local.dialects.hermes import HermesDialect
+from hermes_local.events import ToolOutcome
+from hermes_local.prompts import Segment, Segments, render
+
+TurnSink = Callable[["Turn"], None]
+_PLAN = re.compile(r"<plan>(.*?)(?:</plan>|$)", re.S | re.I)
+_PLAN_FIELD = re.compile(r"(current|todo)\s*:\s*(.*?)(?=(?:current|todo)\s*:|$)", re.S | re.I)
+RESULT_CAPS = (4000, 1500, 500, 160)  # successive cuts of one oversized tool result (characters)
+
+
+def extract_plan(text: str) -> tuple[str | None, str | None, str]:
+    """(current, todo, text without the <plan> block) from a reply."""
+    m = _PLAN.search(text)
+    if not m:
+        return None, None, text
+    body = " ".join(m.group(1).split())
+    fields = {k.lower(): v.strip(" ;.") for k, v in _PLAN_FIELD.findall(body)}
+    current = fields.get("current") or (body if not fields else None)
+    return current, fields.get("todo"), (text[: m.start()] + text[m.end() :]).strip()
+
+
+@dataclass
+class Turn:
+    """One message after the fixed prefix. Tool turns keep their responses so they can be shrunk."""
+
+    role: str
+    step: int
+    content: Segments
+    responses: list[dict[str, Any]] | None = None
+    cap: int | None = None  # characters of data kept per response after shrinking; None = all
+    summarized: bool = False
+    note: Segments | None = None  # the progress block closing a tool turn (dropped when summarized)
+
+    def to_event(self) -> dict[str, Any]:
+        event = {
+            "role": self.role,
+            "step": self.step,
+            "content": [[s.text, s.trusted] for s in self.content],
+            "responses": self.responses,
+        }
+        if self.note is not None:
+            event["note"] = [[s.text, s.trusted] for s in self.note]
+        return event
+
+    @classmethod
+    def from_event(cls, event: dict[str, Any]) -> Turn:
+        segs = Segments(Segment(text, bool(trusted)) for text, trusted in event["content"])
+        raw_note = event.get("note")
+        note = Segments(Segment(text, bool(trusted)) for text, trusted in raw_note) if raw_note else None
+        return cls(event["role"], int(event["step"]), segs, event.get("responses"), note=note)
+
+
+def _render_responses(
+    dialect: Dialect, step: int, responses: list[dict[str, Any]], cap: int | None, summarized: bool
+) -> Segments:
+    """The dialect's results turn; `responses` hold {"name", "content": ToolResult envelope}."""
+    shown = []
+    for r in responses:
+        envelope = r["content"]
+        content = result_content(envelope)
+        if summarized:
+            content = f"[compacted] {envelope.get('summary')}" if envelope.get("ok") else content
+        elif cap is not None and envelope.get("ok"):
+            text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False, default=str)
+            if len(text) > cap:
+                notice = f"[... {len(text) - cap} characters cut to fit the context ...]"
+                content = f"{text[: cap * 2 // 3]}\n{notice}\n{text[-(cap // 3) :]}"
+        shown.append({"name": r["name"], "content": content})
+    return dialect.tool_results(step, shown)
+
+
+@dataclass
+class Memory:
+    """The history of one run: fixed prefix, ledger, turns and compaction state."""
+
+    system: Segments
+    goal: str
+    recalled: list[str] = field(default_factory=list)
+    ledger: list[ToolOutcome] = field(default_factory=list)
+    turns: list[Turn] = field(default_factory=list)
+    compacted_through_step: int = 0
+    plan_current: str = ""
+    plan_todo: str = ""
+    summary_detail: int = 12  # ledger entries shown with their findings in the summary; older ones shortened
+    progress_detail: int = 2  # ledger entries shown with their findings in each tool turn's progress block
+    purposes: dict[int, str] = field(default_factory=dict)  # step -> what the model said it was for
+    on_turn: TurnSink | None = None
+    dialect: Dialect = field(default_factory=HermesDialect)
+
+    # -- recording -------------------------------------------------------------------------
+    def _append(self, turn: Turn) -> None:
+        self.turns.append(turn)
+        if self.on_turn:
+            self.on_turn(turn)
+
+    def add_assistant(self, step: int, text: str, calls: list[ToolCall]) -> None:
+        """Store the reply with its calls in the dialect's canonical form (trusted tags, untrusted JSON)."""
+        self._append(Turn("assistant", step, self.dialect.assistant_content(step, text, calls)))
+
+    def restore_assistant(self, step: int, text: str, calls: list[ToolCall]) -> None:
+        """Put back an assistant turn rebuilt from a session log (no event is emitted)."""
+        self.turns.append(Turn("assistant", step, self.dialect.assistant_content(step, text, calls)))
+
+    def add_tool_results(self, step: int, outcomes: list[ToolOutcome]) -> None:
+        responses = []
+        for o in outcomes:
+            responses.append({"name": o.name, "content": o.result.envelope()})
+            self.ledger.append(o)
+        note = self.progress_block()
+        content = _render_responses(self.dialect, step, responses, None, False) + note
+        self._append(Turn("tool", step, content, responses, note=note))
+
+    def add_user_note(self, step: int, content: Segments) -> None:
+        self._append(Turn("user", step, content))
+
+    def restore_turn(self, turn: Turn) -> None:
+        """Put back a turn read from a session log (no event is emitted)."""
+        self.turns.append(turn)
+
+    def note_plan(self, current: str | None, todo: str | None, step: int | None = None) -> None:
+        if current:
+            self.plan_current = current
+            if step is not None:
+                self.purposes[step] = current
+        if todo:
+            self.plan_todo = todo
+
+    # -- layout ----------------------------------------------------------------------------
+    def summary_block(self) -> Segments:
+        folded = [e for e in self.ledger if e.step <= self.compacted_through_step]
+        completed = ledger_lines(folded, self.goal, self.purposes, self.summary_detail, max(4, 2 * self.summary_detail))
+        return render(
+            "summary.jinja",
+            completed=completed,
+            current=self.plan_current or "continue toward the goal",
+            todo=self.plan_todo or "whatever the goal still needs",
+        )
+
+    def progress_block(self) -> Segments:
+        """The ledger with findings and the plan, closing each tool turn (the model sees it from step 2)."""
+        return render(
+            "progress.jinja",
+            lines=ledger_lines(
+                [e for e in self.ledger if e.step > self.compacted_through_step],
+                self.goal,
+                self.purposes,
+                self.progress_detail,
+                max_short=2,  # older steps are grouped: the block stays short, so each turn costs O(1)
+            ),
+            current=self.plan_current,
+            todo=self.plan_todo,
+        )
+
+    def progress_line(self) -> str:
+        done = [e for e in self.ledger if e.ok]
+        if not done:
+            return "no successful tool calls yet"
+        shown = "; ".join(f"{e.name} ok (step {e.step})" for e in done[-6:])
+        return f"{len(done)} successful call(s): {shown}"
+
+    def messages(self) -> list[dict[str, Any]]:
+        """The conversation for the dialect. A user note (recalled facts, summary, reminder, final-answer
+        request) joins the turn before it when that is a user turn or a results turn the dialect lets it
+        join, so no run of user turns and no user turn between results and the reply is created."""
+        msgs: list[dict[str, Any]] = [
+            {"role": "system", "content": self.system},
+            {"role": "user", "content": Segments.untrusted(self.goal)},
+        ]
+        notes = []
+        if self.recalled:
+            notes.append(render("recalled.jinja", facts=self.recalled))
+        if self.compacted_through_step:
+            notes.append(self.summary_block())
+        notes_turns = [{"role": "user", "content": n} for n in notes]
+        visible = [{"role": t.role, "content": t.content} for t in self.turns if t.step > self.compacted_through_step]
+        for msg in notes_turns + visible:
+            if msg["role"] == "user" and msgs[-1]["role"] in self.dialect.user_joins:
+                joined = msgs[-1]["content"] + Segments.untrusted("\n\n") + msg["content"]
+                msgs[-1] = {"role": msgs[-1]["role"], "content": joined}
+            else:
+                msgs.append(msg)
+        return msgs
+
+    # -- compaction ------------------------------------------------------------------------
+    def _visible(self) -> list[Turn]:
+        return [t for t in self.turns if t.step > self.compacted_through_step]
+
+    def _reshape(self, turn: Turn, *, cap: int | None = None, summarized: bool = False) -> bool:
+        if turn.responses is None or turn.summarized or (cap is not None and turn.cap is not None and turn.cap <= cap):
+            return False
+        turn.cap, turn.summarized = cap, summarized
+        turn.content = _render_responses(self.dialect, turn.step, turn.responses, cap, summarized)
+        if turn.note is not None and not summarized:
+            turn.content = turn.content + turn.note
+        return True
+
+    def compaction_moves(self, keep_steps: int = 2) -> list[Callable[[], bool]]:
+        """Ever stronger ways to shrink the prompt, tried in order by `fit()`.
+
+        Old raw results become one-line summaries first; then oversized recent results are cut to a
+        head and tail; then whole old steps fold into the summary; last, the summary itself shrinks.
+        """
+
+        def action_steps() -> list[int]:
+            return sorted({t.step for t in self._visible() if t.role in ("assistant", "tool")})
+
+        def summarize_old_results() -> bool:
+            recent = action_steps()[-keep_steps:]
+            return any([self._reshape(t, summarized=True) for t in self._visible() if t.step not in recent])
+
+        def fold(keep: int) -> Callable[[], bool]:
+            def move() -> bool:
+                steps = action_steps()
+                if len(steps) <= keep:
+                    return False
+                self.compacted_through_step = steps[-keep - 1]
+                return True
+
+            return move
+
+        def cut(cap: int) -> Callable[[], bool]:
+            return lambda: any([self._reshape(t, cap=cap) for t in self._visible()])
+
+        def shorten_summary() -> bool:
+            if self.summary_detail == 0:
+                return False
+            self.summary_detail //= 2
+            return True
+
+        return [
+            summarize_old_results,
+            *(cut(c) for c in RESULT_CAPS[:2]),
+            fold(keep_steps),
+            fold(1),
+            *(cut(c) for c in RESULT_CAPS[2:]),
+            shorten_summary,
+        ]
+
+    def fit(self, measure: Callable[[], int], limit: int, target: int) -> int:
+        """Compact until `measure()` <= `target` (or nothing is left to do); returns the final size.
+
+        Runs only when the prompt is over `limit`; compacting down to `target` (< limit) leaves room
+        for several appended steps before the next compaction, so the KV prefix stays reusable.
+        """
+        size = measure()
+        if size <= limit:
+            return size
+        for move in self.compaction_moves():
+            while size > target and move():
+                size = measure()
+            if size <= target:
+                break
+        return size

@@ -1,0 +1,71 @@
+"""Rebuild a run's memory from its session log, so `Agent.resume` can continue where it stopped.
+
+Turns come back from the logged `turn_added` events (assistant turns from the logged text), the
+ledger from the logged tool outcomes, and a step cut off by a crash gets its tool turn: the logged
+results, then `interrupted` for a call that had started and `not run` for the rest. Completed calls
+are handed to the executor so they are never run again. This module does not run anything, call
+the model or write the log.
+"""
+
+from __future__ import annotations
+
+from hermes_local.agent.memory import Memory, Turn, TurnSink
+from hermes_local.dialects import Dialect
+from hermes_local.events import AssistantText, Event, RunStart, ToolCallStarted, ToolFinished, ToolOutcome, TurnAdded
+from hermes_local.prompts import Segments
+from hermes_local.tools.execution import Executor
+from hermes_local.tools.registry import ToolResult
+
+INTERRUPTED = "interrupted: the previous run was killed while this call was running; check its effect before retrying"
+NOT_STARTED = "not run: the previous run was killed before this call started; call it again if it is still needed"
+STOPPED_CALLS = frozenset({INTERRUPTED, NOT_STARTED})
+
+
+def rebuild_memory(
+    events: list[Event], start: RunStart, system: Segments, dialect: Dialect, executor: Executor, on_turn: TurnSink
+) -> Memory:
+    """The memory of the logged run, with every logged step answered (see the module docstring).
+
+    Restored turns are not reported; the crashed step's new tool turn goes to `on_turn` (the log).
+    """
+    memory = Memory(system=system, goal=start.goal, recalled=list(start.recalled), dialect=dialect)
+    tool_names = executor.registry.names()
+    for e in events:
+        if isinstance(e, TurnAdded):
+            memory.restore_turn(Turn.from_event(e.to_dict()))
+        elif isinstance(e, AssistantText) and not e.final:
+            parsed = dialect.parse(e.text, tool_names)
+            if parsed.calls or parsed.errors:
+                memory.restore_assistant(e.step, parsed.text, parsed.calls)
+    tool_steps = {t.step for t in memory.turns if t.role == "tool"}
+    for e in events:
+        if not isinstance(e, ToolFinished) or e.outcome.name == "invalid_tool_call":
+            continue
+        if e.outcome.step in tool_steps:
+            memory.ledger.append(e.outcome)
+        if e.outcome.ok:
+            executor.remember_done(e.outcome.digest, e.outcome.result)
+    memory.on_turn = on_turn
+    if memory.turns and memory.turns[-1].role == "assistant":
+        _settle_interrupted_step(memory, memory.turns[-1].step, events, dialect, tool_names)
+    return memory
+
+
+def _settle_interrupted_step(
+    memory: Memory, step: int, events: list[Event], dialect: Dialect, tool_names: list[str]
+) -> None:
+    """Give the last logged step its tool turn: logged results, or interrupted/not-started errors."""
+    text = next(e.text for e in reversed(events) if isinstance(e, AssistantText) and e.step == step)
+    parsed = dialect.parse(text, tool_names)
+    started = [e for e in events if isinstance(e, ToolCallStarted) and e.step == step]
+    finished = [e.outcome for e in events if isinstance(e, ToolFinished) and e.outcome.step == step]
+    outcomes: list[ToolOutcome] = []
+    for i, call in enumerate(parsed.calls):
+        if i < len(finished):
+            res = finished[i].result
+        elif i < len(started):
+            res = ToolResult.failure("tool_error", INTERRUPTED, "interrupted by a crash")
+        else:
+            res = ToolResult.failure("tool_error", NOT_STARTED, "not run (crash)")
+        outcomes.append(ToolOutcome(step, call.name, call.arguments, res))
+    memory.add_tool_results(step, outcomes)

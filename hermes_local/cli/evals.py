@@ -1,0 +1,182 @@
+"""CLI commands for evaluation and workflows (typer): `eval`, `workflow run`, `sessions export`.
+
+Thin: parse flags, call `evaluation.py` / `workflow.py`, print. `cli.py` mounts them. User mistakes end with
+one line on stderr and exit 2; a failing case or workflow step exits 1.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from hermes_local.cli.common import DialectOpt, InstructionsOpt, ToolsOpt, fail, read_instructions
+from hermes_local.config import load_settings
+from hermes_local.textsafe import terminal_safe
+
+workflow_app = typer.Typer(help="Run TOML workflows: tool steps in dependency order, no model.", no_args_is_help=True)
+
+
+def _parse_vars(items: list[str] | None) -> dict[str, str]:
+    out = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            fail(f"--var {item!r}: write it as NAME=VALUE")
+        out[key.strip()] = value
+    return out
+
+
+# -- eval ---------------------------------------------------------------------------------------
+def eval_command(
+    cases: Annotated[Path, typer.Argument(help="A JSONL file with one case per line.")],
+    model: Annotated[
+        str | None, typer.Option(help="Registry name, .gguf path, or replay:DIR holding <case_id>.jsonl files.")
+    ] = None,
+    repeat: Annotated[int, typer.Option(min=1, help="Runs per case; a case passes only if all pass (pass^k).")] = 1,
+    jobs: Annotated[
+        int,
+        typer.Option(
+            min=1, max=64, help="Runs at once on one loaded model (decoded together as sequences of one batch)."
+        ),
+    ] = 1,
+    report: Annotated[Path, typer.Option(help="Where to write the JSON report.")] = Path("eval-report.json"),
+    case: Annotated[list[str] | None, typer.Option(help="Run only this case ID (repeatable).")] = None,
+    max_steps: Annotated[int | None, typer.Option(help="Default step limit for cases without max_steps.")] = None,
+    n_ctx: Annotated[int | None, typer.Option(help="Context window in tokens.")] = None,
+    n_gpu_layers: Annotated[int | None, typer.Option(help="Layers offloaded to the GPU; -1 = all.")] = None,
+    tool_choice: Annotated[
+        str | None, typer.Option(help="auto | required | none for every case (default: the setting).")
+    ] = None,
+    instructions: InstructionsOpt = None,
+    tools: ToolsOpt = None,
+    dialect: DialectOpt = None,
+) -> None:
+    """Run every case of CASES.jsonl in a fresh temporary workspace and score it; exit 1 if any case fails."""
+    from hermes_local.evals.cases import load_cases
+    from hermes_local.evals.suite import eval_tools, format_table, run_suite, suite_report
+    from hermes_local.tools.toolsets import check_spec
+
+    overrides = dict(
+        model=model,
+        max_steps=max_steps,
+        n_ctx=n_ctx,
+        n_gpu_layers=n_gpu_layers,
+        tools=tools,
+        dialect=dialect,
+        tool_choice=tool_choice,
+        instructions=read_instructions(instructions),
+    )
+    settings = load_settings(overrides)
+
+    def progress(line: str) -> None:
+        typer.echo(terminal_safe(line), err=True)
+
+    with eval_tools(settings, on_notice=progress) as everything:  # MCP servers: once for the eval run
+        check_spec(everything, settings.tools)  # each case then keeps the named tools it has
+        suite = load_cases(cases, only=case, registry=everything)
+        reports = run_suite(suite, settings, repeat=repeat, on_progress=progress, jobs=jobs)
+    data = suite_report(reports, cases_file=cases, model=settings.model, repeat=repeat)
+    report.parent.mkdir(parents=True, exist_ok=True)
+    report.write_text(json.dumps(data, ensure_ascii=False, indent=2, default=str) + "\n", encoding="utf-8")
+    typer.echo(format_table(reports, data["summary"]))
+    typer.echo(f"report: {report}")
+    if data["summary"]["failed"]:
+        raise typer.Exit(1)
+
+
+# -- sessions export ------------------------------------------------------------------------------
+def sessions_export(
+    session_id: Annotated[str, typer.Argument(help="A session ID from `sessions list`.")],
+    as_case: Annotated[bool, typer.Option("--as-case", help="Write an eval case plus its replay file.")] = False,
+    output: Annotated[Path | None, typer.Option(help="Append the case to this JSONL file (default: print it).")] = None,
+    case_id: Annotated[str | None, typer.Option("--id", help="Case ID (default: session-<ID>).")] = None,
+    replay_dir: Annotated[
+        Path | None, typer.Option(help="Where <case_id>.jsonl goes (default: replay/ next to --output, or ./replay).")
+    ] = None,
+) -> None:
+    """Export a recorded session: raw events as JSON lines, or with --as-case an eval case that replays it."""
+    from hermes_local.engines.replay import write_replay
+    from hermes_local.evals.export import append_case, session_to_case
+    from hermes_local.session import read_events, session_path
+
+    events = read_events(session_path(session_id))
+    if not as_case:
+        for event in events:
+            typer.echo(json.dumps(event.to_dict(), ensure_ascii=True))
+        return
+    case, texts, warnings = session_to_case(events, case_id or f"session-{session_id}")
+    folder = replay_dir or ((output.parent if output else Path(".")) / "replay")
+    if output:
+        append_case(output, case)
+    replay = write_replay(folder / f"{case['id']}.jsonl", texts)
+    for warning in warnings:
+        typer.echo(f"warning: {warning}", err=True)
+    if output:
+        typer.echo(f"appended case {case['id']} to {output}", err=True)
+    else:
+        typer.echo(json.dumps(case, ensure_ascii=False))
+    typer.echo(f"replay file: {replay} (run with --model replay:{folder})", err=True)
+
+
+# -- workflow run -------------------------------------------------------------------------------
+@workflow_app.command("run")
+def workflow_run(
+    file: Annotated[Path, typer.Argument(help="The workflow TOML file.")],
+    resume: Annotated[
+        bool, typer.Option("--resume", help="Rerun from the failed step, reusing completed step outputs.")
+    ] = False,
+    workspace: Annotated[Path, typer.Option(help="Folder the tools may read and write.")] = Path("."),
+    db: Annotated[Path | None, typer.Option(help="SQLite database for query_database (opened read-only).")] = None,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Approve every write/dangerous tool call.")] = False,
+    allow: Annotated[list[str] | None, typer.Option(help="Approve this tool without asking (repeatable).")] = None,
+    tools_module: Annotated[
+        list[str] | None, typer.Option(help="Load @tool functions from a .py file or module (repeatable).")
+    ] = None,
+    var: Annotated[list[str] | None, typer.Option(help="Set a workflow variable: NAME=VALUE (repeatable).")] = None,
+    allow_imports: Annotated[
+        bool, typer.Option("--allow-imports", help="Let the file's tools_modules import and run Python code.")
+    ] = False,
+    model: Annotated[
+        str | None, typer.Option(help="Model for a summarize step: registry name, .gguf path or replay:FILE.")
+    ] = None,
+    n_ctx: Annotated[int | None, typer.Option(help="Context window for the summarize step.")] = None,
+) -> None:
+    """Run FILE.toml: each step calls one tool with params filled from earlier steps; exit 1 if a step fails."""
+    from hermes_local.runtime import load_llm
+    from hermes_local.tools import Approver
+    from hermes_local.workflow.run import load_workflow, run_workflow
+
+    variables = _parse_vars(var)
+    settings = load_settings(dict(model=model, n_ctx=n_ctx))
+    wf = load_workflow(file, tools_modules=tools_module or [], var_overrides=variables, allow_imports=allow_imports)
+    approver = Approver(approve_all=yes, allow=[*settings.allow_tools, *(allow or [])], deny=settings.deny_tools)
+
+    def show(o) -> None:
+        mark = {"ok": "✓", "reused": "↺", "failed": "✗", "skipped": "-"}[o.status]
+        detail = o.summary if o.status != "failed" else f"{o.error_kind}: {o.error}"
+        extra = " (reused)" if o.status == "reused" else ""
+        typer.echo(f"{mark} {o.id} [{o.tool}]{extra} {detail}")
+
+    result = run_workflow(
+        wf,
+        settings,
+        workspace=workspace,
+        db_path=db,
+        approver=approver,
+        resume=resume,
+        llm_factory=lambda: load_llm(settings),
+        on_step=show,
+    )
+    if result.ok:
+        typer.echo(f"workflow {wf.name} completed (session {result.session_id})", err=True)
+        return
+    failed = ", ".join(o.id for o in result.failed)
+    typer.echo(
+        f"workflow {wf.name} failed at step {failed} (session {result.session_id}); "
+        f"fix it and rerun the same command with --resume",
+        err=True,
+    )
+    raise typer.Exit(1)

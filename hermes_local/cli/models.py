@@ -1,0 +1,239 @@
+"""`hermes-local models list|info|download` and `hermes-local doctor`: the model registry from the terminal.
+
+Thin typer commands over `models`, `gguf` and `download`: they print; `UserError` becomes
+`error: <one line>` with its exit code (2). `doctor` additionally loads the chosen model through
+`engines.inprocess.llamacpp.LlamaCppLLM` for a ~5 s speed check; it never imports llama_cpp itself (build and
+GPU facts come from `engines.inprocess.backend.backend_info()`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from hermes_local.config import home_dir, load_settings
+from hermes_local.errors import UserError
+from hermes_local.sandbox.policy import SandboxPolicy
+
+models_app = typer.Typer(help="Model registry: list, info, download.", no_args_is_help=True)
+SPEED_SECONDS = 5.0
+SPEED_PROMPT = "Count from 1 to 300, separated by commas: 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12,"
+NCtx = Annotated[int | None, typer.Option(help="Context window for the estimate (default: settings, 4096).")]
+NGpu = Annotated[int | None, typer.Option(help="Layers offloaded to the GPU; -1 = all, 0 = CPU only.")]
+
+
+def _stderr(message: str) -> None:
+    typer.echo(message, err=True)
+
+
+@models_app.command("list")
+def models_list(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
+    """Show every registry model and quant, its size, and whether (and where) it is installed."""
+    from hermes_local.models.gguf import human_bytes
+    from hermes_local.models.registry import registry_rows
+
+    rows = registry_rows()
+    if as_json:
+        typer.echo(json.dumps([r | {"path": str(r["path"]) if r["path"] else None} for r in rows], indent=2))
+        return
+    for r in rows:
+        state = f"installed      {r['path']}" if r["path"] else f"not installed  ({r['hint']})"
+        typer.echo(f"{'*' if r['default'] else ' '} {r['name']:34} {human_bytes(r['size']):>10}  {state}")
+    typer.echo("(* = default quant; NAME alone picks it, NAME:QUANT another)")
+
+
+@models_app.command("info")
+def models_info(
+    model: Annotated[str, typer.Argument(help="Registry NAME[:QUANT] or a path to a .gguf file.")],
+    n_ctx: NCtx = None,
+    n_gpu_layers: NGpu = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Read a GGUF's header: architecture, parameters, quant, trained context, template, memory estimate."""
+    from hermes_local.models.footprint import estimate_memory, format_memory
+    from hermes_local.models.gguf import gguf_info, human_bytes, human_count
+    from hermes_local.models.registry import resolve
+
+    path, choice, header = resolve(model)
+    info = gguf_info(header)
+    settings = load_settings(dict(n_ctx=n_ctx, n_gpu_layers=n_gpu_layers))
+    memory = estimate_memory(header, settings.n_ctx, settings.n_gpu_layers)
+    if as_json:
+        extra = {"registry": choice.label if choice else None, "memory": memory}
+        typer.echo(json.dumps(info | extra, indent=2))
+        return
+    typer.echo(f"file:            {path}")
+    if choice:
+        where = choice.entry.repo or choice.entry.source
+        typer.echo(f"registry:        {choice.label}  ({where}, license {choice.entry.license})")
+    typer.echo(f"name:            {info['name'] or '-'}")
+    typer.echo(f"architecture:    {info['architecture']}  ({info['n_layer']} layers, n_embd {info['n_embd']}, "
+               f"{info['n_head']} heads / {info['n_head_kv']} kv)")  # fmt: skip
+    typer.echo(f"parameters:      {human_count(info['parameters'])}  ({info['parameters']:,})")
+    typer.echo(f"quant:           {info['quant']}")
+    typer.echo(f"file size:       {human_bytes(info['file_size'])}  ({info['n_tensors']} tensors, "
+               f"GGUF v{info['gguf_version']})")  # fmt: skip
+    typer.echo(f"trained context: {info['context_length']}")
+    template = "none" if info["chat_template"] is None else f"{len(info['chat_template'])} chars"
+    typer.echo(f"chat template:   {template}; mentions tools: {'yes' if info['template_supports_tools'] else 'no'}")
+    for note in info["notes"]:
+        typer.echo(f"note:            {note}")
+    typer.echo(format_memory(memory))
+
+
+@models_app.command("download")
+def models_download(
+    model: Annotated[str, typer.Argument(help="Registry NAME[:QUANT], e.g. hermes-3-llama-3.1-8b:Q5_K_M.")],
+    local_dir: Annotated[
+        Path | None, typer.Option(help="Put the file in this folder instead of the Hugging Face cache.")
+    ] = None,
+    revision: Annotated[
+        str | None, typer.Option(help="Branch, tag or commit to download (default: the pinned one, else main).")
+    ] = None,
+) -> None:
+    """Download a registry model through huggingface-hub (HF_HOME cache, HF_TOKEN, resumable, verified)."""
+    from hermes_local.models.download import download_model
+
+    path = download_model(model, local_dir=local_dir, revision=revision, log=_stderr)
+    typer.echo(str(path))
+
+
+# -- doctor ------------------------------------------------------------------------------------
+def backend() -> dict[str, Any]:
+    """llama.cpp build facts via `engines.inprocess.backend.backend_info()`, or what made it fail."""
+    from hermes_local.engines.inprocess import backend as build
+
+    try:
+        return dict(build.backend_info())
+    except Exception as exc:  # noqa: BLE001 - a broken llama_cpp install is what doctor reports
+        return {"error": f"llama-cpp-python is not usable: {type(exc).__name__}: {exc}"}
+
+
+def speed_check(path: Path, settings: Any, seconds: float = SPEED_SECONDS) -> dict[str, float]:
+    """Load the model and measure prompt and decode tokens/s within about `seconds` after loading."""
+    from hermes_local.config import settings_for
+    from hermes_local.engines.inprocess.llamacpp import LlamaCppLLM, LlamaParams
+
+    params = settings_for(LlamaParams, settings, n_ctx=min(settings.n_ctx, 2048))
+    start = time.perf_counter()
+    llm = LlamaCppLLM(path, params)
+    loaded = time.perf_counter()
+    prompt = llm.bos_tokens() + llm.tokenize(SPEED_PROMPT, special=False)
+    first = llm.complete(prompt, max_tokens=1, temperature=0.0)
+    prompt_tps = first.usage.prompt_tokens_evaluated / max(first.usage.seconds, 1e-6)
+    decoded = llm.complete(prompt, max_tokens=8, temperature=0.0)
+    decode_tps = decoded.usage.completion_tokens / max(decoded.usage.seconds, 1e-6)
+    left = seconds - (time.perf_counter() - loaded)
+    more = int(min(256, decode_tps * left * 0.8))
+    if more > 32:
+        decoded = llm.complete(prompt, max_tokens=more, temperature=0.0)
+        decode_tps = decoded.usage.completion_tokens / max(decoded.usage.seconds, 1e-6)
+    return {
+        "load_seconds": loaded - start,
+        "prompt_tokens": float(len(prompt)),
+        "prompt_tps": prompt_tps,
+        "decode_tokens": float(decoded.usage.completion_tokens),
+        "decode_tps": decode_tps,
+    }
+
+
+def doctor(
+    model: Annotated[str | None, typer.Option(help="Model to check: registry NAME[:QUANT] or .gguf path.")] = None,
+    n_ctx: NCtx = None,
+    n_gpu_layers: NGpu = None,
+    speed: Annotated[bool, typer.Option(help="Run the ~5 s generation speed check.")] = True,
+) -> None:
+    """Check this installation: Python, llama.cpp build, GPU offload, models, memory, offline status, speed."""
+    from hermes_local.models.download import offline_requested
+    from hermes_local.models.footprint import estimate_memory, format_memory, physical_memory
+    from hermes_local.models.gguf import gguf_info, human_bytes
+    from hermes_local.models.registry import registry_rows, resolve
+
+    settings = load_settings(dict(model=model, n_ctx=n_ctx, n_gpu_layers=n_gpu_layers))
+    if settings.model and settings.model.startswith("replay:"):
+        raise UserError("doctor checks a real model; pass --model NAME or a .gguf path, not replay:")
+    path, choice, header = resolve(settings.model)  # a bad model file ends here: one line, exit 2
+    info = gguf_info(header)
+    rows = registry_rows()
+    problems: list[str] = []
+
+    def show(label: str, value: str) -> None:
+        typer.echo(f"{label + ':':18}{value}")
+
+    show("python", f"{sys.version.split()[0]} ({sys.executable})")
+    build = backend()
+    if "error" in build:
+        problems.append(f"{build['error']}; fix: pip install llama-cpp-python")
+        show("llama-cpp-python", "NOT USABLE")
+    else:
+        show("llama-cpp-python", str(build.get("version", "?")))
+    if build.get("system_info"):
+        show("llama.cpp build", str(build["system_info"]).strip()[:110])
+    gpu = None if build.get("gpu_offload") is None else bool(build["gpu_offload"])
+    show("gpu offload", {True: "supported by this build", False: "no (CPU-only build)", None: "unknown"}[gpu])
+    from hermes_local.engines.binaries import rpc_line, rpc_support
+
+    show("rpc", rpc_line(rpc_support()))
+    layers = settings.n_gpu_layers if gpu is not False else 0
+    requested = f"n_gpu_layers={settings.n_gpu_layers}"
+    memory = estimate_memory(header, settings.n_ctx, layers)
+    if gpu is False and settings.n_gpu_layers != 0:
+        where = f"{requested} requested, but this build is CPU-only: everything runs on the CPU"
+        where += " (for a GPU, reinstall llama-cpp-python with CMAKE_ARGS=-DGGML_CUDA=on or -DGGML_METAL=on)"
+    else:
+        where = f"{requested}: {memory['layers_on_gpu']}/{memory['n_layer']} layers on the GPU"
+        where += " (if this build has GPU support)" if gpu is None and memory["layers_on_gpu"] else ""
+    show("offload", where)
+    home = home_dir()
+    home_state = "exists" if home.is_dir() else "will be created on first run"
+    if home.is_dir() and not os.access(home, os.W_OK):
+        problems.append(f"{home} is not writable; fix: chmod u+w {home} or set HERMES_LOCAL_HOME")
+        home_state = "NOT WRITABLE"
+    show("home", f"{home} ({home_state})")
+    installed = [r["name"] for r in rows if r["path"]]
+    show("models present", ", ".join(installed) if installed else "none (hermes-local models download NAME)")
+    hub = "HF_HUB_OFFLINE set: downloads disabled" if offline_requested() else "only `models download` uses it"
+    hosts = ", ".join(settings.allow_hosts) if settings.allow_hosts else "off (no allow_hosts)"
+    show("offline", f"runs never use the network; hub: {hub}; network tools: {hosts}")
+    sandbox = SandboxPolicy.from_settings(settings)
+    show("sandbox", sandbox.describe())
+    if refusal := sandbox.refusal():
+        problems.append(f"{refusal}; fix: install bubblewrap (apt-get install bubblewrap) or set sandbox = auto")
+    label = choice.label if choice else path.name
+    show("model", f"{label} ({info['architecture']}, {info['quant']}, {human_bytes(info['file_size'])}) {path}")
+    show("memory", format_memory(memory).removeprefix("memory estimate: "))
+    ram = physical_memory()
+    if ram and memory["cpu_bytes"] > ram:
+        problems.append(
+            f"the model needs ~{human_bytes(memory['cpu_bytes'])} of RAM, this machine has {human_bytes(ram)}; "
+            "fix: pick a smaller quant (models list) or lower --n-ctx"
+        )
+    trained = info["context_length"]
+    if trained and settings.n_ctx > trained:
+        typer.echo(f"warning: n_ctx={settings.n_ctx} is above the trained context {trained}; use --n-ctx {trained}")
+    for note in info["notes"]:
+        typer.echo(f"note: {note}")
+    if speed and "error" not in build:
+        try:
+            result = speed_check(path, settings)
+            show(
+                "speed",
+                f"prompt {result['prompt_tps']:.0f} tok/s ({result['prompt_tokens']:.0f} tokens), "
+                f"decode {result['decode_tps']:.1f} tok/s ({result['decode_tokens']:.0f} tokens), "
+                f"load {result['load_seconds']:.1f}s",
+            )
+            if result["decode_tps"] < 2.0:  # slow, not broken (a busy machine looks the same): warn only
+                typer.echo("warning: decoding is below 2 tokens/s; a smaller quant or a GPU build would help")
+        except Exception as exc:  # noqa: BLE001 - whatever llama.cpp raised is the finding
+            problems.append(f"the speed check failed ({type(exc).__name__}: {exc}); fix: re-download the model")
+    for problem in problems:
+        typer.echo(f"problem: {problem}", err=True)
+    if problems:
+        raise typer.Exit(1)
+    typer.echo("doctor: everything looks fine")

@@ -1,0 +1,75 @@
+"""`hermes-local prompt TASK`: print the exact first prompt a model would receive, without running.
+
+It builds the agent as `run` does (tools, `--tools-module`, `--instructions`, `--tool-choice`,
+recalled facts, the dialect chosen by `--dialect` / models.toml / the GGUF), renders the first
+prompt and counts its tokens with the model's own tokenizer (loaded vocabulary-only: no weights).
+Special tokens are shown as their text. A vocabulary lacking the dialect's framing tokens is only a
+warning here (one line on stderr, exit 0): rendering any format for any model is how users debug a
+model that will not call tools. Does not load weights, run the model or call tools.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from hermes_local.cli.common import DialectOpt, ModelOpt, ToolsModuleOpt, ToolsOpt
+from hermes_local.textsafe import terminal_safe
+
+
+def prompt_command(
+    task: Annotated[str, typer.Argument(help="The task, as you would give it to `run`.")],
+    model: ModelOpt = None,
+    dialect: DialectOpt = None,
+    tools_module: ToolsModuleOpt = None,
+    tools: ToolsOpt = None,
+    instructions: Annotated[str | None, typer.Option(help="Extra instructions for the system turn.")] = None,
+    tool_choice: Annotated[str | None, typer.Option(help="auto, required or none (as for `run`).")] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help='Print {"dialect", "tool_call_format", "text", "token_count"}.')
+    ] = False,
+) -> None:
+    """Print the exact first prompt for TASK (special tokens as text) and its token count; runs nothing."""
+    from hermes_local.config import load_settings
+    from hermes_local.dialects import missing_framing
+    from hermes_local.prompts import to_tokens
+    from hermes_local.runtime import build_agent, build_registry, dialect_for, load_tokenizer
+
+    overrides = {
+        "model": model,
+        "dialect": dialect,
+        "tool_choice": tool_choice,
+        "instructions": instructions,
+        "tools": tools,
+    }
+    settings = load_settings(overrides)  # build_agent joins the instructions with the routing note, as in `run`
+    llm = load_tokenizer(settings)
+    chosen = dialect_for(settings, llm)
+    missing = missing_framing(chosen, llm)
+    if missing:
+        typer.echo(
+            f"warning: {llm.description} has no {' '.join(missing)} special token(s): the {chosen.name} framing "
+            "below reaches this model as plain text; try another --dialect",
+            err=True,
+        )
+    from hermes_local.tools.toolsets import check_spec
+
+    registry = build_registry(tools_module or [], settings, workspace=Path(".").resolve())  # MCP tools too
+    check_spec(registry, settings.tools)  # a mistyped --tools name is one line, exit 2
+    with build_agent(llm, settings, workspace=Path("."), registry=registry, dialect=chosen) as agent:
+        memory = agent.new_memory(task)
+    prefill = chosen.required_prefill if agent.config.tool_choice == "required" else ""
+    segments = chosen.render(memory.messages(), agent.tool_schemas(), prefill=prefill)
+    count = len(to_tokens(segments, llm))
+    if as_json:
+        shown = {"dialect": chosen.name, "tool_call_format": chosen.call_format, "text": segments.text}
+        typer.echo(json.dumps(shown | {"token_count": count}, ensure_ascii=False))
+        return
+    text = terminal_safe(segments.text, keep_newlines=True) if sys.stdout.isatty() else segments.text
+    typer.echo(text, nl=False)
+    calls = f" ({chosen.call_format} calls)" if chosen.call_format != chosen.name else ""
+    typer.echo(f"\n-- {count} tokens, dialect {chosen.name}{calls}, model {llm.description}", err=True)

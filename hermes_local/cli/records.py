@@ -1,0 +1,104 @@
+"""`hermes-local tools list`, `sessions list|show` and `memory list|forget`: what exists and what happened.
+
+Thin typer commands that read the registry, the session logs and the long-term store and print them
+terminal-safe. `cli.py` mounts the three sub-apps. Does not run the agent.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+
+from hermes_local.cli.common import ToolsOpt, fail, notice
+from hermes_local.config import load_settings
+from hermes_local.textsafe import terminal_safe
+
+tools_app = typer.Typer(help="Inspect the tools the agent can call.", no_args_is_help=True)
+sessions_app = typer.Typer(help="Recorded runs under $HERMES_LOCAL_HOME/sessions.", no_args_is_help=True)
+memory_app = typer.Typer(help="Long-term memory: facts kept across sessions.", no_args_is_help=True)
+
+
+@tools_app.command("list")
+def tools_list(
+    tools_module: Annotated[list[str] | None, typer.Option(help="Also load @tool functions from here.")] = None,
+    tools: ToolsOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the full JSON schemas.")] = False,
+) -> None:
+    """Show every tool the model can use: toolset, source (builtin / module / mcp:NAME), permission, arguments."""
+    from hermes_local.runtime import build_registry
+    from hermes_local.tools.toolsets import group_of, route, select_tools
+
+    settings = load_settings({"tools": tools})
+    full = build_registry(tools_module or [], settings, on_notice=notice)
+    registry = select_tools(full, settings.tools, settings.deny_tools)
+    try:
+        plan = route(registry, settings.max_tools_in_prompt)
+        if as_json:
+            rows = [
+                t.schema()
+                | {"permission": t.permission, "source": registry.source(t.name), "toolset": group_of(registry, t.name)}
+                for t in registry
+            ]
+            typer.echo(json.dumps(rows, indent=2))
+            return
+        for t in registry:
+            props = t.parameters_schema().get("properties", {})
+            required = set(t.parameters_schema().get("required", []))
+            args = ", ".join(f"{p}: {s.get('type', 'any')}{'' if p in required else '?'}" for p, s in props.items())
+            where = f"{group_of(registry, t.name)}, {registry.source(t.name)}"
+            typer.echo(terminal_safe(f"{t.name}({args})  [{t.permission}] [{where}]  {t.description}"))
+        if plan.routed:
+            typer.echo(
+                f"({len(registry) - 1} tools > max_tools_in_prompt={settings.max_tools_in_prompt}: the prompt lists "
+                f"toolsets and offers {plan.offered[0] if plan.offered else ''})",
+                err=True,
+            )
+    finally:
+        registry.close()
+
+
+@sessions_app.command("list")
+def sessions_list() -> None:
+    """List recorded sessions, oldest first."""
+    from hermes_local.session import list_sessions
+
+    for info in list_sessions():
+        goal = terminal_safe(" ".join(info.goal.split())[:60])
+        typer.echo(f"{info.id}  {info.stopped or 'unfinished':10}  {info.events:4} events  {goal}")
+
+
+@sessions_app.command("show")
+def sessions_show(
+    session_id: Annotated[str, typer.Argument(help="A session ID from `sessions list`.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print the raw events as JSON lines.")] = False,
+) -> None:
+    """Show what happened in a session: steps, tool calls, results, the answer."""
+    from hermes_local.session import describe_events, read_events, session_path
+
+    events = read_events(session_path(session_id))
+    for line in (json.dumps(e.to_dict(), ensure_ascii=True) for e in events) if as_json else describe_events(events):
+        typer.echo(line)
+
+
+@memory_app.command("list")
+def memory_list() -> None:
+    """Facts remembered across sessions (written by the `remember` tool)."""
+    from hermes_local.longterm import LongTermMemory
+
+    facts = LongTermMemory().all()
+    if not facts:
+        typer.echo("(nothing remembered yet)")
+    for fact in facts:
+        typer.echo(f"{fact.id:4}  {terminal_safe(fact.text)}")
+
+
+@memory_app.command("forget")
+def memory_forget(fact_id: Annotated[int, typer.Argument(help="The number shown by `memory list`.")]) -> None:
+    """Delete one remembered fact."""
+    from hermes_local.longterm import LongTermMemory
+
+    if not LongTermMemory().forget(fact_id):
+        fail(f"no remembered fact {fact_id}; see `hermes-local memory list`")
+    typer.echo(f"forgot {fact_id}")

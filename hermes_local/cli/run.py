@@ -1,0 +1,302 @@
+"""`hermes-local run` and `hermes-local chat`: one task, or a conversation, through the agent.
+
+Parses the flags, builds settings, tools, model and agent through `runtime`, prints events as they come
+(`terminal.TerminalPrinter`) and the answer at the end. Holds no agent logic; `app.py` registers these.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from hermes_local.cli.common import (
+    AllowHostOpt,
+    AllowOpt,
+    AnswerGuardOpt,
+    AnswerTemperatureOpt,
+    DbOpt,
+    DialectOpt,
+    EngineOpt,
+    EngineUrlOpt,
+    GpuOpt,
+    InstructionsOpt,
+    ModelOpt,
+    NCtxOpt,
+    NoGrammarOpt,
+    NoPromptCacheOpt,
+    SandboxOpt,
+    TemperatureOpt,
+    ToolChoiceOpt,
+    ToolsModuleOpt,
+    ToolsOpt,
+    WorkspaceOpt,
+    YesOpt,
+    fail,
+    notice,
+    read_instructions,
+)
+from hermes_local.config import load_settings
+from hermes_local.engines.http import EngineError
+from hermes_local.textsafe import terminal_safe
+
+
+def _floats(text: str | None, flag: str) -> list[float] | None:
+    if not text:
+        return None
+    try:
+        return [float(part) for part in text.split(",")]
+    except ValueError:
+        fail(f"{flag} takes numbers separated by commas, e.g. 0.6,0.4")
+    return None
+
+
+def _prepare(
+    overrides: dict[str, Any],
+    *,
+    workspace: Path,
+    yes: bool,
+    allow: list[str] | None,
+    tools_module: list[str] | None,
+    db: Path | None,
+    allow_host: list[str] | None,
+    as_json: bool,
+    session_id: str | None = None,
+):
+    """Settings, model, session log and agent for run/chat; user mistakes exit 2 with one line."""
+    from hermes_local.cli.terminal import TerminalPrinter
+    from hermes_local.events import Event
+    from hermes_local.runtime import (
+        build_agent,
+        build_registry,
+        check_tool_use,
+        dialect_for,
+        load_llm,
+        load_tokenizer,
+    )
+    from hermes_local.session import SessionLog
+    from hermes_local.tools import Approver
+    from hermes_local.tools.toolsets import check_spec
+
+    settings = load_settings(overrides)
+    settings = settings.model_copy(update={"allow_hosts": [*settings.allow_hosts, *(allow_host or [])]})
+    registry = build_registry(tools_module or [], settings, on_notice=notice, workspace=workspace.resolve())
+    try:
+        check_spec(registry, settings.tools)  # a mistyped --tools name is one line, exit 2, before the model loads
+        dialect = dialect_for(settings, load_tokenizer(settings), check=True)  # refuse before loading weights
+        check_tool_use(dialect, settings)  # tool_call_format "none" with --tool-choice required: one line
+        if dialect.call_format == "none":
+            notice(f'{settings.model} has tool_call_format = "none" in models.toml: it runs without tools')
+        llm = load_llm(settings, on_info=None if as_json else lambda line: typer.echo(line, err=True))
+        approver = Approver(approve_all=yes, allow=[*settings.allow_tools, *(allow or [])], deny=settings.deny_tools)
+        session = SessionLog(session_id)
+        printer = TerminalPrinter(stream_tokens=not as_json and sys.stderr.isatty())
+
+        def on_event(event: Event) -> None:
+            session.log(event)
+            if not as_json:
+                printer(event)
+
+        agent = build_agent(
+            llm,
+            settings,
+            workspace=workspace,
+            registry=registry,
+            approver=approver,
+            on_event=on_event,
+            db_path=db,
+            dialect=dialect,
+        )
+    except BaseException:
+        registry.close()  # MCP servers started for this run stop with it
+        raise
+    return llm, agent, session
+
+
+RUN_EXAMPLES = (
+    "Examples:\n\n"
+    'hermes-local run "What time is it? Note it in my memo."\n\n'
+    'hermes-local run "Summarise notes.txt into report.md" --workspace ~/work --allow write_file\n\n'
+    'hermes-local run "Top 5 customers by revenue" --db shop.sqlite --model hermes-2-pro-llama-3 --n-gpu-layers -1\n\n'
+    "hermes-local run --resume 20261130-101500-abc123"
+)
+
+
+def run(
+    task: Annotated[str | None, typer.Argument(help="What the agent should do, in plain words.")] = None,
+    model: ModelOpt = None,
+    engine: EngineOpt = None,
+    engine_url: EngineUrlOpt = None,
+    dialect: DialectOpt = None,
+    max_steps: Annotated[int | None, typer.Option(help="Most model calls before stopping (default 8).")] = None,
+    n_ctx: NCtxOpt = None,
+    n_gpu_layers: GpuOpt = None,
+    main_gpu: Annotated[int | None, typer.Option(help="GPU that holds the model (with one GPU: 0).")] = None,
+    tensor_split: Annotated[
+        str | None, typer.Option(help="Share of the model per GPU, e.g. 0.6,0.4 (several GPUs).")
+    ] = None,
+    rpc_servers: Annotated[
+        str | None, typer.Option(help="llama.cpp RPC backends host:port,host:port (passed through).")
+    ] = None,
+    workspace: WorkspaceOpt = Path("."),
+    tool_choice: ToolChoiceOpt = None,
+    no_grammar: NoGrammarOpt = False,
+    temperature: TemperatureOpt = None,
+    answer_temperature: AnswerTemperatureOpt = None,
+    answer_guard: AnswerGuardOpt = None,
+    instructions: InstructionsOpt = None,
+    no_prompt_cache: NoPromptCacheOpt = False,
+    yes: YesOpt = False,
+    allow: AllowOpt = None,
+    tools_module: ToolsModuleOpt = None,
+    db: DbOpt = None,
+    allow_host: AllowHostOpt = None,
+    sandbox: SandboxOpt = None,
+    tools: ToolsOpt = None,
+    resume: Annotated[
+        str | None, typer.Option(help="Continue session ID (see `sessions list`); completed calls are not re-run.")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object with the result.")] = False,
+) -> None:
+    """Run the agent on TASK until it answers or reaches --max-steps (or continue one with --resume ID)."""
+    from hermes_local.session import events_to_resume, recorded_dialect
+
+    if (task is None) == (resume is None):
+        fail("give a TASK, or --resume ID to continue a session (not both)")
+    events = events_to_resume(resume) if resume else []
+    if resume and dialect is None:
+        dialect = recorded_dialect(events)  # the logged turns are in that dialect; another --dialect is refused
+    overrides = dict(
+        model=model,
+        engine=engine,
+        engine_url=engine_url,
+        dialect=dialect,
+        max_steps=max_steps,
+        n_ctx=n_ctx,
+        n_gpu_layers=n_gpu_layers,
+        main_gpu=main_gpu,
+        tensor_split=_floats(tensor_split, "--tensor-split"),
+        rpc_servers=rpc_servers,
+        tool_choice=tool_choice,
+        temperature=temperature,
+        answer_temperature=answer_temperature,
+        answer_guard=answer_guard,
+        instructions=read_instructions(instructions),
+        grammar=False if no_grammar else None,
+        prompt_cache=False if no_prompt_cache else None,
+        sandbox=sandbox,
+        tools=tools,
+    )
+    llm, agent, session = _prepare(
+        overrides,
+        workspace=workspace,
+        yes=yes,
+        allow=allow,
+        tools_module=tools_module,
+        db=db,
+        allow_host=allow_host,
+        as_json=as_json,
+        session_id=resume,
+    )
+    try:
+        with agent, session:
+            result = agent.resume(events) if resume else agent.run(task or "")
+    except KeyboardInterrupt:
+        fail(f"interrupted; continue with: hermes-local run --resume {session.id}", 130)
+    except EngineError as exc:  # a remote engine went away mid-run: the session log is complete so far
+        fail(f"{exc.line}; continue with: hermes-local run --resume {session.id}", exc.exit_code)
+    result.session_id = session.id
+    if as_json:
+        typer.echo(json.dumps(result.to_json(), ensure_ascii=True))
+    else:
+        typer.echo(
+            terminal_safe(result.answer, keep_newlines=True)
+            if result.answer is not None
+            else f"(no answer: stopped at {result.stopped})"
+        )
+        if result.error:
+            typer.echo(f"stopped: {terminal_safe(result.error)}", err=True)
+    leftover = getattr(llm, "remaining", 0)
+    if leftover:
+        fail(f"the replay file has {leftover} unused output(s); the run diverged from the recording", 1)
+    if result.stopped == "error":
+        raise typer.Exit(1)
+
+
+def chat(
+    model: ModelOpt = None,
+    engine: EngineOpt = None,
+    engine_url: EngineUrlOpt = None,
+    dialect: DialectOpt = None,
+    max_steps: Annotated[int | None, typer.Option(help="Most model calls per message (default 8).")] = None,
+    n_ctx: NCtxOpt = None,
+    n_gpu_layers: GpuOpt = None,
+    workspace: WorkspaceOpt = Path("."),
+    tool_choice: ToolChoiceOpt = None,
+    no_grammar: NoGrammarOpt = False,
+    temperature: TemperatureOpt = None,
+    answer_temperature: AnswerTemperatureOpt = None,
+    answer_guard: AnswerGuardOpt = None,
+    instructions: InstructionsOpt = None,
+    yes: YesOpt = False,
+    allow: AllowOpt = None,
+    tools_module: ToolsModuleOpt = None,
+    db: DbOpt = None,
+    allow_host: AllowHostOpt = None,
+    sandbox: SandboxOpt = None,
+    tools: ToolsOpt = None,
+) -> None:
+    """Interactive multi-turn chat with tools. /reset starts over, /exit (or Ctrl-D) quits."""
+    overrides = dict(
+        model=model,
+        engine=engine,
+        engine_url=engine_url,
+        max_steps=max_steps,
+        n_ctx=n_ctx,
+        n_gpu_layers=n_gpu_layers,
+        tool_choice=tool_choice,
+        temperature=temperature,
+        answer_temperature=answer_temperature,
+        answer_guard=answer_guard,
+        instructions=read_instructions(instructions),
+        grammar=False if no_grammar else None,
+        sandbox=sandbox,
+        tools=tools,
+        dialect=dialect,
+    )
+    llm, agent, session = _prepare(
+        overrides,
+        workspace=workspace,
+        yes=yes,
+        allow=allow,
+        tools_module=tools_module,
+        db=db,
+        allow_host=allow_host,
+        as_json=False,
+    )
+    memory = None
+    typer.echo(f"hermes-local chat on {llm.description} (session {session.id}); /reset, /exit", err=True)
+    while True:
+        typer.echo("you> ", nl=False, err=True)
+        line = sys.stdin.readline()
+        if not line or line.strip() == "/exit":
+            break
+        message = line.strip()
+        if not message:
+            continue
+        if message == "/reset":
+            memory = None
+            typer.echo("(history cleared)", err=True)
+            continue
+        try:
+            memory, result = agent.chat(memory, message)
+        except KeyboardInterrupt:
+            typer.echo("\n(interrupted)", err=True)
+            continue
+        shown = result.answer if result.answer is not None else f"(no answer: {result.error or result.stopped})"
+        typer.echo(terminal_safe(shown, keep_newlines=True))
+    session.close()
+    agent.close()

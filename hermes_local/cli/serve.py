@@ -1,0 +1,155 @@
+"""The `hermes-local serve` command: load the model once, build the run manager, run uvicorn.
+
+Binds 127.0.0.1 by default; any other address needs a token (`--token` or config `serve_token`),
+and with a token every request must carry `Authorization: Bearer <token>`. SIGTERM / Ctrl-C cancel
+queued and running runs first (their session logs stay resumable), kill the tool processes this
+server started, then stop uvicorn. Imports fastapi/uvicorn only when the command runs, so the rest of
+the CLI works without the `serve` extra. Holds no routes (see `app.py`) and no run logic (`runs.py`).
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from hermes_local.cli.common import (
+    AllowHostOpt,
+    AllowOpt,
+    DbOpt,
+    GpuOpt,
+    ModelOpt,
+    NCtxOpt,
+    NoGrammarOpt,
+    ToolsModuleOpt,
+    WorkspaceOpt,
+)
+from hermes_local.errors import UserError
+from hermes_local.sandbox.net import is_loopback
+from hermes_local.textsafe import terminal_safe
+
+
+def serve(
+    host: Annotated[str, typer.Option(help="Address to bind; anything but loopback needs --token.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="TCP port.")] = 8321,
+    token: Annotated[
+        str | None, typer.Option(help="Require `Authorization: Bearer TOKEN` on every request (config: serve_token).")
+    ] = None,
+    model: ModelOpt = None,
+    n_ctx: NCtxOpt = None,
+    n_gpu_layers: GpuOpt = None,
+    workspace: WorkspaceOpt = Path("."),
+    workspace_root: Annotated[
+        list[str] | None, typer.Option(help="Another folder runs may use as workspace (repeatable).")
+    ] = None,
+    max_steps: Annotated[int | None, typer.Option(help="Default most model calls per run (default 8).")] = None,
+    tool_choice: Annotated[str | None, typer.Option(help="Default tool choice: auto, required or none.")] = None,
+    temperature: Annotated[float | None, typer.Option(help="Sampling temperature (default 0.2).")] = None,
+    no_grammar: NoGrammarOpt = False,
+    allow: AllowOpt = None,
+    tools_module: ToolsModuleOpt = None,
+    db: DbOpt = None,
+    allow_host: AllowHostOpt = None,
+    approval_timeout: Annotated[
+        float | None, typer.Option(help="Seconds a call waits for approval before it is denied (default 300).")
+    ] = None,
+    cors_origin: Annotated[list[str] | None, typer.Option(help="Allow browser calls from this origin.")] = None,
+    max_body: Annotated[int, typer.Option(help="Largest request body in bytes.")] = 1_000_000,
+    parallel: Annotated[
+        int | None,
+        typer.Option(min=1, max=64, help="Runs at once on the one loaded model, decoded together (config: parallel)."),
+    ] = None,
+) -> None:
+    """Serve runs, live events, approvals and an OpenAI-compatible chat endpoint over HTTP (one warm model)."""
+    try:
+        import uvicorn  # noqa: F401 - checked here, used by _serve
+
+        from hermes_local.service.app import create_app  # noqa: F401
+    except ImportError as exc:
+        hint = f"serve needs the serve extra ({exc.name} is missing): pip install 'hermes-local[serve]'"
+        raise UserError(hint) from exc
+    from hermes_local.config import load_settings
+    from hermes_local.runtime import build_registry
+
+    overrides: dict[str, Any] = dict(
+        model=model,
+        n_ctx=n_ctx,
+        n_gpu_layers=n_gpu_layers,
+        max_steps=max_steps,
+        tool_choice=tool_choice,
+        temperature=temperature,
+        grammar=False if no_grammar else None,
+        approval_timeout=approval_timeout,
+        serve_token=token,
+        parallel=parallel,
+    )
+    settings = load_settings(overrides)
+    settings = settings.model_copy(
+        update={
+            "allow_hosts": [*settings.allow_hosts, *(allow_host or [])],
+            "allow_tools": [*settings.allow_tools, *(allow or [])],
+            "workspace_roots": [*settings.workspace_roots, *(workspace_root or [])],
+            "cors_origins": [*settings.cors_origins, *(cors_origin or [])],
+        }
+    )
+    if not is_loopback(host) and not settings.serve_token:
+        raise UserError(f"binding {host} exposes the agent to the network; pass --token (or set serve_token)")
+    if not workspace.is_dir():
+        raise UserError(f"workspace {workspace} is not a directory; create it or pass --workspace DIR")
+    registry = build_registry(  # MCP servers start once for the service and stop with it
+        tools_module or [],
+        settings,
+        on_notice=lambda line: typer.echo(terminal_safe(line), err=True),
+        workspace=workspace.resolve(),
+    )
+    try:
+        _serve(settings, registry, host, port, workspace, db, max_body)
+    finally:
+        registry.close()
+
+
+def _serve(settings: Any, registry: Any, host: str, port: int, workspace: Path, db: Path | None, max_body: int) -> None:
+    """Load the model once, check its vocabulary for the dialect, and run uvicorn until stopped."""
+    import uvicorn
+
+    from hermes_local.runtime import dialect_for, load_llm
+    from hermes_local.service.app import create_app
+    from hermes_local.service.process import SharedModel
+    from hermes_local.service.runs import RunManager
+
+    llm = load_llm(settings, on_info=lambda line: typer.echo(line, err=True))
+    dialect = dialect_for(settings, llm, check=True)  # a vocabulary without the framing tokens: one line, exit 2
+    manager = RunManager(
+        SharedModel(llm),
+        settings,
+        registry=registry,
+        workspace=workspace,
+        db_path=db,
+        approval_timeout=settings.approval_timeout,
+        kill_children=True,
+    )
+    app = create_app(
+        manager,
+        token=settings.serve_token,
+        max_body=max_body,
+        cors_origins=settings.cors_origins,
+        use_grammar=settings.grammar,
+        dialect=dialect,
+    )
+
+    class Server(uvicorn.Server):
+        """uvicorn that cancels the runs first on SIGTERM/SIGINT."""
+
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            # Finish the runs first, so open event streams end and uvicorn can stop.
+            threading.Thread(target=manager.shutdown, name="hermes-shutdown", daemon=True).start()
+            super().handle_exit(sig, frame)
+
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=15)
+    typer.echo(
+        f"hermes-local serve on http://{host}:{port} (model {llm.description}, workspace {workspace.resolve()})",
+        err=True,
+    )
+    Server(config).run()

@@ -1,0 +1,10 @@
+"""The in-process llama.cpp engine: the only code of hermes-local that imports `llama_cpp`.
+
+`llamacpp.py` is `LlamaCppLLM` and `LlamaParams`, `load.py` load-time options (batch-invariant kernels,
+extra buffers), `sampling.py` the sampler and output assembly, `decoding.py` the grammar tracker and
+fast-forward drafts, `automaton.py` the GBNF automaton, `drafting.py` prompt lookup, `kvcache.py` the
+persistent prefix cache, `batching.py` concurrent runs as sequences of one context, `backend.py` the
+build's facts. Importing this package imports nothing.
+"""
+
+__all__ = ["automaton", "backend", "batching", "decoding", "drafting", "kvcache", "llamacpp", "load", "sampling"]

@@ -1,0 +1,7 @@
+"""Eval suites: cases from JSONL, runs through the agent, scores, and export of sessions as cases.
+
+`cases.py` reads and checks cases, `suite.py` runs them (in parallel jobs) and scores, `export.py` turns
+logged sessions into cases. Prints nothing; `cli/evals.py` does.
+"""
+
+__all__ = ["cases", "export", "suite"]

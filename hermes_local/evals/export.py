@@ -1,0 +1,104 @@
+"""Export a recorded `run` session as an eval case (`hermes-local sessions export --as-case`).
+
+`session_to_case` turns the session's logged events into a case (task, tools, expected calls and
+answer checks) plus the replay texts that reproduce it; `append_case` adds a case to a JSONL suite.
+Does not run anything: `evaluation.py` runs and scores suites.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from hermes_local.config import load_settings
+from hermes_local.errors import UserError
+from hermes_local.evals.cases import ANSWER_WORDS, safe_relative
+from hermes_local.events import AssistantText, Event, RunEnd, RunStart, ToolFinished
+
+
+def session_to_case(events: list[Event], case_id: str) -> tuple[dict[str, Any], list[str], list[str]]:
+    """(case, replay texts, warnings) from a recorded `run` session."""
+    from hermes_local.runtime import build_registry
+
+    case_id = re.sub(r"[^A-Za-z0-9_.-]", "-", case_id).lstrip("-_.") or "case"
+    start = next((e for e in events if isinstance(e, RunStart)), None)
+    if start is None:
+        raise UserError("the session has no run_start event; only `hermes-local run` sessions can become cases")
+    end = next((e for e in reversed(events) if isinstance(e, RunEnd)), None)
+    if end is None:
+        raise UserError("the session never finished (no run_end); resume it first with `run --resume ID`")
+    registry = build_registry()
+    warnings: list[str] = []
+    results = [e.outcome for e in events if isinstance(e, ToolFinished) and e.outcome.name != "invalid_tool_call"]
+    tools: list[str] = []
+    expected: list[dict[str, Any]] = []
+    files: dict[str, str] = {}
+    approve: list[str] = []
+    deny: list[str] = []
+    servers = load_settings().mcp.servers  # an MCP tool of a configured server: the eval starts it too
+    for e in results:
+        name = e.name
+        t = registry.get(name)
+        server = servers.get(name.partition("__")[0]) if "__" in name else None
+        if t is None and server is not None and e.error_kind != "not_found":
+            tools += [name] if name not in tools else []
+            if e.ok:
+                expected.append({"name": name, "arguments": e.arguments})
+                if server.permission == "dangerous" and name not in approve:
+                    approve.append(name)
+            continue
+        if t is None:
+            if name not in tools and e.error_kind != "not_found":
+                warnings.append(f"tool {name!r} is not built in: add its tools module path to the case's tools")
+            continue
+        if name not in tools:
+            tools.append(name)
+        if e.ok:
+            expected.append({"name": name, "arguments": e.arguments})
+            if t.permission == "dangerous" and name not in approve:
+                approve.append(name)
+            path = str(e.arguments.get("path", ""))
+            if name == "read_file" and isinstance(e.data, str) and safe_relative(path):
+                if "truncated" not in e.summary:
+                    files.setdefault(path, e.data)
+        elif e.error_kind == "permission_denied" and t.permission == "write":
+            deny.append(name)
+    deny = [n for n in dict.fromkeys(deny) if not any(x["name"] == n for x in expected)]
+    if any(e.name == "query_database" for e in results):
+        warnings.append("the session queried a database: add fixtures.database (SQL statements) so the case can run")
+    if any(e.name == "list_dir" for e in results):
+        warnings.append("the session listed folders: add the files it saw to fixtures.files")
+    answer = end.answer or ""
+    case: dict[str, Any] = {"id": case_id, "task": start.goal, "tools": tools}
+    if files:
+        case["fixtures"] = {"files": files}
+    checks: dict[str, Any] = {"tool_calls": expected}
+    words = answer.split()[:ANSWER_WORDS]
+    if words:
+        checks["answer_contains"] = [" ".join(words)]
+    case["checks"] = checks
+    if approve:
+        case["approve"] = approve
+    if deny:
+        case["deny"] = deny
+    steps = int(end.result.get("steps") or 0)
+    case["max_steps"] = steps if end.stopped == "max_steps" else max(steps, 8)
+    texts = [e.text for e in events if isinstance(e, AssistantText)]
+    return case, texts, warnings
+
+
+def append_case(path: Path, case: dict[str, Any]) -> None:
+    """Append one case line to a cases file, refusing a duplicate id."""
+    if path.is_file():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            with contextlib.suppress(json.JSONDecodeError, AttributeError):
+                if line.strip() and json.loads(line).get("id") == case["id"]:
+                    raise UserError(f"{path} already has a case {case['id']!r}; pass --id NEW_ID")
+        prefix = "" if path.read_text(encoding="utf-8").endswith("\n") or path.stat().st_size == 0 else "\n"
+    else:
+        prefix = ""
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(prefix + json.dumps(case, ensure_ascii=False) + "\n")

@@ -1,0 +1,8 @@
+"""Which model to run and what it needs: the registry, GGUF headers, downloads and memory estimates.
+
+`registry.py` reads `models.toml` and resolves `--model`, `gguf.py` reads and checks GGUF headers,
+`download.py` fetches through huggingface-hub (the only network use, and only when asked),
+`footprint.py` estimates memory. Loads and runs nothing: no engine is imported here.
+"""
+
+__all__ = ["download", "footprint", "gguf", "registry"]

