@@ -18,13 +18,13 @@ from pathlib import Path
 import pytest
 
 from hermes_local.engines.replay import tool_call_text, write_replay
-from hermes_local.sandbox import procs
+from hermes_local.sandbox import cgroup, procs
 from hermes_local.sandbox.policy import Limits, bwrap_status
 
 REPO = Path(__file__).resolve().parents[2]
 BWRAP_WORKS, BWRAP_WHY = bwrap_status()
 needs_bwrap = pytest.mark.skipif(not BWRAP_WORKS, reason=f"bwrap sandbox unavailable here: {BWRAP_WHY}")
-HAS_CAGE = procs.cage_root() is not None
+HAS_CAGE = cgroup.cage_root() is not None
 
 
 def alive(marker: str, pids: bool = False) -> list[str]:

@@ -17,8 +17,8 @@ import pytest
 from hermes_local.config import load_settings
 from hermes_local.errors import UserError
 from hermes_local.runtime import build_agent
+from hermes_local.sandbox import cgroup
 from hermes_local.sandbox import policy as sandbox
-from hermes_local.sandbox import procs
 from hermes_local.sandbox.policy import Limits, SandboxPolicy, bwrap_status, sandboxed_command
 from hermes_local.testing import ScriptedLLM, tool_call_text
 from hermes_local.tools import Approver
@@ -29,7 +29,7 @@ ANSWER = "Done."
 BWRAP_WORKS, BWRAP_WHY = bwrap_status()
 needs_bwrap = pytest.mark.skipif(not BWRAP_WORKS, reason=f"bwrap sandbox unavailable here: {BWRAP_WHY}")
 # A fork bomb is only safe to run where the process cap is enforced: a pids cgroup, or a non-root user.
-FORK_CAP = procs.cage_root() is not None or (hasattr(sys, "getuid") and __import__("os").geteuid() != 0)
+FORK_CAP = cgroup.cage_root() is not None or (hasattr(sys, "getuid") and __import__("os").geteuid() != 0)
 needs_fork_cap = pytest.mark.skipif(
     not FORK_CAP, reason="running as root without a writable pids cgroup: RLIMIT_NPROC does not bind root"
 )
@@ -141,7 +141,9 @@ ESCAPES = "setsid sleep {m}1 & (sh -c 'sleep {m}2 &' &) ; nohup setsid sh -c 'sl
     "mode",
     [
         pytest.param("auto", marks=needs_bwrap),
-        pytest.param("off", marks=pytest.mark.skipif(procs.cage_root() is None, reason="no writable pids cgroup here")),
+        pytest.param(
+            "off", marks=pytest.mark.skipif(cgroup.cage_root() is None, reason="no writable pids cgroup here")
+        ),
     ],
 )
 def test_setsid_and_double_fork_are_gone_when_the_call_ends_or_times_out(arena: dict[str, Path], mode: str) -> None:

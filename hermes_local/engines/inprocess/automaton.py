@@ -2,10 +2,10 @@
 
 llama.cpp's public API does not expose its grammar state, so decoding features that need to know
 what the grammar allows next (closing mode, runaway-string guard, fast-forward) use this automaton:
-it parses the same GBNF text `grammar.py` generates and follows it the way llama.cpp does (a set of
-rule stacks, advanced one character at a time). For a state it answers: which characters may come
-next, whether exactly one continuation is forced (and what it is), the shortest text that completes
-a valid call, whether the decoder is inside a JSON string. `TokenTexts` precomputes the text of every
+it reads the same GBNF text `calls/grammar.py` generates (parsed by `gbnf.py`) and follows it the way
+llama.cpp does (a set of rule stacks, advanced one character at a time). For a state it answers: which
+characters may come next, whether exactly one continuation is forced (and what it is), the shortest text
+that completes a valid call, whether the decoder is inside a JSON string. `TokenTexts` precomputes the text of every
 token of a vocabulary once, so token ids can be checked against the automaton cheaply.
 
 It does not sample, talk to llama.cpp, or know about tools; it covers the GBNF subset `grammar.py`
@@ -19,139 +19,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-# An element is ("c", ranges, negated) for a character class or ("r", rule name) for a reference.
-Element = tuple
+from hermes_local.engines.inprocess.gbnf import Element, GbnfParser, GrammarSyntaxError
+
 Stack = tuple[int, ...]  # frames, top last; a frame is alt_id * _SCALE + position in that alternative
 State = frozenset  # of Stack; the empty stack means "a complete call was read"
 _SCALE = 1 << 12
-_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", '"': '"', "[": "[", "]": "]", "-": "-", "/": "/"}
-
-
-class GrammarSyntaxError(ValueError):
-    """The GBNF text uses syntax this automaton does not cover."""
-
-
-class _Parser:
-    """GBNF text -> rules (name -> list of alternatives, each a list of elements)."""
-
-    def __init__(self, text: str) -> None:
-        self.rules: dict[str, list[list[Element]]] = {}
-        self._fresh = 0
-        for line in text.splitlines():
-            if not line.strip() or line.lstrip().startswith("#"):
-                continue
-            name, sep, body = line.partition("::=")
-            if not sep:
-                raise GrammarSyntaxError(f"not a rule: {line[:60]}")
-            self.src, self.i = body, 0
-            self.rules[name.strip()] = self._alternatives(name.strip(), top=True)
-
-    def _new_rule(self, base: str, alts: list[list[Element]]) -> Element:
-        self._fresh += 1
-        name = f"{base}~{self._fresh}"
-        self.rules[name] = alts
-        return ("r", name)
-
-    def _skip(self) -> None:
-        while self.i < len(self.src) and self.src[self.i] in " \t":
-            self.i += 1
-
-    def _alternatives(self, owner: str, top: bool = False) -> list[list[Element]]:
-        alts = [self._sequence(owner)]
-        self._skip()
-        while self.i < len(self.src) and self.src[self.i] == "|":
-            self.i += 1
-            alts.append(self._sequence(owner))
-            self._skip()
-        if top and self.i != len(self.src):
-            raise GrammarSyntaxError(f"unexpected {self.src[self.i :][:20]!r}")
-        return alts
-
-    def _sequence(self, owner: str) -> list[Element]:
-        seq: list[Element] = []
-        while True:
-            self._skip()
-            if self.i >= len(self.src) or self.src[self.i] in "|)":
-                return seq
-            items = self._atom(owner)
-            self._skip()
-            seq.extend(self._repeat(owner, items))
-
-    def _char(self) -> str:
-        c = self.src[self.i]
-        if c != "\\":
-            self.i += 1
-            return c
-        e = self.src[self.i + 1]
-        if e == "x":
-            self.i += 4
-            return chr(int(self.src[self.i - 2 : self.i], 16))
-        if e == "u":
-            self.i += 6
-            return chr(int(self.src[self.i - 4 : self.i], 16))
-        self.i += 2
-        return _ESCAPES.get(e, e)
-
-    def _atom(self, owner: str) -> list[Element]:
-        c = self.src[self.i]
-        if c == '"':
-            self.i += 1
-            out: list[Element] = []
-            while self.src[self.i] != '"':
-                ch = self._char()
-                out.append(("c", ((ord(ch), ord(ch)),), False))
-            self.i += 1
-            return out
-        if c == "[":
-            self.i += 1
-            negated = self.src[self.i] == "^"
-            self.i += negated
-            ranges = []
-            while self.src[self.i] != "]":
-                lo = self._char()
-                hi = lo
-                if self.src[self.i] == "-" and self.src[self.i + 1] != "]":
-                    self.i += 1
-                    hi = self._char()
-                ranges.append((ord(lo), ord(hi)))
-            self.i += 1
-            return [("c", tuple(ranges), negated)]
-        if c == "(":
-            self.i += 1
-            alts = self._alternatives(owner)
-            self._skip()
-            if self.src[self.i] != ")":
-                raise GrammarSyntaxError("missing )")
-            self.i += 1
-            return [self._new_rule(owner, alts)]
-        m = re.compile(r"[a-zA-Z0-9_-]+").match(self.src, self.i)
-        if not m:
-            raise GrammarSyntaxError(f"unexpected {self.src[self.i :][:20]!r}")
-        self.i = m.end()
-        return [("r", m.group())]
-
-    def _repeat(self, owner: str, items: list[Element]) -> list[Element]:
-        if self.i >= len(self.src) or self.src[self.i] not in "?*+{":
-            return items
-        c = self.src[self.i]
-        if c == "{":
-            end = self.src.index("}", self.i)
-            lo_s, _, hi_s = self.src[self.i + 1 : end].partition(",")
-            lo = int(lo_s)
-            hi: int | None = lo if "," not in self.src[self.i : end] else (int(hi_s) if hi_s.strip() else None)
-            self.i = end + 1
-        else:
-            self.i += 1
-            lo, hi = {"?": (0, 1), "*": (0, None), "+": (1, None)}[c]
-        out = items * lo
-        if hi is None:  # R ::= items R | ε
-            name = self._new_rule(owner, [])
-            self.rules[name[1]] = [[*items, name], []]
-            return out + [name]
-        tail: list[Element] = []
-        for _ in range(hi - lo):  # nested optionals: (items (items ...)?)?
-            tail = [self._new_rule(owner, [[*items, *tail], []])]
-        return out + tail
 
 
 @dataclass(frozen=True)
@@ -164,7 +36,7 @@ class GrammarAutomaton:
     """Follows a GBNF grammar character by character; states are immutable and transitions cached."""
 
     def __init__(self, gbnf: str, root: str = "root") -> None:
-        rules = _Parser(gbnf).rules
+        rules = GbnfParser(gbnf).rules
         if root not in rules:
             raise GrammarSyntaxError(f"no rule {root!r}")
         for alts in rules.values():

@@ -1,7 +1,7 @@
 """Token sampling for the in-process engine: `TokenSampler` (llama.cpp's sampler API through the owner's
 `llama_cpp` module) and `Output` (detokenized text, stop strings, the token callback).
 
-Split from `llm.py` so that file keeps the `LLM` protocol and the decode loop. This module never imports
+Split from `llamacpp.py` so that file keeps the decode loop. This module never imports
 `llama_cpp` itself: it uses the library object and context the owning `LlamaCppLLM` hands it. It does not
 decide when to constrain, fast-forward or close (see `decoding.py`).
 """
@@ -14,12 +14,25 @@ import ctypes
 import io
 import os
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from hermes_local.engines.inprocess.decoding import GrammarTracker
-    from hermes_local.engines.inprocess.llamacpp import LlamaCppLLM
     from hermes_local.llm import TokenCallback
+
+
+class SamplerOwner(Protocol):
+    """What sampling needs of the engine that owns the model (`LlamaCppLLM`): its `Llama`, the `llama_cpp`
+    module, the seed, a per-call counter and its tokenizer. Typed here so sampling never imports its owner."""
+
+    _llama: Any
+    _llama_cpp: Any
+    _calls: int
+
+    @property
+    def params(self) -> Any: ...
+
+    def tokenize(self, text: str, *, special: bool) -> list[int]: ...
 
 
 @contextlib.contextmanager
@@ -43,7 +56,7 @@ def quiet_stderr():
 class Output:
     """The tokens and text of one completion, with stop strings and the token callback."""
 
-    def __init__(self, owner: LlamaCppLLM, stop: Sequence[str], on_token: TokenCallback | None) -> None:
+    def __init__(self, owner: SamplerOwner, stop: Sequence[str], on_token: TokenCallback | None) -> None:
         self._owner, self._stop, self._on_token = owner, stop, on_token
         self.tokens: list[int] = []
         self.text = ""
@@ -82,7 +95,7 @@ class TokenSampler:
     Most constrained tokens are accepted on the first try, so the grammar costs little.
     """
 
-    def __init__(self, owner: LlamaCppLLM, temperature: float, grammar: str | None, ctx: Any = None) -> None:
+    def __init__(self, owner: SamplerOwner, temperature: float, grammar: str | None, ctx: Any = None) -> None:
         import numpy as np
 
         lib = owner._llama_cpp
