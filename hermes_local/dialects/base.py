@@ -52,6 +52,7 @@ class Dialect:
     description = ""
     user_joins: tuple[str, ...] = ("user", "tool")  # a user note merges into a preceding turn of these roles
     roles: dict[str, str] = {}  # our role -> the role this family's template writes (e.g. tool -> user)
+    default_system: str | None = None  # the system turn the family's template writes when it is given none
 
     # -- prompt ----------------------------------------------------------------------------
     def offer(self, tools: Sequence[dict[str, Any]]) -> Any:
@@ -68,7 +69,10 @@ class Dialect:
     ) -> Segments:
         """The whole prompt as segments; `messages[0]` may be a system message (our rules)."""
         msgs = list(messages)
-        system = msgs.pop(0)["content"] if msgs and msgs[0]["role"] == "system" else None
+        if msgs and msgs[0]["role"] == "system":
+            system = msgs.pop(0)["content"]
+        else:
+            system = Segments.untrusted(self.default_system) if self.default_system else None
         msgs = [{**m, "role": self.roles.get(m["role"], m["role"])} for m in msgs]
         return render(
             self.template,
@@ -120,3 +124,12 @@ class Dialect:
 
     def __repr__(self) -> str:
         return f"<dialect {self.name}>"
+
+
+class ChatMLDialect(Dialect):
+    """The ChatML framing and `<tool_call>` trigger that Hermes and Qwen share; subclasses add the tool offer."""
+
+    framing_tokens = ("<|im_start|>", "<|im_end|>")
+    stop = ("<|im_end|>", "<|im_start|>", "<|endoftext|>")
+    call_open = "<tool_call>"
+    required_prefill = "<tool_call>\n"

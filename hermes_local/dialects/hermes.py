@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from hermes_local.dialects.base import Dialect, dumps
+from hermes_local.dialects.base import ChatMLDialect, dumps
 
 _PY_TYPES = {"string": "str", "number": "float", "integer": "int", "boolean": "bool"}
 
@@ -62,15 +62,11 @@ def tool_entry(schema: dict[str, Any]) -> str:
     )  # one closing brace for two opened: the official template's, kept byte for byte
 
 
-class HermesDialect(Dialect):
+class HermesDialect(ChatMLDialect):
     """ChatML with the Hermes tool_use system block."""
 
     name = "hermes"
     template = "hermes.jinja"
-    framing_tokens = ("<|im_start|>", "<|im_end|>")
-    stop = ("<|im_end|>", "<|im_start|>", "<|endoftext|>")
-    call_open = "<tool_call>"
-    required_prefill = "<tool_call>\n"
     description = "Hermes 2 Pro / Hermes 3: ChatML, <tools>, <tool_call>, tool turns with <tool_response>"
 
     def offer(self, tools: Sequence[dict[str, Any]]) -> Any:

@@ -11,37 +11,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from hermes_local.dialects.base import Dialect, Message, dumps
-from hermes_local.prompts import Segments
+from hermes_local.dialects.base import ChatMLDialect, dumps
 
 DEFAULT_SYSTEM = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
 
 
-class QwenDialect(Dialect):
+class QwenDialect(ChatMLDialect):
     """Qwen's ChatML tool format."""
 
     name = "qwen"
     template = "qwen.jinja"
-    framing_tokens = ("<|im_start|>", "<|im_end|>")
-    stop = ("<|im_end|>", "<|im_start|>", "<|endoftext|>")
     call_format = "qwen"
-    call_open = "<tool_call>"
-    required_prefill = "<tool_call>\n"
     roles = {"tool": "user"}
+    default_system = DEFAULT_SYSTEM
     description = "Qwen 2.5 / 3: ChatML, '# Tools' in the system turn, results inside user turns"
 
     def offer(self, tools: Sequence[dict[str, Any]]) -> Any:
         return "\n".join(dumps(t) for t in tools)
-
-    def render(
-        self,
-        messages: Sequence[Message],
-        tools: Sequence[dict[str, Any]] = (),
-        *,
-        add_generation_prompt: bool = True,
-        prefill: str = "",
-    ) -> Segments:
-        msgs = list(messages)
-        if not msgs or msgs[0]["role"] != "system":
-            msgs.insert(0, {"role": "system", "content": Segments.untrusted(DEFAULT_SYSTEM)})
-        return super().render(msgs, tools, add_generation_prompt=add_generation_prompt, prefill=prefill)
