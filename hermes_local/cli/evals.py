@@ -12,9 +12,8 @@ from typing import Annotated
 
 import typer
 
-from hermes_local.cli.common import DialectOpt, InstructionsOpt, ToolsOpt, fail, read_instructions
+from hermes_local.cli.common import DialectOpt, InstructionsOpt, ToolsOpt, fail, notice, read_instructions
 from hermes_local.config import load_settings
-from hermes_local.textsafe import terminal_safe
 
 workflow_app = typer.Typer(help="Run TOML workflows: tool steps in dependency order, no model.", no_args_is_help=True)
 
@@ -71,13 +70,10 @@ def eval_command(
     )
     settings = load_settings(overrides)
 
-    def progress(line: str) -> None:
-        typer.echo(terminal_safe(line), err=True)
-
-    with eval_tools(settings, on_notice=progress) as everything:  # MCP servers: once for the eval run
+    with eval_tools(settings, on_notice=notice) as everything:  # MCP servers: once for the eval run
         check_spec(everything, settings.tools)  # each case then keeps the named tools it has
         suite = load_cases(cases, only=case, registry=everything)
-        reports = run_suite(suite, settings, repeat=repeat, on_progress=progress, jobs=jobs)
+        reports = run_suite(suite, settings, repeat=repeat, on_progress=notice, jobs=jobs)
     data = suite_report(reports, cases_file=cases, model=settings.model, repeat=repeat)
     report.parent.mkdir(parents=True, exist_ok=True)
     report.write_text(json.dumps(data, ensure_ascii=False, indent=2, default=str) + "\n", encoding="utf-8")
@@ -102,7 +98,7 @@ def sessions_export(
     from hermes_local.evals.export import append_case, session_to_case
     from hermes_local.session import read_events, session_path
 
-    events = read_events(session_path(session_id))
+    events = read_events(session_path(session_id), on_skip=notice)
     if not as_case:
         for event in events:
             typer.echo(json.dumps(event.to_dict(), ensure_ascii=True))

@@ -166,7 +166,7 @@ def run(
 
     if (task is None) == (resume is None):
         fail("give a TASK, or --resume ID to continue a session (not both)")
-    events = events_to_resume(resume) if resume else []
+    events = events_to_resume(resume, on_skip=notice) if resume else []
     if resume and dialect is None:
         dialect = recorded_dialect(events)  # the logged turns are in that dialect; another --dialect is refused
     overrides = dict(
