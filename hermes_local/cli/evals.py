@@ -141,14 +141,14 @@ def workflow_run(
     n_ctx: Annotated[int | None, typer.Option(help="Context window for the summarize step.")] = None,
 ) -> None:
     """Run FILE.toml: each step calls one tool with params filled from earlier steps; exit 1 if a step fails."""
+    from hermes_local.cli.asker import terminal_approver
     from hermes_local.runtime import load_llm
-    from hermes_local.tools import Approver
     from hermes_local.workflow.run import load_workflow, run_workflow
 
     variables = _parse_vars(var)
     settings = load_settings(dict(model=model, n_ctx=n_ctx))
     wf = load_workflow(file, tools_modules=tools_module or [], var_overrides=variables, allow_imports=allow_imports)
-    approver = Approver(approve_all=yes, allow=[*settings.allow_tools, *(allow or [])], deny=settings.deny_tools)
+    approver = terminal_approver(settings, yes=yes, allow=allow)
 
     def show(o) -> None:
         mark = {"ok": "✓", "reused": "↺", "failed": "✗", "skipped": "-"}[o.status]
@@ -165,6 +165,7 @@ def workflow_run(
         resume=resume,
         llm_factory=lambda: load_llm(settings),
         on_step=show,
+        on_notice=notice,
     )
     if result.ok:
         typer.echo(f"workflow {wf.name} completed (session {result.session_id})", err=True)
