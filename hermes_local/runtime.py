@@ -23,6 +23,7 @@ from hermes_local.llm import LLM
 from hermes_local.sandbox import procs
 from hermes_local.sandbox.policy import SandboxPolicy
 from hermes_local.tools import Approver, Executor, Tool, ToolContext, ToolRegistry, default_registry
+from hermes_local.tools.interaction import AskUser
 from hermes_local.tools.shell import SANDBOXED_TOOLS
 from hermes_local.tools.toolsets import route, select_tools
 
@@ -221,13 +222,16 @@ def build_agent(
     on_event: EventSink | None = None,
     db_path: Path | None = None,
     dialect: Dialect | None = None,
+    ask_user: AskUser | None = None,
+    on_notice: Callable[[str], None] | None = None,
 ) -> Agent:
+    """The agent of one run. `ask_user` answers the `ask_user` tool (None: nobody to ask); `on_notice` receives
+    the tools' one-line notices (e.g. that commands run unsandboxed)."""
     from hermes_local.config import home_dir
     from hermes_local.longterm import LongTermMemory
     from hermes_local.prompts import check_overrides
-    from hermes_local.tools import approval
     from hermes_local.tools.cache import ResultCache
-    from hermes_local.tools.interaction import ASK_USER_KEY, ask_on_terminal
+    from hermes_local.tools.interaction import ASK_USER_KEY
 
     check_overrides()
     if not workspace.is_dir():
@@ -240,6 +244,7 @@ def build_agent(
         allow_hosts=list(settings.allow_hosts),
         output_cap=max(1000, min(8000, llm.n_ctx)),
         timeout=settings.tool_timeout,
+        notice=on_notice,
     )
     longterm = LongTermMemory()
     context.extras["longterm"] = longterm  # the `remember` tool writes through it
@@ -254,9 +259,8 @@ def build_agent(
         approver=approver or Approver(allow=settings.allow_tools, deny=settings.deny_tools),
         cache=ResultCache(ttl=dict(settings.cache_ttl), store=home_dir() / "cache"),
     )
-    # A person at a terminal can answer ask_user; the service's approver asks over HTTP (no terminal there).
-    if executor.approver.interactive and executor.approver.ask is approval.ask_on_terminal:
-        context.extras[ASK_USER_KEY] = ask_on_terminal
+    if ask_user is not None:
+        context.extras[ASK_USER_KEY] = ask_user
     executor.approver.notes = lambda t: sandbox.approval_note() if t.name in SANDBOXED_TOOLS else ""
     # The user's standing rules (--instructions / config) first, then routing's note on the tool catalog
     # (none for a model whose tool_call_format is "none": models.toml says it cannot call tools, it only answers).

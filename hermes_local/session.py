@@ -5,8 +5,9 @@ written with one `write` and flushed, so a crash loses at most the event in flig
 round-trips; lines are split on `\\n` only. A failed write (disk full) is rolled back to the last
 complete line and stops the run with one line; the next append starts on a fresh line. A session ID
 is a name, never a path. A log is locked while a process appends to it, so two processes cannot
-resume the same session. Reading skips a torn or malformed line with a warning. Does not run the
-agent; `describe_event` formats events for people (terminal-safe).
+resume the same session. Reading skips a torn or malformed line, with a warning line to the caller's
+`on_skip` (the CLI prints it). Does not run the agent or print; `describe_event` formats events for
+people (terminal-safe).
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ import json
 import os
 import re
 import secrets
-import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -144,8 +145,8 @@ def session_path(session_id: str) -> Path:
     return path
 
 
-def read_events(path: Path, *, warn: bool = True) -> list[Event]:
-    """All events of a log; a torn or malformed line is skipped with a warning."""
+def read_events(path: Path, *, on_skip: Callable[[str], None] | None = None) -> list[Event]:
+    """All events of a log; a torn or malformed line is skipped, with a one-line warning to `on_skip`."""
     try:
         raw = path.read_bytes()
     except OSError as exc:
@@ -160,19 +161,19 @@ def read_events(path: Path, *, warn: bool = True) -> list[Event]:
                 raise ValueError("not an object")
             events.append(event_from_dict(data))
         except (ValueError, UnicodeDecodeError, RecursionError) as exc:
-            if warn:
-                print(f"warning: skipped corrupt line {lineno} of {path.name} ({exc})"[:300], file=sys.stderr)
+            if on_skip is not None:
+                on_skip(f"warning: skipped corrupt line {lineno} of {path.name} ({exc})"[:300])
     return events
 
 
-def read_records(path: Path) -> list[dict[str, Any]]:
+def read_records(path: Path, *, on_skip: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
     """The events of a log as plain dicts (for `sessions show --json`, export and tests)."""
-    return [e.to_dict() for e in read_events(path)]
+    return [e.to_dict() for e in read_events(path, on_skip=on_skip)]
 
 
-def events_to_resume(session_id: str) -> list[Event]:
+def events_to_resume(session_id: str, *, on_skip: Callable[[str], None] | None = None) -> list[Event]:
     """The events of a session that can be continued; one line naming the problem otherwise."""
-    events = read_events(session_path(session_id))
+    events = read_events(session_path(session_id), on_skip=on_skip)
     starts = [i for i, e in enumerate(events) if isinstance(e, RunStart | RunResumed)]
     if not starts or not any(isinstance(e, RunStart) for e in events):
         raise UserError(f"session {session_id} has no recorded start; it cannot be resumed")
@@ -195,7 +196,7 @@ def list_sessions() -> list[SessionInfo]:
     out = []
     for path in sorted(sessions_dir().glob("*.jsonl")):
         try:
-            events = read_events(path, warn=False)
+            events = read_events(path)
         except UserError:
             continue
         goal = next((e.goal for e in events if isinstance(e, RunStart)), "")

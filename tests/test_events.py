@@ -171,7 +171,7 @@ def test_disk_full_leaves_no_torn_line_and_the_next_append_starts_fresh() -> Non
         fh.write(b'{"kind": "assist')
     with SessionLog("full") as log:
         log.log(AssistantText(3, "after"))
-    events = read_events(path, warn=False)
+    events = read_events(path)
     assert [e.step for e in events if isinstance(e, AssistantText)] == [1, 3]
 
 

@@ -12,9 +12,8 @@ from typing import Annotated
 
 import typer
 
-from hermes_local.cli.common import DialectOpt, InstructionsOpt, ToolsOpt, fail, read_instructions
+from hermes_local.cli.common import DialectOpt, InstructionsOpt, ToolsOpt, fail, notice, read_instructions
 from hermes_local.config import load_settings
-from hermes_local.textsafe import terminal_safe
 
 workflow_app = typer.Typer(help="Run TOML workflows: tool steps in dependency order, no model.", no_args_is_help=True)
 
@@ -71,13 +70,10 @@ def eval_command(
     )
     settings = load_settings(overrides)
 
-    def progress(line: str) -> None:
-        typer.echo(terminal_safe(line), err=True)
-
-    with eval_tools(settings, on_notice=progress) as everything:  # MCP servers: once for the eval run
+    with eval_tools(settings, on_notice=notice) as everything:  # MCP servers: once for the eval run
         check_spec(everything, settings.tools)  # each case then keeps the named tools it has
         suite = load_cases(cases, only=case, registry=everything)
-        reports = run_suite(suite, settings, repeat=repeat, on_progress=progress, jobs=jobs)
+        reports = run_suite(suite, settings, repeat=repeat, on_progress=notice, jobs=jobs)
     data = suite_report(reports, cases_file=cases, model=settings.model, repeat=repeat)
     report.parent.mkdir(parents=True, exist_ok=True)
     report.write_text(json.dumps(data, ensure_ascii=False, indent=2, default=str) + "\n", encoding="utf-8")
@@ -102,7 +98,7 @@ def sessions_export(
     from hermes_local.evals.export import append_case, session_to_case
     from hermes_local.session import read_events, session_path
 
-    events = read_events(session_path(session_id))
+    events = read_events(session_path(session_id), on_skip=notice)
     if not as_case:
         for event in events:
             typer.echo(json.dumps(event.to_dict(), ensure_ascii=True))
@@ -145,14 +141,14 @@ def workflow_run(
     n_ctx: Annotated[int | None, typer.Option(help="Context window for the summarize step.")] = None,
 ) -> None:
     """Run FILE.toml: each step calls one tool with params filled from earlier steps; exit 1 if a step fails."""
+    from hermes_local.cli.asker import terminal_approver
     from hermes_local.runtime import load_llm
-    from hermes_local.tools import Approver
     from hermes_local.workflow.run import load_workflow, run_workflow
 
     variables = _parse_vars(var)
     settings = load_settings(dict(model=model, n_ctx=n_ctx))
     wf = load_workflow(file, tools_modules=tools_module or [], var_overrides=variables, allow_imports=allow_imports)
-    approver = Approver(approve_all=yes, allow=[*settings.allow_tools, *(allow or [])], deny=settings.deny_tools)
+    approver = terminal_approver(settings, yes=yes, allow=allow)
 
     def show(o) -> None:
         mark = {"ok": "✓", "reused": "↺", "failed": "✗", "skipped": "-"}[o.status]
@@ -169,6 +165,7 @@ def workflow_run(
         resume=resume,
         llm_factory=lambda: load_llm(settings),
         on_step=show,
+        on_notice=notice,
     )
     if result.ok:
         typer.echo(f"workflow {wf.name} completed (session {result.session_id})", err=True)

@@ -77,7 +77,7 @@ def sessions_show(
     """Show what happened in a session: steps, tool calls, results, the answer."""
     from hermes_local.session import describe_events, read_events, session_path
 
-    events = read_events(session_path(session_id))
+    events = read_events(session_path(session_id), on_skip=notice)
     for line in (json.dumps(e.to_dict(), ensure_ascii=True) for e in events) if as_json else describe_events(events):
         typer.echo(line)
 

@@ -67,6 +67,7 @@ def _prepare(
     session_id: str | None = None,
 ):
     """Settings, model, session log and agent for run/chat; user mistakes exit 2 with one line."""
+    from hermes_local.cli.asker import ask_user, terminal_approver
     from hermes_local.cli.terminal import TerminalPrinter
     from hermes_local.events import Event
     from hermes_local.runtime import (
@@ -78,7 +79,6 @@ def _prepare(
         load_tokenizer,
     )
     from hermes_local.session import SessionLog
-    from hermes_local.tools import Approver
     from hermes_local.tools.toolsets import check_spec
 
     settings = load_settings(overrides)
@@ -91,7 +91,7 @@ def _prepare(
         if dialect.call_format == "none":
             notice(f'{settings.model} has tool_call_format = "none" in models.toml: it runs without tools')
         llm = load_llm(settings, on_info=None if as_json else lambda line: typer.echo(line, err=True))
-        approver = Approver(approve_all=yes, allow=[*settings.allow_tools, *(allow or [])], deny=settings.deny_tools)
+        approver = terminal_approver(settings, yes=yes, allow=allow)
         session = SessionLog(session_id)
         printer = TerminalPrinter(stream_tokens=not as_json and sys.stderr.isatty())
 
@@ -109,6 +109,8 @@ def _prepare(
             on_event=on_event,
             db_path=db,
             dialect=dialect,
+            ask_user=ask_user if approver.interactive else None,  # a person at the terminal can answer it
+            on_notice=notice,
         )
     except BaseException:
         registry.close()  # MCP servers started for this run stop with it
@@ -166,7 +168,7 @@ def run(
 
     if (task is None) == (resume is None):
         fail("give a TASK, or --resume ID to continue a session (not both)")
-    events = events_to_resume(resume) if resume else []
+    events = events_to_resume(resume, on_skip=notice) if resume else []
     if resume and dialect is None:
         dialect = recorded_dialect(events)  # the logged turns are in that dialect; another --dialect is refused
     overrides = dict(

@@ -1,29 +1,28 @@
 """Runs started over HTTP: a FIFO queue of agent runs on one shared model, with events, approvals and cancel.
 
-`RunManager.submit()` queues a run and returns it at once; `settings.parallel` worker threads (one by
-default) execute runs in arrival order through `runtime.build_agent`, exactly like `hermes-local run`:
-the same settings, registry, approval rules and session log (the run id IS the session id, so
-`sessions show ID` and `run --resume ID` work on it). Each run keeps the list of its events for the SSE
-stream (the session log's events as `event.to_dict()`, plus `approval_request` / `approval_decision` and a final
-`status`); late subscribers replay it from the start. A write/dangerous call that is not pre-approved
-parks the run in `waiting_approval` until `decide()` or the approval timeout (a denial). `cancel()`
-stops a queued run at once and a running one at its next event or token (its session log stays
-resumable, like a killed CLI run; the tool commands its worker spawned are killed at once, tagged by
-`procs.own`, and all the server's child processes too when it is the one run going). `shutdown()`
-cancels everything, kills the process groups of tool processes this server started, and waits for the
-workers. `SharedModel` serializes model calls between runs and chat
-completions, unless the model decodes concurrent calls together (`parallel` > 1: `batching.py`).
-Does not speak HTTP and holds no agent logic.
+`RunManager.submit()` queues a run and returns it at once; `settings.parallel` worker threads (one by default)
+execute runs in arrival order through `runtime.build_agent`, exactly like `hermes-local run`: the same settings,
+registry, approval rules and session log (the run id IS the session id, so `sessions show ID` and `run --resume ID`
+work on it). Each run keeps the list of its events for the SSE stream (the session log's events as
+`event.to_dict()`, plus `approval_request` / `approval_decision`, the tools' `notice` lines and a final `status`);
+late subscribers replay it from the start. A write/dangerous call that is not pre-approved parks the run in
+`waiting_approval` until `decide()` or the approval timeout (a denial); its request shows what a terminal shows
+(`ApprovalRequest`: the sandbox note and the `approval_view`). `cancel()` stops a queued run at once and a running
+one at its next event or token (its session log stays resumable, like a killed CLI run; the tool commands its
+worker spawned are killed at once, tagged by `procs.own`, and all the server's child processes too when it is the
+one run going). `shutdown()` cancels everything, kills the process groups of tool processes this server started,
+and waits for the workers. `SharedModel` serializes model calls between runs and chat completions, unless the
+model decodes concurrent calls together (`parallel` > 1: `batching.py`). A crashed run is logged (`logging`).
+Does not speak HTTP, print, or hold agent logic.
 """
 
 from __future__ import annotations
 
 import collections
 import itertools
-import sys
+import logging
 import threading
 import time
-import traceback
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,8 +36,10 @@ from hermes_local.events import Event
 from hermes_local.sandbox import procs
 from hermes_local.service.process import SharedModel, kill_child_process_groups
 from hermes_local.session import SessionLog, new_session_id
-from hermes_local.tools import Approver, Tool, ToolRegistry
+from hermes_local.tools import Approver, ToolRegistry
+from hermes_local.tools.approval import ApprovalRequest
 
+_log = logging.getLogger(__name__)
 RunStatus = Literal["queued", "running", "waiting_approval", "done", "error", "cancelled"]
 FINISHED = frozenset({"done", "error", "cancelled"})
 KEEP_RUNS = 200  # finished runs remembered for GET /v1/runs
@@ -78,14 +79,14 @@ class PendingApproval:
     """A write/dangerous call waiting for `POST /v1/runs/{id}/approvals`."""
 
     call: str
-    tool: str
-    permission: str
-    arguments: dict[str, Any]
+    request: ApprovalRequest
     done: threading.Event = field(default_factory=threading.Event)
     decision: str | None = None
 
-    def view(self) -> dict[str, Any]:
-        return {"call": self.call, "tool": self.tool, "permission": self.permission, "arguments": self.arguments}
+    def view(self) -> dict[str, Any]:  # the whole arguments, and what a terminal shows (view None: too long)
+        r, t = self.request, self.request.tool
+        shown = {"note": r.note, "view": r.view}
+        return {"call": self.call, "tool": t.name, "permission": t.permission, "arguments": r.arguments} | shown
 
 
 class Run:
@@ -169,9 +170,9 @@ class Run:
         if self.cancel_requested:
             raise RunCancelled()
 
-    def ask(self, t: Tool, arguments: dict[str, Any]) -> str:
+    def ask(self, request: ApprovalRequest) -> str:
         """The approver's `ask`: park the call until decided: "y" allows, "n" denies, "t" if nobody decides in time."""
-        pending = PendingApproval(f"call-{next(self._calls)}", t.name, t.permission, dict(arguments))
+        pending = PendingApproval(f"call-{next(self._calls)}", request)
         with self.cond:
             self.check_cancel()
             self.pending[pending.call] = pending
@@ -183,10 +184,15 @@ class Run:
             self.check_cancel()
             self.status = "running"
         decision = pending.decision if decided and pending.decision else "timeout"
-        self.publish("approval_decision", {"call": pending.call, "tool": t.name, "decision": decision})
+        self.publish("approval_decision", {"call": pending.call, "tool": request.tool.name, "decision": decision})
         if decision == "timeout":
             return "t"
         return "y" if decision == "allow" else "n"
+
+    def notice(self, line: str) -> None:
+        """A tool's one-line notice (e.g. commands run unsandboxed): in the run's stream, and logged."""
+        _log.warning("run %s: %s", self.id, line)
+        self.publish("notice", {"text": line})
 
     def decide(self, call: str, decision: str) -> None:
         with self.cond:
@@ -369,6 +375,7 @@ class RunManager:
                     approver=approver,
                     on_event=on_event,
                     db_path=self.db_path,
+                    on_notice=run.notice,
                 )
                 if req.instructions:  # after the configured rules and the routing note
                     kept = agent.config.instructions
@@ -381,8 +388,8 @@ class RunManager:
             run.finish("cancelled", error=f"cancelled; continue with: hermes-local run --resume {run.id}")
         except HermesError as exc:
             run.finish("error", error=exc.line)
-        except Exception as exc:  # noqa: BLE001 - a bug must not kill the worker; it is printed
-            traceback.print_exc(file=sys.stderr)
+        except Exception as exc:  # noqa: BLE001 - a bug must not kill the worker; it is logged
+            _log.exception("run %s crashed", run.id)
             run.finish("error", error=f"internal error: {type(exc).__name__}: {exc}")
 
     # -- shutdown --------------------------------------------------------------------------

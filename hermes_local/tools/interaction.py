@@ -1,16 +1,16 @@
 """Tools that talk to the people around the run: `ask_user` and `final_answer`.
 
-`ask_user(question)` is a read tool: with a terminal (the runtime puts an `ask_user` callable in
-`ToolContext.extras`) it asks and returns the reply; with no terminal, or in the service, it
-succeeds with "no user available: proceed on a stated assumption" so the run goes on.
+`ask_user(question)` is a read tool: when the caller gives a person to ask (the CLI's terminal prompt,
+`cli/asker.py`, reaches it as an `AskUser` callable in `ToolContext.extras`) it asks and returns the
+reply; with nobody to ask (no terminal, or the service) it succeeds with "no user available: proceed
+on a stated assumption" so the run goes on.
 `final_answer(answer)` is offered only under `--tool-choice required`, where every step must call a
 tool: calling it ends the run with that answer (the agent loop sees the call and stops). Neither
-decides approval or runs the loop.
+decides approval, runs the loop or writes to a terminal.
 """
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 
 from hermes_local.tools.registry import Tool, ToolContext, ToolResult, tool
@@ -19,16 +19,7 @@ ASK_USER_KEY = "ask_user"
 NO_USER = "no user available: proceed on a stated assumption (say in the answer what you assumed)"
 FINAL_ANSWER = "final_answer"
 
-AskUser = Callable[[str], str]
-
-
-def ask_on_terminal(question: str) -> str:
-    """Ask on stderr, read one line from stdin (empty on end of input)."""
-    from hermes_local.textsafe import terminal_safe
-
-    sys.stderr.write(f"\nThe agent asks: {terminal_safe(question)}\nyour answer> ")
-    sys.stderr.flush()
-    return sys.stdin.readline().strip()
+AskUser = Callable[[str], str]  # the question -> the person's reply ("" when none)
 
 
 @tool(volatile=True, exclusive=True, timeout=600)

@@ -46,6 +46,7 @@ class ToolContext:
     output_cap: int = 8000
     timeout: float = 30.0
     extras: dict[str, Any] = field(default_factory=dict)
+    notice: Callable[[str], None] | None = None  # where a tool's one-line notices go (the caller's sink)
 
 
 class ToolFailure(Exception):

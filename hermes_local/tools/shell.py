@@ -5,7 +5,8 @@ parent-death signal and (where available) a pids cgroup, and registered so that 
 exit of the agent kills it. With the sandbox in force (`sandbox.py`: bwrap) it sees only the system
 directories and the workspace, has no network, only the allow-listed environment variables, and lives
 in its own PID namespace; with `sandbox = off` (or `auto` where bwrap does not work) it runs with the
-user's rights, still limited and with the filtered environment, and a warning says so once per run.
+user's rights, still limited and with the filtered environment, and a warning says so once per run
+(through the caller's `ToolContext.notice`; this module writes to no terminal).
 When the command exits, or when the time limit is reached, everything it started is killed: a
 background child that still holds the output pipes can neither hang the agent nor outlive the call.
 Output is read with `select` as it arrives and only a head and a tail are kept in memory. A command
@@ -16,20 +17,20 @@ it needs approval.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import selectors
 import signal
 import subprocess
-import sys
 import time
 
 from hermes_local.sandbox.policy import Limits, SandboxPolicy, sandboxed_command
 from hermes_local.sandbox.procs import spawn
-from hermes_local.textsafe import terminal_safe
 from hermes_local.tools.confined import workspace_root
 from hermes_local.tools.limits import HeadTailBuffer
 from hermes_local.tools.registry import ToolContext, ToolFailure, ToolResult, tool
 
+_log = logging.getLogger(__name__)
 # After the command exits, how long background children may keep the pipes open before they are killed.
 EXIT_GRACE = 0.2
 # Tools whose calls run through the sandbox (the approval prompt says so).
@@ -133,14 +134,13 @@ def limit_reached(limits: Limits, code: int | None, stderr: str, *, cage_full: b
 
 
 def warn_unsandboxed(ctx: ToolContext, policy: SandboxPolicy) -> None:
-    """Once per run: one line on stderr when commands run without the sandbox."""
+    """Once per run: one notice (to `ctx.notice`, else logged) when commands run without the sandbox."""
     if ctx.extras.get("sandbox_warned"):
         return
     ctx.extras["sandbox_warned"] = True
     sandboxed, why = policy.in_force()
     if not sandboxed:
-        sys.stderr.write(terminal_safe(f"warning: run_shell runs WITHOUT a sandbox: {why}") + "\n")
-        sys.stderr.flush()
+        (ctx.notice or _log.warning)(f"warning: run_shell runs WITHOUT a sandbox: {why}")
 
 
 @tool(permission="dangerous", repeatable=True)

@@ -140,7 +140,9 @@ def run_workflow(
     resume: bool = False,
     llm_factory: Callable[[], LLM] | None = None,
     on_step: StepSink | None = None,
+    on_notice: Callable[[str], None] | None = None,
 ) -> WorkflowResult:
+    """Run the steps in order (see the module docstring); `on_notice` receives the tools' one-line notices."""
     from hermes_local.session import SessionLog
 
     if not workspace.is_dir():
@@ -162,6 +164,7 @@ def run_workflow(
         allow_hosts=list(settings.allow_hosts),
         output_cap=OUTPUT_CAP,
         timeout=settings.tool_timeout,
+        notice=on_notice,
     )
     context.extras["sandbox"] = SandboxPolicy.from_settings(settings)  # run_shell steps honour the sandbox settings
     executor = Executor(registry=wf.registry, context=context, approver=approver)

@@ -115,3 +115,17 @@ def test_ask_user_in_a_run_without_terminal(workspace: Path) -> None:
     llm = ScriptedLLM([call("ask_user", question="Which file?"), "I assumed notes.txt."])
     result = make_agent(llm, workspace).run("Summarise the file")
     assert result.tool_calls[0].ok and "no user available" in llm.prompt_texts[1]
+
+
+def test_ask_user_in_a_run_asks_the_person_the_caller_gave(workspace: Path) -> None:
+    asked: list[str] = []
+    llm = ScriptedLLM([call("ask_user", question="Which file?"), "Summarised notes.txt."])
+    agent = build_agent(
+        llm,
+        load_settings(),
+        workspace=workspace,
+        approver=Approver(interactive=False),
+        ask_user=lambda question: (asked.append(question), "notes.txt")[1],
+    )
+    result = agent.run("Summarise the file")
+    assert result.tool_calls[0].ok and asked == ["Which file?"] and "notes.txt" in llm.prompt_texts[1]

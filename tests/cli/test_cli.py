@@ -38,6 +38,16 @@ def test_replay_two_step_run_writes_the_memo(tmp_path: Path, workspace: Path) ->
     assert (workspace / "memo.md").read_text() == "- It is 10:00\n"
 
 
+def test_unsandboxed_commands_are_announced_once_on_stderr(tmp_path: Path, workspace: Path) -> None:
+    commands = [call("run_shell", command="echo a"), call("run_shell", command="echo b"), "Done."]
+    replay = write_replay(tmp_path / "r.jsonl", commands)
+    args = ["--model", f"replay:{replay}", "--workspace", str(workspace), "--sandbox", "off", "--allow", "run_shell"]
+    code, out, err = run_json(TASK, *args)
+    assert code == 0 and [c["ok"] for c in out["tool_calls"]] == [True, True], err
+    warnings = [line for line in err.splitlines() if "WITHOUT a sandbox" in line]
+    assert warnings == ["warning: run_shell runs WITHOUT a sandbox: sandbox = off in the settings"]
+
+
 def test_replay_with_unused_outputs_fails(tmp_path: Path, workspace: Path) -> None:
     replay = write_replay(tmp_path / "r.jsonl", ["answer", "extra"])
     res = runner.invoke(app, ["run", "x", "--model", f"replay:{replay}", "--workspace", str(workspace)])

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from hermes_local.sandbox import policy as sandbox
 from hermes_local.sandbox.policy import Limits, SandboxPolicy, bwrap_status, sandboxed_command
 from hermes_local.testing import ScriptedLLM, tool_call_text
 from hermes_local.tools import Approver
+from hermes_local.tools.approval import ApprovalRequest
 from tests.conftest import loopback_http_server
 
 SECRET = "TOPSECRET-sandbox-77d1"
@@ -35,7 +37,13 @@ needs_fork_cap = pytest.mark.skipif(
 )
 
 
-def shell(ws: Path, *commands: str, approver: Approver | None = None, **settings: object):
+def shell(
+    ws: Path,
+    *commands: str,
+    approver: Approver | None = None,
+    on_notice: Callable[[str], None] | None = None,
+    **settings: object,
+):
     """Run each command through the real agent's run_shell; returns (result, tool responses as text)."""
     outputs = [tool_call_text("run_shell", command=c) for c in commands] + [ANSWER]
     llm = ScriptedLLM(outputs, n_ctx=200_000)
@@ -44,6 +52,7 @@ def shell(ws: Path, *commands: str, approver: Approver | None = None, **settings
         load_settings({"tool_timeout": 4.0, "max_steps": 20, **settings}),
         workspace=ws,
         approver=approver or Approver(approve_all=True, allow=["run_shell"]),
+        on_notice=on_notice,
     )
     result = agent.run("Run the commands.")
     llm.assert_all_used()
@@ -202,7 +211,7 @@ def test_argv_api_runs_a_python_program_sandboxed_with_limits(arena: dict[str, P
 
 
 def test_bwrap_mode_refuses_and_auto_warns_when_bwrap_is_missing(
-    arena: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    arena: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     empty = tmp_path / "empty-bin"
     empty.mkdir()
@@ -212,25 +221,23 @@ def test_bwrap_mode_refuses_and_auto_warns_when_bwrap_is_missing(
         result, responses = shell(arena["ws"], "echo ran > ran.txt", sandbox="bwrap")
         assert result.tool_calls[0].error_kind == "permission_denied" and "bwrap is not installed" in responses[0]
         assert not (arena["ws"] / "ran.txt").exists()
-        result, _ = shell(arena["ws"], "echo ran > ran.txt; echo again", "echo again")
+        notices: list[str] = []
+        result, _ = shell(arena["ws"], "echo ran > ran.txt; echo again", "echo again", on_notice=notices.append)
         assert result.tool_calls[0].ok and (arena["ws"] / "ran.txt").exists()
-        warnings = [line for line in capsys.readouterr().err.splitlines() if "WITHOUT a sandbox" in line]
+        warnings = [line for line in notices if "WITHOUT a sandbox" in line]
         assert len(warnings) == 1 and "bwrap is not installed" in warnings[0]  # once per run
         assert "NONE" in SandboxPolicy("bwrap").describe() and "refused" in SandboxPolicy("bwrap").describe()
     finally:
         sandbox.bwrap_status.cache_clear()
 
 
-def test_approval_prompt_says_whether_the_call_is_sandboxed(
-    arena: dict[str, Path], capsys: pytest.CaptureFixture[str]
-) -> None:
-    asked: list[str] = []
+def test_approval_prompt_says_whether_the_call_is_sandboxed(arena: dict[str, Path]) -> None:
+    asked: list[ApprovalRequest] = []
     for mode in ("auto", "off"):
-        approver = Approver(interactive=True, ask=lambda t, a: asked.append(t.name) or "y")
+        approver = Approver(interactive=True, ask=lambda request: asked.append(request) or "y")
         shell(arena["ws"], "echo hi", approver=approver, sandbox=mode)
-    err = capsys.readouterr().err
-    notes = [line for line in err.splitlines() if line.startswith("sandbox:")]
-    assert asked == ["run_shell", "run_shell"] and len(notes) == 2
+    notes = [r.note for r in asked if r.note.startswith("sandbox:")]
+    assert [r.tool.name for r in asked] == ["run_shell", "run_shell"] and len(notes) == 2
     if BWRAP_WORKS:
         assert notes[0].startswith("sandbox: bwrap, workspace read-write, no network")
     assert notes[1].startswith("sandbox: NONE, it runs with your full rights (sandbox = off")

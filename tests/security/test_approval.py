@@ -1,8 +1,9 @@
 """The approval question on a REAL pseudo-terminal: what the user sees is the whole argument, unspoofable.
 
-A child process asks `Approver.decide` with its stdin/stderr on a pty (so `isatty()` is really true);
-the test reads the bytes a terminal would display and answers like a user. Failed on the old prompt,
-which cut arguments at 400 characters and printed bidi overrides and escape sequences raw.
+A child process asks `Approver.decide` through the CLI's terminal asker (`cli/asker.py`) with its
+stdin/stderr on a pty (so `isatty()` is really true); the test reads the bytes a terminal would display
+and answers like a user. Failed on the old prompt, which cut arguments at 400 characters and printed
+bidi overrides and escape sequences raw.
 """
 
 from __future__ import annotations
@@ -23,11 +24,12 @@ from hermes_local.tools.builtins import run_shell, write_file
 _CHILD = textwrap.dedent(
     """
     import json, sys
+    from hermes_local.cli.asker import ask_approval
     from hermes_local.tools import Approver
     from hermes_local.tools.builtins import BUILTIN_TOOLS
     tools = {t.name: t for t in BUILTIN_TOOLS}
     name, args = sys.argv[1], json.loads(sys.argv[2])
-    print("RESULT", Approver().decide(tools[name], args), flush=True)
+    print("RESULT", Approver(ask=ask_approval).decide(tools[name], args), flush=True)
     """
 )
 
@@ -155,6 +157,7 @@ def test_cli_run_shows_the_whole_padded_command_and_the_user_can_deny_it(tmp_pat
     shown, code = _cli_on_pty(tmp_path, replies, [b"n\n"])
     assert code == 0, shown[-2000:]
     assert "echo hello⟨3000 spaces⟩; touch pwned" in shown
+    assert "sandbox: " in shown[: shown.index("run_shell (dangerous) wants to run with:")]  # the note, above it
     assert not (tmp_path / "ws" / "pwned").exists()
 
 

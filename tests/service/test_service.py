@@ -25,6 +25,8 @@ from hermes_local.cli.app import app
 from hermes_local.engines.replay import tool_call_text, write_replay
 from hermes_local.session import read_events, session_path
 from hermes_local.testing import ScriptedLLM
+from hermes_local.tools.approval import approval_view
+from hermes_local.tools.shell import run_shell
 from tests.fixtures.service_server import free_port, http, served, sse_events, wait_status
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -120,6 +122,22 @@ def test_approval_deny_and_timeout_refuse_the_write(workspace: Path) -> None:
     timeout_result = next(data for name, data in events if name == "tool_result")
     assert timeout_result["approval"] == "timeout" and "nobody answered" in timeout_result["error"]
     assert "said no" not in timeout_result["error"]
+
+
+def test_approval_request_shows_what_a_terminal_shows_and_notices_reach_the_stream(workspace: Path) -> None:
+    llm = ScriptedLLM([tool_call_text("run_shell", command="echo hi"), "Ran."])
+    with served(llm, workspace, sandbox="off") as (base, _):
+        _, created = http("POST", f"{base}/v1/runs", {"task": "Run it"})
+        [pending] = wait_status(base, created["id"], {"waiting_approval"})["pending_approvals"]
+        http("POST", f"{base}/v1/runs/{created['id']}/approvals", {"call": pending["call"], "decision": "allow"})
+        assert wait_status(base, created["id"], {"done", "error"})["status"] == "done"
+        events = sse_events(f"{base}/v1/runs/{created['id']}/events")
+    assert pending["view"] == approval_view(run_shell, {"command": "echo hi"})  # the terminal's rendering
+    assert pending["note"].startswith("sandbox: NONE, it runs with your full rights (sandbox = off")
+    request = dict(events)["approval_request"]
+    assert (request["view"], request["note"]) == (pending["view"], pending["note"])
+    notices = [data["text"] for name, data in events if name == "notice"]
+    assert len(notices) == 1 and notices[0].startswith("warning: run_shell runs WITHOUT a sandbox")
 
 
 def test_config_allow_tools_still_pre_approves(workspace: Path) -> None:

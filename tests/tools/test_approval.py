@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from hermes_local.config import load_settings
 from hermes_local.runtime import build_agent
 from hermes_local.testing import ScriptedLLM
-from hermes_local.tools import Approver, Executor, Tool, ToolContext, default_registry
+from hermes_local.tools import Approver, Executor, ToolContext, default_registry
+from hermes_local.tools.approval import ApprovalRequest
 from hermes_local.tools.builtins import append_to_memo, get_current_time
 from hermes_local.tools.execution import denial_message
 from hermes_local.tools.files import write_file
@@ -22,8 +22,8 @@ class Asker:
         self.answers = list(answers)
         self.asked: list[str] = []
 
-    def __call__(self, t: Tool, arguments: dict[str, Any]) -> str:
-        self.asked.append(t.name)
+    def __call__(self, request: ApprovalRequest) -> str:
+        self.asked.append(request.tool.name)
         return self.answers.pop(0)
 
 
@@ -105,3 +105,17 @@ def test_agent_feeds_the_denial_back_and_still_answers(workspace: Path) -> None:
     assert result.stopped == "answer" and result.tool_calls[0].error_kind == "permission_denied"
     assert "no terminal" in llm.prompt_texts[1] and "--allow run_shell" in llm.prompt_texts[1]
     assert not (workspace / "x").exists()
+
+
+def test_the_asker_gets_the_note_and_the_view_and_no_asker_means_no_question() -> None:
+    asked: list[ApprovalRequest] = []
+    approver = Approver(ask=lambda request: asked.append(request) or "n")
+    approver.notes = lambda t: "sandbox: NONE" if t.name == "run_shell" else ""
+    assert approver.decide(run_shell, {"command": "ls"}) == (False, "user")
+    assert approver.decide(write_file, {"path": "a.txt", "content": "hi"}) == (False, "user")
+    assert [(r.tool.name, r.note) for r in asked] == [("run_shell", "sandbox: NONE"), ("write_file", "")]
+    assert asked[0].view == "run_shell (dangerous) wants to run with:\n  command: ls"
+    # nobody to ask (no terminal, CI): denied without a question; interactive=False never asks
+    assert Approver().decide(write_file, {}) == (False, "no_terminal")
+    never = Approver(interactive=False, ask=lambda request: asked.append(request) or "y")
+    assert never.decide(run_shell, {}) == (False, "needs_allow") and len(asked) == 2
