@@ -37,7 +37,7 @@ def prompt_command(
     from hermes_local.config import load_settings
     from hermes_local.dialects import missing_framing
     from hermes_local.prompts import to_tokens
-    from hermes_local.runtime import build_agent, build_registry, dialect_for, load_tokenizer
+    from hermes_local.runtime import build_agent, build_registry, dialect_for, find_model, load_tokenizer
 
     overrides = {
         "model": model,
@@ -47,8 +47,9 @@ def prompt_command(
         "tools": tools,
     }
     settings = load_settings(overrides)  # build_agent joins the instructions with the routing note, as in `run`
-    llm = load_tokenizer(settings)
-    chosen = dialect_for(settings, llm)
+    source = find_model(settings)
+    llm = load_tokenizer(settings, source)
+    chosen = dialect_for(settings, llm, source)
     missing = missing_framing(chosen, llm)
     if missing:
         typer.echo(

@@ -74,6 +74,7 @@ def _prepare(
         build_registry,
         check_tool_use,
         dialect_for,
+        find_model,
         load_llm,
         load_tokenizer,
     )
@@ -86,11 +87,12 @@ def _prepare(
     registry = build_registry(tools_module or [], settings, on_notice=notice, workspace=workspace.resolve())
     try:
         check_spec(registry, settings.tools)  # a mistyped --tools name is one line, exit 2, before the model loads
-        dialect = dialect_for(settings, load_tokenizer(settings), check=True)  # refuse before loading weights
+        source = find_model(settings)  # resolved once: the tokenizer, the dialect and the weights take it
+        dialect = dialect_for(settings, load_tokenizer(settings, source), source, check=True)  # before the weights
         check_tool_use(dialect, settings)  # tool_call_format "none" with --tool-choice required: one line
         if dialect.call_format == "none":
             notice(f'{settings.model} has tool_call_format = "none" in models.toml: it runs without tools')
-        llm = load_llm(settings, on_info=None if as_json else lambda line: typer.echo(line, err=True))
+        llm = load_llm(settings, on_info=None if as_json else lambda line: typer.echo(line, err=True), source=source)
         approver = Approver(approve_all=yes, allow=[*settings.allow_tools, *(allow or [])], deny=settings.deny_tools)
         session = SessionLog(session_id)
         printer = TerminalPrinter(stream_tokens=not as_json and sys.stderr.isatty())

@@ -114,13 +114,14 @@ def _serve(settings: Any, registry: Any, host: str, port: int, workspace: Path, 
     """Load the model once, check its vocabulary for the dialect, and run uvicorn until stopped."""
     import uvicorn
 
-    from hermes_local.runtime import dialect_for, load_llm
+    from hermes_local.runtime import dialect_for, find_model, load_llm
     from hermes_local.service.app import create_app
     from hermes_local.service.process import SharedModel
     from hermes_local.service.runs import RunManager
 
-    llm = load_llm(settings, on_info=lambda line: typer.echo(line, err=True))
-    dialect = dialect_for(settings, llm, check=True)  # a vocabulary without the framing tokens: one line, exit 2
+    source = find_model(settings)
+    llm = load_llm(settings, on_info=lambda line: typer.echo(line, err=True), source=source)
+    dialect = dialect_for(settings, llm, source, check=True)  # a vocabulary without its framing tokens: exit 2
     manager = RunManager(
         SharedModel(llm),
         settings,
