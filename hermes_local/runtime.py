@@ -232,7 +232,13 @@ def build_agent(
     on_event: EventSink | None = None,
     db_path: Path | None = None,
     dialect: Dialect | None = None,
+    extra_instructions: str | None = None,
 ) -> Agent:
+    """The agent of one run: `registry`'s tools as the settings select them, confined to `workspace`.
+
+    `dialect` defaults to `dialect_for(settings, llm)`. The system turn carries the user's standing
+    rules (`settings.instructions`), then the tool routing note, then `extra_instructions` (a request's own).
+    """
     from hermes_local.config import home_dir
     from hermes_local.longterm import LongTermMemory
     from hermes_local.prompts import check_overrides
@@ -270,10 +276,11 @@ def build_agent(
         context.extras[ASK_USER_KEY] = ask_on_terminal
     executor.approver.notes = lambda t: sandbox.approval_note() if t.name in SANDBOXED_TOOLS else ""
     # The user's standing rules (--instructions / config) first, then routing's note on the tool catalog
-    # (none for a model whose tool_call_format is "none": models.toml says it cannot call tools, it only answers).
+    # (none for a model whose tool_call_format is "none": models.toml says it cannot call tools, it only answers),
+    # then the request's own instructions.
     no_tools = dialect.call_format == "none"
     routing = "" if no_tools else plan.instructions
-    instructions = "\n\n".join(text for text in (settings.instructions, routing) if text)
+    instructions = "\n\n".join(text for text in (settings.instructions, routing, extra_instructions) if text)
     config = settings_for(AgentConfig, settings, instructions=instructions, offered_tools=plan.offered)
     if no_tools:
         config.tool_choice = "none"

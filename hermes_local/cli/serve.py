@@ -130,6 +130,7 @@ def _serve(settings: Any, registry: Any, host: str, port: int, workspace: Path, 
         db_path=db,
         approval_timeout=settings.approval_timeout,
         kill_children=True,
+        dialect=dialect,  # every run and the chat endpoint speak the format checked here
     )
     app = create_app(
         manager,
