@@ -244,23 +244,27 @@ def build_agent(
     from hermes_local.prompts import check_overrides
     from hermes_local.tools import approval
     from hermes_local.tools.cache import ResultCache
-    from hermes_local.tools.interaction import ASK_USER_KEY, ask_on_terminal
+    from hermes_local.tools.interaction import ask_on_terminal
 
     check_overrides()
     if not workspace.is_dir():
         raise UserError(f"workspace {workspace} is not a directory; create it or pass --workspace DIR")
     dialect = dialect or dialect_for(settings, llm)
     check_tool_use(dialect, settings)
+    approver = approver or Approver(allow=settings.allow_tools, deny=settings.deny_tools)
+    # A person at a terminal can answer ask_user; the service's approver asks over HTTP (no terminal there).
+    at_terminal = approver.interactive and approver.ask is approval.ask_on_terminal
+    longterm, sandbox = LongTermMemory(), SandboxPolicy.from_settings(settings)
     context = ToolContext(
         workspace=workspace.resolve(),
         db_path=db_path,
         allow_hosts=list(settings.allow_hosts),
         output_cap=max(1000, min(8000, llm.n_ctx)),
         timeout=settings.tool_timeout,
+        sandbox=sandbox,
+        ask_user=ask_on_terminal if at_terminal else None,
+        longterm=longterm,  # the `remember` tool writes through it
     )
-    longterm = LongTermMemory()
-    context.extras["longterm"] = longterm  # the `remember` tool writes through it
-    context.extras["sandbox"] = sandbox = SandboxPolicy.from_settings(settings)
     procs.install_signal_handlers()  # Ctrl-C / SIGTERM kill every live command first (main thread only)
     # --tools / config `tools` and deny_tools decide what exists for this run; routing decides what the prompt shows.
     registry = select_tools(registry or default_registry(), settings.tools, settings.deny_tools, strict=False)
@@ -268,12 +272,9 @@ def build_agent(
     executor = Executor(
         registry=registry,
         context=context,
-        approver=approver or Approver(allow=settings.allow_tools, deny=settings.deny_tools),
+        approver=approver,
         cache=ResultCache(ttl=dict(settings.cache_ttl), store=home_dir() / "cache"),
     )
-    # A person at a terminal can answer ask_user; the service's approver asks over HTTP (no terminal there).
-    if executor.approver.interactive and executor.approver.ask is approval.ask_on_terminal:
-        context.extras[ASK_USER_KEY] = ask_on_terminal
     executor.approver.notes = lambda t: sandbox.approval_note() if t.name in SANDBOXED_TOOLS else ""
     # The user's standing rules (--instructions / config) first, then routing's note on the tool catalog
     # (none for a model whose tool_call_format is "none": models.toml says it cannot call tools, it only answers),

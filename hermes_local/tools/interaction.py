@@ -1,7 +1,7 @@
 """Tools that talk to the people around the run: `ask_user` and `final_answer`.
 
-`ask_user(question)` is a read tool: with a terminal (the runtime puts an `ask_user` callable in
-`ToolContext.extras`) it asks and returns the reply; with no terminal, or in the service, it
+`ask_user(question)` is a read tool: with a terminal (the runtime puts the terminal asker in
+`ToolContext.ask_user`) it asks and returns the reply; with no terminal, or in the service, it
 succeeds with "no user available: proceed on a stated assumption" so the run goes on.
 `final_answer(answer)` is offered only under `--tool-choice required`, where every step must call a
 tool: calling it ends the run with that answer (the agent loop sees the call and stops). Neither
@@ -11,15 +11,11 @@ decides approval or runs the loop.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
 
 from hermes_local.tools.registry import Tool, ToolContext, ToolResult, tool
 
-ASK_USER_KEY = "ask_user"
 NO_USER = "no user available: proceed on a stated assumption (say in the answer what you assumed)"
 FINAL_ANSWER = "final_answer"
-
-AskUser = Callable[[str], str]
 
 
 def ask_on_terminal(question: str) -> str:
@@ -38,10 +34,9 @@ def ask_user(question: str, ctx: ToolContext) -> ToolResult:
     Args:
         question: One short question for the user.
     """
-    ask: AskUser | None = ctx.extras.get(ASK_USER_KEY)
-    if ask is None:
+    if ctx.ask_user is None:
         return ToolResult.success(NO_USER, "ask_user: no user available")
-    reply = ask(question)
+    reply = ctx.ask_user(question)
     if not reply:
         return ToolResult.success(NO_USER, "ask_user: no reply")
     return ToolResult.success(reply, f"ask_user: the user replied {reply[:80]!r}")
