@@ -12,8 +12,7 @@ from typing import Annotated
 
 import typer
 
-from hermes_local.cli.common import DialectOpt, InstructionsOpt, ToolsOpt, fail, read_instructions
-from hermes_local.config import load_settings
+from hermes_local.cli.common import DialectOpt, InstructionsOpt, ToolsOpt, fail, settings_from_flags
 from hermes_local.textsafe import terminal_safe
 
 workflow_app = typer.Typer(help="Run TOML workflows: tool steps in dependency order, no model.", no_args_is_help=True)
@@ -59,17 +58,7 @@ def eval_command(
     from hermes_local.evals.suite import eval_tools, format_table, run_suite, suite_report
     from hermes_local.tools.toolsets import check_spec
 
-    overrides = dict(
-        model=model,
-        max_steps=max_steps,
-        n_ctx=n_ctx,
-        n_gpu_layers=n_gpu_layers,
-        tools=tools,
-        dialect=dialect,
-        tool_choice=tool_choice,
-        instructions=read_instructions(instructions),
-    )
-    settings = load_settings(overrides)
+    settings = settings_from_flags(locals())
 
     def progress(line: str) -> None:
         typer.echo(terminal_safe(line), err=True)
@@ -150,9 +139,9 @@ def workflow_run(
     from hermes_local.workflow.run import load_workflow, run_workflow
 
     variables = _parse_vars(var)
-    settings = load_settings(dict(model=model, n_ctx=n_ctx))
+    settings = settings_from_flags(locals())
     wf = load_workflow(file, tools_modules=tools_module or [], var_overrides=variables, allow_imports=allow_imports)
-    approver = Approver(approve_all=yes, allow=[*settings.allow_tools, *(allow or [])], deny=settings.deny_tools)
+    approver = Approver(approve_all=yes, allow=settings.allow_tools, deny=settings.deny_tools)
 
     def show(o) -> None:
         mark = {"ok": "✓", "reused": "↺", "failed": "✗", "skipped": "-"}[o.status]

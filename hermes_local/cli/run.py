@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -37,36 +37,24 @@ from hermes_local.cli.common import (
     YesOpt,
     fail,
     notice,
-    read_instructions,
+    settings_from_flags,
 )
-from hermes_local.config import load_settings
+from hermes_local.config import Settings
 from hermes_local.engines.http import EngineError
 from hermes_local.textsafe import terminal_safe
 
 
-def _floats(text: str | None, flag: str) -> list[float] | None:
-    if not text:
-        return None
-    try:
-        return [float(part) for part in text.split(",")]
-    except ValueError:
-        fail(f"{flag} takes numbers separated by commas, e.g. 0.6,0.4")
-    return None
-
-
 def _prepare(
-    overrides: dict[str, Any],
+    settings: Settings,
     *,
     workspace: Path,
     yes: bool,
-    allow: list[str] | None,
     tools_module: list[str] | None,
     db: Path | None,
-    allow_host: list[str] | None,
     as_json: bool,
     session_id: str | None = None,
 ):
-    """Settings, model, session log and agent for run/chat; user mistakes exit 2 with one line."""
+    """Model, session log and agent for run/chat; user mistakes exit 2 with one line."""
     from hermes_local.cli.terminal import TerminalPrinter
     from hermes_local.events import Event
     from hermes_local.runtime import (
@@ -82,8 +70,6 @@ def _prepare(
     from hermes_local.tools import Approver
     from hermes_local.tools.toolsets import check_spec
 
-    settings = load_settings(overrides)
-    settings = settings.model_copy(update={"allow_hosts": [*settings.allow_hosts, *(allow_host or [])]})
     registry = build_registry(tools_module or [], settings, on_notice=notice, workspace=workspace.resolve())
     try:
         check_spec(registry, settings.tools)  # a mistyped --tools name is one line, exit 2, before the model loads
@@ -93,7 +79,7 @@ def _prepare(
         if dialect.call_format == "none":
             notice(f'{settings.model} has tool_call_format = "none" in models.toml: it runs without tools')
         llm = load_llm(settings, on_info=None if as_json else lambda line: typer.echo(line, err=True), source=source)
-        approver = Approver(approve_all=yes, allow=[*settings.allow_tools, *(allow or [])], deny=settings.deny_tools)
+        approver = Approver(approve_all=yes, allow=settings.allow_tools, deny=settings.deny_tools)
         session = SessionLog(session_id)
         printer = TerminalPrinter(stream_tokens=not as_json and sys.stderr.isatty())
 
@@ -171,37 +157,9 @@ def run(
     events = events_to_resume(resume) if resume else []
     if resume and dialect is None:
         dialect = recorded_dialect(events)  # the logged turns are in that dialect; another --dialect is refused
-    overrides = dict(
-        model=model,
-        engine=engine,
-        engine_url=engine_url,
-        dialect=dialect,
-        max_steps=max_steps,
-        n_ctx=n_ctx,
-        n_gpu_layers=n_gpu_layers,
-        main_gpu=main_gpu,
-        tensor_split=_floats(tensor_split, "--tensor-split"),
-        rpc_servers=rpc_servers,
-        tool_choice=tool_choice,
-        temperature=temperature,
-        answer_temperature=answer_temperature,
-        answer_guard=answer_guard,
-        instructions=read_instructions(instructions),
-        grammar=False if no_grammar else None,
-        prompt_cache=False if no_prompt_cache else None,
-        sandbox=sandbox,
-        tools=tools,
-    )
+    settings = settings_from_flags(locals())
     llm, agent, session = _prepare(
-        overrides,
-        workspace=workspace,
-        yes=yes,
-        allow=allow,
-        tools_module=tools_module,
-        db=db,
-        allow_host=allow_host,
-        as_json=as_json,
-        session_id=resume,
+        settings, workspace=workspace, yes=yes, tools_module=tools_module, db=db, as_json=as_json, session_id=resume
     )
     try:
         with agent, session:
@@ -252,32 +210,9 @@ def chat(
     tools: ToolsOpt = None,
 ) -> None:
     """Interactive multi-turn chat with tools. /reset starts over, /exit (or Ctrl-D) quits."""
-    overrides = dict(
-        model=model,
-        engine=engine,
-        engine_url=engine_url,
-        max_steps=max_steps,
-        n_ctx=n_ctx,
-        n_gpu_layers=n_gpu_layers,
-        tool_choice=tool_choice,
-        temperature=temperature,
-        answer_temperature=answer_temperature,
-        answer_guard=answer_guard,
-        instructions=read_instructions(instructions),
-        grammar=False if no_grammar else None,
-        sandbox=sandbox,
-        tools=tools,
-        dialect=dialect,
-    )
+    settings = settings_from_flags(locals())
     llm, agent, session = _prepare(
-        overrides,
-        workspace=workspace,
-        yes=yes,
-        allow=allow,
-        tools_module=tools_module,
-        db=db,
-        allow_host=allow_host,
-        as_json=False,
+        settings, workspace=workspace, yes=yes, tools_module=tools_module, db=db, as_json=False
     )
     memory = None
     typer.echo(f"hermes-local chat on {llm.description} (session {session.id}); /reset, /exit", err=True)
