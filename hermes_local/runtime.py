@@ -74,15 +74,20 @@ def find_model(settings: Settings) -> ModelSource:
 
 
 def load_llm(
-    settings: Settings, on_info: Callable[[str], None] | None = None, source: ModelSource | None = None
+    settings: Settings,
+    on_info: Callable[[str], None] | None = None,
+    source: ModelSource | None = None,
+    *,
+    case_id: str | None = None,
 ) -> LLM:
     """The run's engine (`engines.load_engine`) for `source` (default: `find_model(settings)`).
 
-    `replay:FILE` -> the replay model; a remote `settings.engine` -> its HTTP engine; otherwise the GGUF,
-    loaded once per process. `on_info` receives the memory estimate before the weights are loaded.
+    `replay:FILE` -> the replay model (`replay:DIR`: the recording of eval case `case_id`); a remote
+    `settings.engine` -> its HTTP engine; otherwise the GGUF, loaded once per process. `on_info` receives
+    the memory estimate before the weights are loaded.
     """
     source = source or find_model(settings)
-    return load_engine(settings, source.engine_model(settings), on_info=on_info)
+    return load_engine(settings, source.engine_model(settings), on_info=on_info, case_id=case_id)
 
 
 def load_tokenizer(settings: Settings, source: ModelSource | None = None) -> LLM:

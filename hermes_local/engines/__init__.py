@@ -51,16 +51,18 @@ def load_engine(
     *,
     vocab_only: bool = False,
     on_info: Callable[[str], None] | None = None,
+    case_id: str | None = None,
 ) -> LLM:
     """The engine of `settings` for `model` (default: `settings.model` as given, nothing resolved).
 
     `vocab_only`: for the in-process engine the tokenizer alone (no weights, not kept); the replay model
     and remote engines tokenize as they are. `on_info` receives the memory estimate before weights load.
+    `case_id` picks the recording of `replay:DIR` (`DIR/<case_id>.jsonl`, one per eval case).
     Raises EngineError (one line) when a remote engine cannot be used.
     """
     model = model or EngineModel(names=(settings.model,) if settings.model else ())
     if is_replay_spec(settings.model):
-        return load_replay(settings.model or "", n_ctx=settings.n_ctx)
+        return load_replay(settings.model or "", n_ctx=settings.n_ctx, case_id=case_id)
     if settings.engine == "llama-cpp":
         return _in_process(settings, model, vocab_only=vocab_only, on_info=on_info)
     url = check_engine_url(settings.engine_url, settings.allow_hosts)
