@@ -111,7 +111,7 @@ def remember(fact: str, ctx: ToolContext) -> dict:
     Args:
         fact: One short sentence worth remembering, e.g. "Reports go in reports/ as Markdown".
     """
-    store = ctx.extras.get("longterm") or LongTermMemory()
+    store = ctx.longterm or LongTermMemory()
     try:
         return {"remembered": fact, "id": store.add(fact)}
     except ValueError as exc:

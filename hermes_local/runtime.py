@@ -1,7 +1,9 @@
-"""Wiring: settings -> an LLM, a tool registry, an executor and an `Agent`.
+"""Wiring: settings -> the model, an LLM, a tool registry, an executor and an `Agent`.
 
-Shared by the CLI and Python callers so both build runs the same way. Holds one loaded model per
-process (llama.cpp weights are expensive to load twice). Does not print anything.
+Shared by the CLI, the service and Python callers so all build runs the same way. `find_model` resolves
+`--model` once (registry entry, file, GGUF header) into a `ModelSource` that the tokenizer, the dialect
+choice and the engine (`engines.load_engine`, which keeps one loaded model per process) all take.
+Does not print anything and holds no logic worth testing on its own.
 """
 
 from __future__ import annotations
@@ -10,107 +12,112 @@ import importlib
 import importlib.util
 import sys
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from hermes_local.agent.loop import Agent, AgentConfig, EventSink
 from hermes_local.config import Settings, settings_for
 from hermes_local.dialects import Dialect, require_framing, select_dialect
 from hermes_local.dialects.gguf import GGUFDialect
-from hermes_local.engines.inprocess.llamacpp import LlamaParams
-from hermes_local.engines.replay import is_replay_spec, load_replay
+from hermes_local.engines import EngineModel, load_engine
+from hermes_local.engines.replay import is_replay_spec
 from hermes_local.errors import UserError
 from hermes_local.llm import LLM
 from hermes_local.sandbox import procs
 from hermes_local.sandbox.policy import SandboxPolicy
 from hermes_local.tools import Approver, Executor, Tool, ToolContext, ToolRegistry, default_registry
-from hermes_local.tools.interaction import AskUser
+from hermes_local.tools.registry import AskUser
 from hermes_local.tools.shell import SANDBOXED_TOOLS
 from hermes_local.tools.toolsets import route, select_tools
 
-_loaded: dict[tuple, LLM] = {}
+if TYPE_CHECKING:
+    from hermes_local.models.gguf import GGUFHeader
+    from hermes_local.models.registry import ModelChoice
+
+ENTRY_LOAD_OPTIONS = ("n_ctx", "n_gpu_layers", "main_gpu", "tensor_split", "rpc_servers")
 
 
-def llama_params(settings: Settings) -> LlamaParams:
-    """llama.cpp load options from the settings of the same names."""
-    return settings_for(LlamaParams, settings)
+@dataclass(frozen=True)
+class ModelSource:
+    """The model of a run, found once (`find_model`) and handed to the tokenizer, the dialect and the engine."""
+
+    spec: str | None  # `--model` as given
+    replay: bool = False  # `replay:FILE`: recorded outputs, no model file
+    choice: ModelChoice | None = None  # the models.toml entry `spec` named
+    path: Path | None = None  # the GGUF on disk (in-process engine)
+    header: GGUFHeader | None = None  # its header, parsed and checked once
+
+    def engine_model(self, settings: Settings) -> EngineModel:
+        """What the engine loads: the file, the names a server may report for it, and the registry entry's
+        `n_ctx`, `n_gpu_layers`, `main_gpu`, `tensor_split` and `rpc_servers` unless the user set them
+        (flag, env or config file)."""
+        names: list[str] = [self.spec] if self.spec else []
+        load: dict[str, Any] = {}
+        if self.choice is not None:
+            names += [self.choice.name, self.choice.spec.file]
+            for name in ENTRY_LOAD_OPTIONS:
+                value = getattr(self.choice.entry, name)
+                if name not in settings.model_fields_set and value is not None:
+                    load[name] = value
+        return EngineModel(path=self.path, header=self.header, names=tuple(names), load=load)
 
 
-def load_llm(settings: Settings, on_info: Callable[[str], None] | None = None) -> LLM:
-    """`replay:FILE` -> ScriptedLLM; a remote `settings.engine` -> its HTTP engine; otherwise resolve and
-    load the GGUF (once per process).
-
-    A registry entry's `n_ctx`, `n_gpu_layers`, `main_gpu`, `tensor_split` and `rpc_servers` apply unless
-    the user set them (flag, env or config file).
-    `on_info` receives the memory estimate before the weights are loaded.
-    """
-    spec = settings.model
-    if is_replay_spec(spec):
-        return load_replay(spec or "", n_ctx=settings.n_ctx)
-    if settings.engine != "llama-cpp":
-        from hermes_local.engines import load_engine
-
-        return load_engine(settings)
-    from hermes_local.engines.inprocess.backend import gpu_offload_available
-    from hermes_local.engines.inprocess.llamacpp import LlamaCppLLM, ModelLoadError
-    from hermes_local.models.footprint import memory_line
+def find_model(settings: Settings) -> ModelSource:
+    """`settings.model` resolved once: the replay marker; for a remote engine the registry entry it names
+    (the server holds the file); otherwise the GGUF on disk, its registry entry and its checked header."""
+    if is_replay_spec(settings.model) or settings.engine != "llama-cpp":
+        return _named_model(settings)
     from hermes_local.models.registry import resolve
 
-    path, choice, header = resolve(spec)
-    params = llama_params(settings)
-    if choice is not None:
-        for name in ("n_ctx", "n_gpu_layers", "main_gpu", "tensor_split", "rpc_servers"):
-            value = getattr(choice.entry, name)
-            if name not in settings.model_fields_set and value is not None:
-                setattr(params, name, value)
-    key = (str(path.resolve()), repr(sorted(vars(params).items())))
-    if key not in _loaded:
-        if on_info:
-            on_info(memory_line(header, params.n_ctx, params.n_gpu_layers, gpu_offload=gpu_offload_available()))
-        try:
-            _loaded[key] = LlamaCppLLM(path, params)
-        except ModelLoadError as exc:
-            raise UserError(f"{exc}; check the file or re-download it") from exc
-    if settings.parallel > 1:  # concurrent runs share the model as sequences of one batched context
-        from hermes_local.engines.inprocess.batching import BatchedLLM
-
-        batched_key = (*key, "parallel", settings.parallel)
-        if batched_key not in _loaded:
-            _loaded[batched_key] = BatchedLLM(_loaded[key], settings.parallel)  # type: ignore[arg-type]
-        return _loaded[batched_key]
-    return _loaded[key]
+    path, choice, header = resolve(settings.model)
+    return ModelSource(settings.model, choice=choice, path=path, header=header)
 
 
-def load_tokenizer(settings: Settings) -> LLM:
-    """The model's tokenizer only (llama.cpp vocab_only: no weights), the replay model, or the remote engine."""
-    if is_replay_spec(settings.model):
-        return load_replay(settings.model or "", n_ctx=settings.n_ctx)
-    if settings.engine != "llama-cpp":  # the server tokenizes; connecting also checks it serves the right model
-        return load_llm(settings)
-    from hermes_local.engines.inprocess.llamacpp import LlamaCppLLM, ModelLoadError
-    from hermes_local.models.registry import resolve_choice
+def load_llm(
+    settings: Settings,
+    on_info: Callable[[str], None] | None = None,
+    source: ModelSource | None = None,
+    *,
+    case_id: str | None = None,
+) -> LLM:
+    """The run's engine (`engines.load_engine`) for `source` (default: `find_model(settings)`).
 
-    path, _ = resolve_choice(settings.model)
-    try:
-        return LlamaCppLLM(path, LlamaParams(n_ctx=settings.n_ctx, vocab_only=True))
-    except ModelLoadError as exc:
-        raise UserError(f"{exc}; check the file or re-download it") from exc
+    `replay:FILE` -> the replay model (`replay:DIR`: the recording of eval case `case_id`); a remote
+    `settings.engine` -> its HTTP engine; otherwise the GGUF, loaded once per process. `on_info` receives
+    the memory estimate before the weights are loaded.
+    """
+    source = source or find_model(settings)
+    return load_engine(settings, source.engine_model(settings), on_info=on_info, case_id=case_id)
 
 
-def dialect_for(settings: Settings, llm: LLM, *, check: bool = False) -> Dialect:
+def load_tokenizer(settings: Settings, source: ModelSource | None = None) -> LLM:
+    """The model's tokenizer only (llama.cpp vocab_only: no weights), the replay model, or the remote engine
+    (the server tokenizes; connecting also checks it serves the right model)."""
+    source = source or find_model(settings)
+    return load_engine(settings, source.engine_model(settings), vocab_only=True)
+
+
+def dialect_for(settings: Settings, llm: LLM, source: ModelSource | None = None, *, check: bool = False) -> Dialect:
     """The prompt format: `--dialect`, else the registry's `chat_format`, else the GGUF's metadata; its call
-    syntax from the registry's `tool_call_format` (see `call_formats.py`).
+    syntax from the registry's `tool_call_format` (see `calls/formats.py`).
 
+    `source` is the run's `find_model` result; without it, the registry entry `settings.model` names.
+    The GGUF header is the source's, else that of the file the engine says it serves (`model_path`).
     With `check`, a real model whose vocabulary lacks the dialect's framing tokens is refused (one line,
     exit 2, naming --dialect); the replay model has no real vocabulary and is never refused.
     """
-    if is_replay_spec(settings.model):
+    if source is None:
+        source = _named_model(settings)
+    if source.replay:
         return select_dialect(settings.dialect or "hermes")
-    from hermes_local.models.gguf import read_header
-    from hermes_local.models.registry import lookup
+    header = source.header
+    served = getattr(llm, "model_path", None)
+    if header is None and served and Path(served).is_file():
+        from hermes_local.models.gguf import read_header
 
-    choice = lookup(settings.model) if settings.model else None
-    path = getattr(llm, "model_path", None)
-    header = read_header(path) if path is not None else None
+        header = read_header(served)
+    choice = source.choice
     chat_format = choice.entry.chat_format if choice else None
     call_format = choice.entry.tool_call_format if choice else None
     dialect = select_dialect(
@@ -122,6 +129,15 @@ def dialect_for(settings: Settings, llm: LLM, *, check: bool = False) -> Dialect
     if check:
         require_framing(dialect, llm)
     return dialect
+
+
+def _named_model(settings: Settings) -> ModelSource:
+    """The registry entry `settings.model` names, looked up without finding its file (already loaded)."""
+    if is_replay_spec(settings.model):
+        return ModelSource(settings.model, replay=True)
+    from hermes_local.models.registry import lookup
+
+    return ModelSource(settings.model, choice=lookup(settings.model) if settings.model else None)
 
 
 def check_tool_use(dialect: Dialect, settings: Settings) -> None:
@@ -224,20 +240,27 @@ def build_agent(
     dialect: Dialect | None = None,
     ask_user: AskUser | None = None,
     on_notice: Callable[[str], None] | None = None,
+    extra_instructions: str | None = None,
 ) -> Agent:
-    """The agent of one run. `ask_user` answers the `ask_user` tool (None: nobody to ask); `on_notice` receives
-    the tools' one-line notices (e.g. that commands run unsandboxed)."""
+    """The agent of one run: `registry`'s tools as the settings select them, confined to `workspace`.
+
+    `dialect` defaults to `dialect_for(settings, llm)`. The system turn carries the user's standing
+    rules (`settings.instructions`), then the tool routing note, then `extra_instructions` (a request's own).
+    `ask_user` answers the `ask_user` tool (None: nobody to ask); `on_notice` receives the tools' one-line
+    notices (e.g. that commands run unsandboxed).
+    """
     from hermes_local.config import home_dir
     from hermes_local.longterm import LongTermMemory
     from hermes_local.prompts import check_overrides
     from hermes_local.tools.cache import ResultCache
-    from hermes_local.tools.interaction import ASK_USER_KEY
 
     check_overrides()
     if not workspace.is_dir():
         raise UserError(f"workspace {workspace} is not a directory; create it or pass --workspace DIR")
     dialect = dialect or dialect_for(settings, llm)
     check_tool_use(dialect, settings)
+    approver = approver or Approver(allow=settings.allow_tools, deny=settings.deny_tools)
+    longterm, sandbox = LongTermMemory(), SandboxPolicy.from_settings(settings)
     context = ToolContext(
         workspace=workspace.resolve(),
         db_path=db_path,
@@ -245,10 +268,10 @@ def build_agent(
         output_cap=max(1000, min(8000, llm.n_ctx)),
         timeout=settings.tool_timeout,
         notice=on_notice,
+        sandbox=sandbox,
+        ask_user=ask_user,
+        longterm=longterm,  # the `remember` tool writes through it
     )
-    longterm = LongTermMemory()
-    context.extras["longterm"] = longterm  # the `remember` tool writes through it
-    context.extras["sandbox"] = sandbox = SandboxPolicy.from_settings(settings)
     procs.install_signal_handlers()  # Ctrl-C / SIGTERM kill every live command first (main thread only)
     # --tools / config `tools` and deny_tools decide what exists for this run; routing decides what the prompt shows.
     registry = select_tools(registry or default_registry(), settings.tools, settings.deny_tools, strict=False)
@@ -256,17 +279,16 @@ def build_agent(
     executor = Executor(
         registry=registry,
         context=context,
-        approver=approver or Approver(allow=settings.allow_tools, deny=settings.deny_tools),
+        approver=approver,
         cache=ResultCache(ttl=dict(settings.cache_ttl), store=home_dir() / "cache"),
     )
-    if ask_user is not None:
-        context.extras[ASK_USER_KEY] = ask_user
     executor.approver.notes = lambda t: sandbox.approval_note() if t.name in SANDBOXED_TOOLS else ""
     # The user's standing rules (--instructions / config) first, then routing's note on the tool catalog
-    # (none for a model whose tool_call_format is "none": models.toml says it cannot call tools, it only answers).
+    # (none for a model whose tool_call_format is "none": models.toml says it cannot call tools, it only answers),
+    # then the request's own instructions.
     no_tools = dialect.call_format == "none"
     routing = "" if no_tools else plan.instructions
-    instructions = "\n\n".join(text for text in (settings.instructions, routing) if text)
+    instructions = "\n\n".join(text for text in (settings.instructions, routing, extra_instructions) if text)
     config = settings_for(AgentConfig, settings, instructions=instructions, offered_tools=plan.offered)
     if no_tools:
         config.tool_choice = "none"

@@ -1,11 +1,100 @@
-"""Wiring: registry offload/context settings reach llama.cpp unless the user set them."""
+"""Wiring: the model is resolved once per run; registry offload/context settings reach llama.cpp unless the
+user set them."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import Any
+
 import pytest
+from typer.testing import CliRunner
 
 from hermes_local.config import home_dir, load_settings
 from hermes_local.runtime import load_llm
+from hermes_local.testing import ScriptedLLM
+from tests.models.test_gguf import make_gguf
+
+TINY_ENTRY = """[models.tiny]
+repo = "test/tiny"
+default_quant = "Q8_0"
+n_ctx = 1024
+chat_format = "CHAT_FORMAT"
+[models.tiny.quants]
+Q8_0 = { file = "tiny.Q8_0.gguf", size = 1000 }
+"""
+
+
+class TinyModel:
+    """`--model tiny`: a registry entry in the user's models.toml for a tiny GGUF in ~/.hermes-local/models,
+    with llama.cpp replaced by a scripted model. Counts registry lookups, header parses and loads."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, *, chat_format: str = "chatml", answers: int = 1) -> None:
+        from hermes_local import engines
+        from hermes_local.engines.inprocess import llamacpp
+        from hermes_local.models import gguf, registry
+
+        (home_dir() / "models").mkdir(parents=True)
+        (home_dir() / "models" / "tiny.Q8_0.gguf").write_bytes(make_gguf())
+        (home_dir() / "models.toml").write_text(TINY_ENTRY.replace("CHAT_FORMAT", chat_format), encoding="utf-8")
+        self.counts = {"lookup": 0, "read_header": 0}
+        self.loads: list[tuple[str, bool, int]] = []
+        self.models: list[ScriptedLLM] = []
+        header = self._counted("read_header", gguf.read_header)
+        monkeypatch.setattr(gguf, "read_header", header)
+        monkeypatch.setattr(registry, "read_header", header)
+        monkeypatch.setattr(registry, "lookup", self._counted("lookup", registry.lookup))
+        tiny = self
+
+        class FakeLlama(ScriptedLLM):  # stands in for llama.cpp: the tokenizer load, then the weights
+            remaining = 0  # like a real model, it has no recording that runs can leave unused
+
+            def __init__(self, path: Path, params: Any) -> None:
+                super().__init__(["Hello there."] * answers)
+                self.model_path, self.params = Path(path), params
+                tiny.loads.append((self.model_path.name, params.vocab_only, params.n_ctx))
+                tiny.models.append(self)
+
+        monkeypatch.setattr(llamacpp, "LlamaCppLLM", FakeLlama)
+        monkeypatch.setattr(engines, "_loaded", {})
+
+    def _counted(self, name: str, real: Any) -> Any:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            self.counts[name] += 1
+            return real(*args, **kwargs)
+
+        return wrapper
+
+
+def test_one_run_finds_its_model_once(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One `run` looks the registry up and parses the GGUF header once, then hands that result to the
+    tokenizer, the dialect choice and the weights (it used to do each three times)."""
+    from hermes_local.cli.app import app
+
+    tiny = TinyModel(monkeypatch)
+    res = CliRunner().invoke(app, ["run", "Say hello.", "--model", "tiny", "--workspace", str(workspace), "--json"])
+    assert res.exit_code == 0, res.stderr
+    assert json.loads(res.stdout)["answer"] == "Hello there."
+    assert tiny.counts == {"lookup": 1, "read_header": 1}
+    assert tiny.loads == [("tiny.Q8_0.gguf", True, 4096), ("tiny.Q8_0.gguf", False, 1024)]  # the entry's n_ctx
+
+
+def test_an_eval_finds_its_model_once_in_the_users_registry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The suite resolves the model once, with the user's models.toml (each case then builds its agent in a
+    temporary home, where that entry, and its chat_format, would not be found)."""
+    from hermes_local.cli.app import app
+
+    tiny = TinyModel(monkeypatch, chat_format="llama3", answers=2)
+    case = {"task": "Say hello.", "tools": [], "checks": {"answer_contains": ["Hello"]}}
+    cases = tmp_path / "cases.jsonl"
+    cases.write_text("".join(json.dumps({"id": f"hello{i}", **case}) + "\n" for i in (1, 2)), encoding="utf-8")
+    args = ["eval", str(cases), "--model", "tiny", "--report", str(tmp_path / "report.json")]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.stdout + res.stderr
+    assert tiny.counts == {"lookup": 1, "read_header": 1}
+    assert tiny.loads == [("tiny.Q8_0.gguf", False, 1024)]  # the weights, loaded once for both cases
+    prompts = tiny.models[0].prompt_texts
+    assert len(prompts) == 2 and all("<|start_header_id|>system" in p for p in prompts)  # the entry's format
 
 
 @pytest.mark.real_model

@@ -3,7 +3,8 @@
 `tool_call_grammar(tools)` returns a grammar for what follows `<tool_call>`: one JSON object whose
 "name" is a registered tool and whose "arguments" match that tool's schema, then `</tool_call>`.
 Covers the JSON-schema subset `@tool` produces (scalars, enums, arrays, objects, anyOf, $ref);
-anything else falls back to a generic JSON value. Results are cached per tool set. Does not decode.
+anything else falls back to a generic JSON value. Results are cached per tool set. Does not decode, and
+knows tools only by the `Tool` protocol below (name and schemas), not the tool registry.
 """
 
 from __future__ import annotations
@@ -11,9 +12,17 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
-from hermes_local.tools.registry import Tool
+
+class Tool(Protocol):
+    """What a grammar needs of a tool (`tools.registry.Tool` is one): its name and JSON schemas."""
+
+    name: str
+
+    def parameters_schema(self) -> dict[str, Any]: ...
+
+    def schema(self) -> dict[str, Any]: ...
 
 _PRIMITIVES = {
     "ws": r'" "?',

@@ -53,11 +53,11 @@ def ask_user(question: str) -> str:
     return sys.stdin.readline().strip()
 
 
-def terminal_approver(settings: Settings, *, yes: bool, allow: list[str] | None) -> Approver:
+def terminal_approver(settings: Settings, *, yes: bool) -> Approver:
     """Flags and config decide first; a person is asked on the terminal when stdin is one (else: denied)."""
     return Approver(
         approve_all=yes,
-        allow=[*settings.allow_tools, *(allow or [])],
+        allow=settings.allow_tools,  # --allow is already there (cli.common.settings_from_flags)
         deny=settings.deny_tools,
         ask=ask_approval if sys.stdin.isatty() else None,
     )

@@ -3,17 +3,20 @@
 `HermesGroup` is the typer group class of the app: it maps any `HermesError` raised by a command to
 `error: <one line>` on stderr and its exit code, in one place, and lets `hermes-local "task"` stand
 for `hermes-local run "task"`. The `...Opt` aliases are the options several commands take, declared
-once. Does not build agents or hold command logic.
+once. `settings_from_flags(locals())` turns a command's flags into its settings, the same way for
+every command. Does not build agents or hold command logic.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 from typer.core import TyperGroup
 
+from hermes_local.config import Settings, load_settings
 from hermes_local.errors import HermesError, UserError
 from hermes_local.textsafe import terminal_safe
 
@@ -121,6 +124,47 @@ def read_instructions(value: str | None) -> str | None:
         return path.read_text(encoding="utf-8").strip()
     except (OSError, UnicodeDecodeError) as exc:
         raise UserError(f"--instructions {value}: cannot read {path} ({exc}); give an existing text file") from exc
+
+
+def _floats(text: str | None, flag: str) -> list[float] | None:
+    if not text:
+        return None
+    try:
+        return [float(part) for part in text.split(",")]
+    except ValueError:
+        fail(f"{flag} takes numbers separated by commas, e.g. 0.6,0.4")
+
+
+# The flags that are not simply a setting of the same name.
+OFF_FLAGS = {"no_grammar": "grammar", "no_prompt_cache": "prompt_cache"}  # --no-X sets X = false
+ADDED_FLAGS = {  # repeatable flags that add to the configured list
+    "allow": "allow_tools",
+    "allow_host": "allow_hosts",
+    "workspace_root": "workspace_roots",
+    "cors_origin": "cors_origins",
+}
+RENAMED_FLAGS = {"token": "serve_token"}
+
+
+def settings_from_flags(flags: Mapping[str, Any]) -> Settings:
+    """A command's settings: defaults < config file < environment < its flags.
+
+    `flags` are the command's parameters (`locals()` at its top). Each one named like a setting sets it
+    unless it is None (not given); `--no-grammar` / `--no-prompt-cache` turn theirs off; `--instructions
+    @FILE` reads the file; `--tensor-split 0.6,0.4` becomes numbers; `--token` is `serve_token`; the
+    repeatable `--allow`, `--allow-host`, `--workspace-root` and `--cors-origin` add to the configured
+    lists. Parameters that are not settings (the task, --workspace, --json, ...) are left out.
+    """
+    overrides = {name: value for name, value in flags.items() if name in Settings.model_fields}
+    overrides |= {RENAMED_FLAGS[name]: value for name, value in flags.items() if name in RENAMED_FLAGS}
+    overrides |= {OFF_FLAGS[name]: False for name, value in flags.items() if name in OFF_FLAGS and value}
+    if "instructions" in overrides:
+        overrides["instructions"] = read_instructions(overrides["instructions"])
+    if "tensor_split" in overrides:
+        overrides["tensor_split"] = _floats(overrides["tensor_split"], "--tensor-split")
+    settings = load_settings(overrides)
+    added = {key: [*getattr(settings, key), *flags[name]] for name, key in ADDED_FLAGS.items() if flags.get(name)}
+    return settings.model_copy(update=added) if added else settings
 
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON.")]

@@ -12,8 +12,7 @@ from typing import Annotated
 
 import typer
 
-from hermes_local.cli.common import DialectOpt, InstructionsOpt, ToolsOpt, fail, notice, read_instructions
-from hermes_local.config import load_settings
+from hermes_local.cli.common import DialectOpt, InstructionsOpt, ToolsOpt, fail, notice, settings_from_flags
 
 workflow_app = typer.Typer(help="Run TOML workflows: tool steps in dependency order, no model.", no_args_is_help=True)
 
@@ -58,17 +57,7 @@ def eval_command(
     from hermes_local.evals.suite import eval_tools, format_table, run_suite, suite_report
     from hermes_local.tools.toolsets import check_spec
 
-    overrides = dict(
-        model=model,
-        max_steps=max_steps,
-        n_ctx=n_ctx,
-        n_gpu_layers=n_gpu_layers,
-        tools=tools,
-        dialect=dialect,
-        tool_choice=tool_choice,
-        instructions=read_instructions(instructions),
-    )
-    settings = load_settings(overrides)
+    settings = settings_from_flags(locals())
 
     with eval_tools(settings, on_notice=notice) as everything:  # MCP servers: once for the eval run
         check_spec(everything, settings.tools)  # each case then keeps the named tools it has
@@ -146,9 +135,9 @@ def workflow_run(
     from hermes_local.workflow.run import load_workflow, run_workflow
 
     variables = _parse_vars(var)
-    settings = load_settings(dict(model=model, n_ctx=n_ctx))
+    settings = settings_from_flags(locals())
     wf = load_workflow(file, tools_modules=tools_module or [], var_overrides=variables, allow_imports=allow_imports)
-    approver = terminal_approver(settings, yes=yes, allow=allow)
+    approver = terminal_approver(settings, yes=yes)
 
     def show(o) -> None:
         mark = {"ok": "✓", "reused": "↺", "failed": "✗", "skipped": "-"}[o.status]

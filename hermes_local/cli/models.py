@@ -17,7 +17,8 @@ from typing import Annotated, Any
 
 import typer
 
-from hermes_local.config import home_dir, load_settings
+from hermes_local.cli.common import settings_from_flags
+from hermes_local.config import home_dir
 from hermes_local.errors import UserError
 from hermes_local.sandbox.policy import SandboxPolicy
 
@@ -62,7 +63,7 @@ def models_info(
 
     path, choice, header = resolve(model)
     info = gguf_info(header)
-    settings = load_settings(dict(n_ctx=n_ctx, n_gpu_layers=n_gpu_layers))
+    settings = settings_from_flags(locals())
     memory = estimate_memory(header, settings.n_ctx, settings.n_gpu_layers)
     if as_json:
         extra = {"registry": choice.label if choice else None, "memory": memory}
@@ -155,7 +156,7 @@ def doctor(
     from hermes_local.models.gguf import gguf_info, human_bytes
     from hermes_local.models.registry import registry_rows, resolve
 
-    settings = load_settings(dict(model=model, n_ctx=n_ctx, n_gpu_layers=n_gpu_layers))
+    settings = settings_from_flags(locals())
     if settings.model and settings.model.startswith("replay:"):
         raise UserError("doctor checks a real model; pass --model NAME or a .gguf path, not replay:")
     path, choice, header = resolve(settings.model)  # a bad model file ends here: one line, exit 2

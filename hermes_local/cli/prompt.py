@@ -17,7 +17,7 @@ from typing import Annotated
 
 import typer
 
-from hermes_local.cli.common import DialectOpt, ModelOpt, ToolsModuleOpt, ToolsOpt
+from hermes_local.cli.common import DialectOpt, InstructionsOpt, ModelOpt, ToolsModuleOpt, ToolsOpt, settings_from_flags
 from hermes_local.textsafe import terminal_safe
 
 
@@ -27,28 +27,21 @@ def prompt_command(
     dialect: DialectOpt = None,
     tools_module: ToolsModuleOpt = None,
     tools: ToolsOpt = None,
-    instructions: Annotated[str | None, typer.Option(help="Extra instructions for the system turn.")] = None,
+    instructions: InstructionsOpt = None,
     tool_choice: Annotated[str | None, typer.Option(help="auto, required or none (as for `run`).")] = None,
     as_json: Annotated[
         bool, typer.Option("--json", help='Print {"dialect", "tool_call_format", "text", "token_count"}.')
     ] = False,
 ) -> None:
     """Print the exact first prompt for TASK (special tokens as text) and its token count; runs nothing."""
-    from hermes_local.config import load_settings
     from hermes_local.dialects import missing_framing
     from hermes_local.prompts import to_tokens
-    from hermes_local.runtime import build_agent, build_registry, dialect_for, load_tokenizer
+    from hermes_local.runtime import build_agent, build_registry, dialect_for, find_model, load_tokenizer
 
-    overrides = {
-        "model": model,
-        "dialect": dialect,
-        "tool_choice": tool_choice,
-        "instructions": instructions,
-        "tools": tools,
-    }
-    settings = load_settings(overrides)  # build_agent joins the instructions with the routing note, as in `run`
-    llm = load_tokenizer(settings)
-    chosen = dialect_for(settings, llm)
+    settings = settings_from_flags(locals())  # build_agent joins the instructions with the routing note, as in `run`
+    source = find_model(settings)
+    llm = load_tokenizer(settings, source)
+    chosen = dialect_for(settings, llm, source)
     missing = missing_framing(chosen, llm)
     if missing:
         typer.echo(

@@ -11,8 +11,7 @@ from typing import Annotated
 
 import typer
 
-from hermes_local.cli.common import ToolsOpt, fail, notice
-from hermes_local.config import load_settings
+from hermes_local.cli.common import ToolsOpt, fail, notice, settings_from_flags
 from hermes_local.textsafe import terminal_safe
 
 tools_app = typer.Typer(help="Inspect the tools the agent can call.", no_args_is_help=True)
@@ -30,7 +29,7 @@ def tools_list(
     from hermes_local.runtime import build_registry
     from hermes_local.tools.toolsets import group_of, route, select_tools
 
-    settings = load_settings({"tools": tools})
+    settings = settings_from_flags(locals())
     full = build_registry(tools_module or [], settings, on_notice=notice)
     registry = select_tools(full, settings.tools, settings.deny_tools)
     try:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -37,36 +37,24 @@ from hermes_local.cli.common import (
     YesOpt,
     fail,
     notice,
-    read_instructions,
+    settings_from_flags,
 )
-from hermes_local.config import load_settings
+from hermes_local.config import Settings
 from hermes_local.engines.http import EngineError
 from hermes_local.textsafe import terminal_safe
 
 
-def _floats(text: str | None, flag: str) -> list[float] | None:
-    if not text:
-        return None
-    try:
-        return [float(part) for part in text.split(",")]
-    except ValueError:
-        fail(f"{flag} takes numbers separated by commas, e.g. 0.6,0.4")
-    return None
-
-
 def _prepare(
-    overrides: dict[str, Any],
+    settings: Settings,
     *,
     workspace: Path,
     yes: bool,
-    allow: list[str] | None,
     tools_module: list[str] | None,
     db: Path | None,
-    allow_host: list[str] | None,
     as_json: bool,
     session_id: str | None = None,
 ):
-    """Settings, model, session log and agent for run/chat; user mistakes exit 2 with one line."""
+    """Model, session log and agent for run/chat; user mistakes exit 2 with one line."""
     from hermes_local.cli.asker import ask_user, terminal_approver
     from hermes_local.cli.terminal import TerminalPrinter
     from hermes_local.events import Event
@@ -75,23 +63,23 @@ def _prepare(
         build_registry,
         check_tool_use,
         dialect_for,
+        find_model,
         load_llm,
         load_tokenizer,
     )
     from hermes_local.session import SessionLog
     from hermes_local.tools.toolsets import check_spec
 
-    settings = load_settings(overrides)
-    settings = settings.model_copy(update={"allow_hosts": [*settings.allow_hosts, *(allow_host or [])]})
     registry = build_registry(tools_module or [], settings, on_notice=notice, workspace=workspace.resolve())
     try:
         check_spec(registry, settings.tools)  # a mistyped --tools name is one line, exit 2, before the model loads
-        dialect = dialect_for(settings, load_tokenizer(settings), check=True)  # refuse before loading weights
+        source = find_model(settings)  # resolved once: the tokenizer, the dialect and the weights take it
+        dialect = dialect_for(settings, load_tokenizer(settings, source), source, check=True)  # before the weights
         check_tool_use(dialect, settings)  # tool_call_format "none" with --tool-choice required: one line
         if dialect.call_format == "none":
             notice(f'{settings.model} has tool_call_format = "none" in models.toml: it runs without tools')
-        llm = load_llm(settings, on_info=None if as_json else lambda line: typer.echo(line, err=True))
-        approver = terminal_approver(settings, yes=yes, allow=allow)
+        llm = load_llm(settings, on_info=None if as_json else lambda line: typer.echo(line, err=True), source=source)
+        approver = terminal_approver(settings, yes=yes)
         session = SessionLog(session_id)
         printer = TerminalPrinter(stream_tokens=not as_json and sys.stderr.isatty())
 
@@ -171,37 +159,9 @@ def run(
     events = events_to_resume(resume, on_skip=notice) if resume else []
     if resume and dialect is None:
         dialect = recorded_dialect(events)  # the logged turns are in that dialect; another --dialect is refused
-    overrides = dict(
-        model=model,
-        engine=engine,
-        engine_url=engine_url,
-        dialect=dialect,
-        max_steps=max_steps,
-        n_ctx=n_ctx,
-        n_gpu_layers=n_gpu_layers,
-        main_gpu=main_gpu,
-        tensor_split=_floats(tensor_split, "--tensor-split"),
-        rpc_servers=rpc_servers,
-        tool_choice=tool_choice,
-        temperature=temperature,
-        answer_temperature=answer_temperature,
-        answer_guard=answer_guard,
-        instructions=read_instructions(instructions),
-        grammar=False if no_grammar else None,
-        prompt_cache=False if no_prompt_cache else None,
-        sandbox=sandbox,
-        tools=tools,
-    )
+    settings = settings_from_flags(locals())
     llm, agent, session = _prepare(
-        overrides,
-        workspace=workspace,
-        yes=yes,
-        allow=allow,
-        tools_module=tools_module,
-        db=db,
-        allow_host=allow_host,
-        as_json=as_json,
-        session_id=resume,
+        settings, workspace=workspace, yes=yes, tools_module=tools_module, db=db, as_json=as_json, session_id=resume
     )
     try:
         with agent, session:
@@ -252,32 +212,9 @@ def chat(
     tools: ToolsOpt = None,
 ) -> None:
     """Interactive multi-turn chat with tools. /reset starts over, /exit (or Ctrl-D) quits."""
-    overrides = dict(
-        model=model,
-        engine=engine,
-        engine_url=engine_url,
-        max_steps=max_steps,
-        n_ctx=n_ctx,
-        n_gpu_layers=n_gpu_layers,
-        tool_choice=tool_choice,
-        temperature=temperature,
-        answer_temperature=answer_temperature,
-        answer_guard=answer_guard,
-        instructions=read_instructions(instructions),
-        grammar=False if no_grammar else None,
-        sandbox=sandbox,
-        tools=tools,
-        dialect=dialect,
-    )
+    settings = settings_from_flags(locals())
     llm, agent, session = _prepare(
-        overrides,
-        workspace=workspace,
-        yes=yes,
-        allow=allow,
-        tools_module=tools_module,
-        db=db,
-        allow_host=allow_host,
-        as_json=False,
+        settings, workspace=workspace, yes=yes, tools_module=tools_module, db=db, as_json=False
     )
     memory = None
     typer.echo(f"hermes-local chat on {llm.description} (session {session.id}); /reset, /exit", err=True)

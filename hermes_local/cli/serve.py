@@ -25,6 +25,7 @@ from hermes_local.cli.common import (
     NoGrammarOpt,
     ToolsModuleOpt,
     WorkspaceOpt,
+    settings_from_flags,
 )
 from hermes_local.errors import UserError
 from hermes_local.sandbox.net import is_loopback
@@ -70,30 +71,9 @@ def serve(
     except ImportError as exc:
         hint = f"serve needs the serve extra ({exc.name} is missing): pip install 'hermes-local[serve]'"
         raise UserError(hint) from exc
-    from hermes_local.config import load_settings
     from hermes_local.runtime import build_registry
 
-    overrides: dict[str, Any] = dict(
-        model=model,
-        n_ctx=n_ctx,
-        n_gpu_layers=n_gpu_layers,
-        max_steps=max_steps,
-        tool_choice=tool_choice,
-        temperature=temperature,
-        grammar=False if no_grammar else None,
-        approval_timeout=approval_timeout,
-        serve_token=token,
-        parallel=parallel,
-    )
-    settings = load_settings(overrides)
-    settings = settings.model_copy(
-        update={
-            "allow_hosts": [*settings.allow_hosts, *(allow_host or [])],
-            "allow_tools": [*settings.allow_tools, *(allow or [])],
-            "workspace_roots": [*settings.workspace_roots, *(workspace_root or [])],
-            "cors_origins": [*settings.cors_origins, *(cors_origin or [])],
-        }
-    )
+    settings = settings_from_flags(locals())
     if not is_loopback(host) and not settings.serve_token:
         raise UserError(f"binding {host} exposes the agent to the network; pass --token (or set serve_token)")
     if not workspace.is_dir():
@@ -114,13 +94,14 @@ def _serve(settings: Any, registry: Any, host: str, port: int, workspace: Path, 
     """Load the model once, check its vocabulary for the dialect, and run uvicorn until stopped."""
     import uvicorn
 
-    from hermes_local.runtime import dialect_for, load_llm
+    from hermes_local.runtime import dialect_for, find_model, load_llm
     from hermes_local.service.app import create_app
     from hermes_local.service.process import SharedModel
     from hermes_local.service.runs import RunManager
 
-    llm = load_llm(settings, on_info=lambda line: typer.echo(line, err=True))
-    dialect = dialect_for(settings, llm, check=True)  # a vocabulary without the framing tokens: one line, exit 2
+    source = find_model(settings)
+    llm = load_llm(settings, on_info=lambda line: typer.echo(line, err=True), source=source)
+    dialect = dialect_for(settings, llm, source, check=True)  # a vocabulary without its framing tokens: exit 2
     manager = RunManager(
         SharedModel(llm),
         settings,
@@ -129,6 +110,7 @@ def _serve(settings: Any, registry: Any, host: str, port: int, workspace: Path, 
         db_path=db,
         approval_timeout=settings.approval_timeout,
         kill_children=True,
+        dialect=dialect,  # every run and the chat endpoint speak the format checked here
     )
     app = create_app(
         manager,

@@ -1,42 +1,72 @@
-"""Remote engines behind the `LLM` protocol: llama.cpp's `llama-server` and vLLM over HTTP.
+"""The one door to every engine behind the `LLM` protocol: `load_engine(settings, model)`.
 
-`load_engine(settings)` builds the engine `settings.engine` names ("llama-server" or "vllm") for
+`settings.model = "replay:FILE"` -> the replay model (`replay.py`); `settings.engine`:
+"llama-cpp" (the default) -> in-process llama.cpp (`engines/inprocess/`, imported only then: only that
+folder imports llama_cpp), loaded once per process for a file and its load options, as sequences of one
+batched context when `settings.parallel` > 1; "llama-server" or "vllm" -> the HTTP engine for
 `settings.engine_url` after the offline check (loopback, or a host in `allow_hosts`), with the optional
-bearer token and timeout, and checks the server serves `settings.model` when one is given. The
-in-process engine ("llama-cpp", the default) is `engines/inprocess/` and is loaded by `runtime.load_llm`;
-only that folder imports llama_cpp. `replay.py` replays recorded outputs, `binaries.py` finds and starts
-llama.cpp's own programs (llama-server, rpc-server).
+bearer token and timeout, checking that the server serves one of the model's names.
+
+Engines never look a model up: `runtime` resolves it (registry, file, GGUF header) once and hands the
+result in as an `EngineModel`. `binaries.py` finds and starts llama.cpp's own programs (llama-server,
+rpc-server).
 """
 
 from __future__ import annotations
 
-from hermes_local.config import Settings
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from hermes_local.config import Settings, settings_for
 from hermes_local.engines.http import EngineError, check_engine_url
+from hermes_local.engines.replay import is_replay_spec, load_replay
+from hermes_local.errors import ModelLoadError, UserError
 from hermes_local.llm import LLM
+
+if TYPE_CHECKING:
+    from hermes_local.models.gguf import GGUFHeader
 
 ENGINES = ("llama-cpp", "llama-server", "vllm")
 
-__all__ = ["ENGINES", "EngineError", "expected_model_names", "load_engine"]
+__all__ = ["ENGINES", "EngineError", "EngineModel", "load_engine"]
+
+_loaded: dict[tuple[Any, ...], LLM] = {}  # in-process models: llama.cpp weights are expensive to load twice
 
 
-def expected_model_names(spec: str | None) -> list[str]:
-    """Names a server may report for `spec`: the spec itself and, for a registry name, its GGUF file name."""
-    if not spec:
-        return []
-    from hermes_local.models.registry import lookup
+@dataclass(frozen=True)
+class EngineModel:
+    """The model as `runtime` resolved it, for the engine to load."""
 
-    names = [spec]
-    choice = lookup(spec)
-    if choice is not None:
-        names += [choice.name, choice.spec.file]
-    return names
+    path: Path | None = None  # the GGUF file (the in-process engine)
+    header: GGUFHeader | None = None  # its parsed header: the memory estimate printed before loading
+    names: tuple[str, ...] = ()  # what a server may report serving: the spec, its registry name, its file name
+    load: Mapping[str, Any] = field(default_factory=dict)  # load options its registry entry sets (n_ctx, ...)
 
 
-def load_engine(settings: Settings) -> LLM:
-    """The remote engine of `settings` (raises EngineError with one line when it cannot be used)."""
+def load_engine(
+    settings: Settings,
+    model: EngineModel | None = None,
+    *,
+    vocab_only: bool = False,
+    on_info: Callable[[str], None] | None = None,
+    case_id: str | None = None,
+) -> LLM:
+    """The engine of `settings` for `model` (default: `settings.model` as given, nothing resolved).
+
+    `vocab_only`: for the in-process engine the tokenizer alone (no weights, not kept); the replay model
+    and remote engines tokenize as they are. `on_info` receives the memory estimate before weights load.
+    `case_id` picks the recording of `replay:DIR` (`DIR/<case_id>.jsonl`, one per eval case).
+    Raises EngineError (one line) when a remote engine cannot be used.
+    """
+    model = model or EngineModel(names=(settings.model,) if settings.model else ())
+    if is_replay_spec(settings.model):
+        return load_replay(settings.model or "", n_ctx=settings.n_ctx, case_id=case_id)
+    if settings.engine == "llama-cpp":
+        return _in_process(settings, model, vocab_only=vocab_only, on_info=on_info)
     url = check_engine_url(settings.engine_url, settings.allow_hosts)
-    expected = expected_model_names(settings.model)
-    common = dict(token=settings.engine_token, timeout=settings.engine_timeout, expected_model=expected)
+    common = dict(token=settings.engine_token, timeout=settings.engine_timeout, expected_model=list(model.names))
     if settings.engine == "llama-server":
         from hermes_local.engines.llama_server import LlamaServerLLM
 
@@ -46,3 +76,41 @@ def load_engine(settings: Settings) -> LLM:
 
         return VLLMEngine(url, seed=settings.seed, n_ctx=settings.n_ctx, **common)  # type: ignore[arg-type]
     raise EngineError(f"unknown engine {settings.engine!r}; choose one of: {', '.join(ENGINES)}")
+
+
+def _in_process(
+    settings: Settings, model: EngineModel, *, vocab_only: bool, on_info: Callable[[str], None] | None
+) -> LLM:
+    """llama.cpp in this process: the settings' load options (the registry's where the user set none)."""
+    from hermes_local.engines.inprocess.llamacpp import LlamaCppLLM, LlamaParams
+
+    if model.path is None:
+        raise ValueError("the in-process engine loads a resolved GGUF: pass EngineModel(path=...)")
+    path = model.path
+
+    def open_model(params: LlamaParams) -> LlamaCppLLM:
+        try:
+            return LlamaCppLLM(path, params)
+        except ModelLoadError as exc:
+            raise UserError(f"{exc}; check the file or re-download it") from exc
+
+    if vocab_only:
+        return open_model(LlamaParams(n_ctx=settings.n_ctx, vocab_only=True))
+    params = settings_for(LlamaParams, settings, **model.load)
+    key = (str(path.resolve()), repr(sorted(vars(params).items())))
+    if key not in _loaded:
+        if on_info and model.header is not None:
+            from hermes_local.engines.inprocess.backend import gpu_offload_available
+            from hermes_local.models.footprint import memory_line
+
+            gpu = gpu_offload_available()
+            on_info(memory_line(model.header, params.n_ctx, params.n_gpu_layers, gpu_offload=gpu))
+        _loaded[key] = open_model(params)
+    if settings.parallel > 1:  # concurrent runs share the model as sequences of one batched context
+        from hermes_local.engines.inprocess.batching import BatchedLLM
+
+        batched_key = (*key, "parallel", settings.parallel)
+        if batched_key not in _loaded:
+            _loaded[batched_key] = BatchedLLM(_loaded[key], settings.parallel)  # type: ignore[arg-type]
+        return _loaded[batched_key]
+    return _loaded[key]

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hermes_local.config import Settings
 from hermes_local.evals.cases import (
@@ -36,6 +36,10 @@ from hermes_local.evals.cases import (
 )
 from hermes_local.events import Event, LLMCall, StepStart, ToolFinished, ToolOutcome
 from hermes_local.tools import Approver, ToolRegistry
+
+if TYPE_CHECKING:
+    from hermes_local.dialects.base import Dialect
+    from hermes_local.runtime import ModelSource
 
 
 # -- running --------------------------------------------------------------------------------------
@@ -125,9 +129,12 @@ def eval_tools(settings: Settings, on_notice: Callable[[str], None] | None = Non
             registry.close()
 
 
-def run_once(sc: SuiteCase, settings: Settings, llm: Any, *, concurrent: bool = False) -> RunOutcome:
+def run_once(
+    sc: SuiteCase, settings: Settings, llm: Any, *, concurrent: bool = False, dialect: Dialect | None = None
+) -> RunOutcome:
     """One run of a case in a fresh temporary workspace, scored. `concurrent`: other runs go on in other
-    threads, so the run's home is in force only while its agent is built (under `_BUILD_LOCK`)."""
+    threads, so the run's home is in force only while its agent is built (under `_BUILD_LOCK`). `dialect`:
+    the suite's (default: chosen for `llm` by `build_agent`)."""
     from hermes_local.runtime import build_agent
 
     case = sc.case
@@ -157,6 +164,7 @@ def run_once(sc: SuiteCase, settings: Settings, llm: Any, *, concurrent: bool = 
                 approver=approver,
                 on_event=collect,
                 db_path=db,
+                dialect=dialect,
             )
         with _home(root / "home") if not concurrent else contextlib.nullcontext(), agent:
             try:
@@ -193,14 +201,12 @@ def run_once(sc: SuiteCase, settings: Settings, llm: Any, *, concurrent: bool = 
     )
 
 
-def llm_for_case(settings: Settings, case_id: str) -> Any:
-    """`replay:DIR` -> a fresh replay model from DIR/<case_id>.jsonl; `replay:FILE` -> that file; else the model."""
-    from hermes_local.engines.replay import is_replay_spec, load_replay
+def llm_for_case(settings: Settings, case_id: str, source: ModelSource | None = None) -> Any:
+    """`replay:DIR` -> a fresh replay model from DIR/<case_id>.jsonl; `replay:FILE` -> that file; else the
+    model of `source` (the suite's `find_model`), loaded once."""
     from hermes_local.runtime import load_llm
 
-    if is_replay_spec(settings.model):
-        return load_replay(settings.model or "", n_ctx=settings.n_ctx, case_id=case_id)
-    return load_llm(settings)
+    return load_llm(settings, source=source, case_id=case_id)
 
 
 def run_suite(
@@ -213,18 +219,22 @@ def run_suite(
 ) -> list[CaseReport]:
     """Every case `repeat` times; with `jobs` > 1, that many runs at once (a real model is loaded with
     `parallel` >= jobs, so their model calls are decoded together)."""
+    from hermes_local.runtime import dialect_for, find_model
+
     if jobs > 1 and settings.parallel < jobs:
         settings = settings.model_copy(update={"parallel": jobs})
+    source = find_model(settings)  # once, in the user's home (each run builds its agent in a temporary one)
     for sc in suite.cases:  # fail early on a missing replay file, not after an hour of runs
-        if (settings.model or "").startswith("replay:"):
-            llm_for_case(settings, sc.case.id)
+        if source.replay:
+            llm_for_case(settings, sc.case.id, source)
     reports = [CaseReport(sc.case.id) for sc in suite.cases]
     work = [(n, k) for n in range(len(suite.cases)) for k in range(repeat)]
     progress_lock = threading.Lock()
 
     def one(n: int, k: int) -> RunOutcome:
         sc = suite.cases[n]
-        outcome = run_once(sc, settings, llm_for_case(settings, sc.case.id), concurrent=jobs > 1)
+        llm = llm_for_case(settings, sc.case.id, source)
+        outcome = run_once(sc, settings, llm, concurrent=jobs > 1, dialect=dialect_for(settings, llm, source))
         if on_progress:
             verdict = "pass" if outcome.passed else f"FAIL at step {outcome.failed_step}"
             run = f" run {k + 1}/{repeat}" if repeat > 1 else ""

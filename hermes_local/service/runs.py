@@ -31,6 +31,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from hermes_local.config import Settings
+from hermes_local.dialects.base import Dialect
 from hermes_local.errors import HermesError, UserError
 from hermes_local.events import Event
 from hermes_local.sandbox import procs
@@ -224,8 +225,10 @@ class RunManager:
         db_path: Path | None = None,
         approval_timeout: float = 300.0,
         kill_children: bool = False,
+        dialect: Dialect | None = None,
     ) -> None:
         self.model = model
+        self.dialect = dialect  # the served model's, chosen once by `serve` (None: each run chooses it)
         self.settings = settings
         self.registry = registry
         self.workspace = workspace.resolve()
@@ -376,10 +379,9 @@ class RunManager:
                     on_event=on_event,
                     db_path=self.db_path,
                     on_notice=run.notice,
+                    dialect=self.dialect,
+                    extra_instructions=req.instructions,  # after the configured rules and the routing note
                 )
-                if req.instructions:  # after the configured rules and the routing note
-                    kept = agent.config.instructions
-                    agent.config.instructions = f"{kept}\n\n{req.instructions}" if kept else req.instructions
                 with agent:
                     result = agent.run(req.task)
             result.session_id = run.id

@@ -1,9 +1,9 @@
 """Tools that talk to the people around the run: `ask_user` and `final_answer`.
 
 `ask_user(question)` is a read tool: when the caller gives a person to ask (the CLI's terminal prompt,
-`cli/asker.py`, reaches it as an `AskUser` callable in `ToolContext.extras`) it asks and returns the
-reply; with nobody to ask (no terminal, or the service) it succeeds with "no user available: proceed
-on a stated assumption" so the run goes on.
+`cli/asker.py`, reaches it as `ToolContext.ask_user`) it asks and returns the reply; with nobody to ask
+(no terminal, or the service) it succeeds with "no user available: proceed on a stated assumption" so
+the run goes on.
 `final_answer(answer)` is offered only under `--tool-choice required`, where every step must call a
 tool: calling it ends the run with that answer (the agent loop sees the call and stops). Neither
 decides approval, runs the loop or writes to a terminal.
@@ -11,15 +11,11 @@ decides approval, runs the loop or writes to a terminal.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from hermes_local.tools.registry import Tool, ToolContext, ToolResult, tool
 
-ASK_USER_KEY = "ask_user"
 NO_USER = "no user available: proceed on a stated assumption (say in the answer what you assumed)"
 FINAL_ANSWER = "final_answer"
 
-AskUser = Callable[[str], str]  # the question -> the person's reply ("" when none)
 
 
 @tool(volatile=True, exclusive=True, timeout=600)
@@ -29,10 +25,9 @@ def ask_user(question: str, ctx: ToolContext) -> ToolResult:
     Args:
         question: One short question for the user.
     """
-    ask: AskUser | None = ctx.extras.get(ASK_USER_KEY)
-    if ask is None:
+    if ctx.ask_user is None:
         return ToolResult.success(NO_USER, "ask_user: no user available")
-    reply = ask(question)
+    reply = ctx.ask_user(question)
     if not reply:
         return ToolResult.success(NO_USER, "ask_user: no reply")
     return ToolResult.success(reply, f"ask_user: the user replied {reply[:80]!r}")

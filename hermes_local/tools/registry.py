@@ -16,11 +16,12 @@ import typing
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, create_model
 
 from hermes_local.errors import UserError
+from hermes_local.sandbox.policy import SandboxPolicy
 
 Permission = Literal["read", "write", "dangerous"]
 ErrorKind = Literal[
@@ -36,17 +37,33 @@ def arguments_digest(name: str, arguments: dict[str, Any]) -> str:
     return hashlib.sha256(blob.encode("ascii")).hexdigest()[:32]
 
 
+AskUser = Callable[[str], str]  # a question -> the person's reply ("" when there is none)
+
+
+class FactStore(Protocol):
+    """Where `remember` writes a fact for future sessions (`longterm.LongTermMemory`)."""
+
+    def add(self, text: str) -> int: ...
+
+
 @dataclass
 class ToolContext:
-    """What a tool may know about the run: its workspace and settings. Injected, never from the model."""
+    """What a tool may know about the run: its workspace, settings and the run's own services.
+
+    Injected, never from the model. The executor hands each call a copy (with that call's timeout);
+    the objects the fields point to, `warned` included, are the run's and shared by every copy.
+    """
 
     workspace: Path
     db_path: Path | None = None
     allow_hosts: list[str] = field(default_factory=list)
     output_cap: int = 8000
     timeout: float = 30.0
-    extras: dict[str, Any] = field(default_factory=dict)
     notice: Callable[[str], None] | None = None  # where a tool's one-line notices go (the caller's sink)
+    sandbox: SandboxPolicy = field(default_factory=SandboxPolicy)  # how run_shell runs commands
+    ask_user: AskUser | None = None  # asks the person (the caller's asker; None: nobody to ask)
+    longterm: FactStore | None = None  # where `remember` writes (None: the default store)
+    warned: set[str] = field(default_factory=set)  # one-time warnings already given in this run
 
 
 class ToolFailure(Exception):

@@ -37,12 +37,6 @@ EXIT_GRACE = 0.2
 SANDBOXED_TOOLS = frozenset({"run_shell"})
 
 
-def sandbox_policy(ctx: ToolContext) -> SandboxPolicy:
-    """The run's sandbox setting (`runtime.build_agent` puts it in the context; default: auto)."""
-    policy = ctx.extras.get("sandbox")
-    return policy if isinstance(policy, SandboxPolicy) else SandboxPolicy()
-
-
 def run_captured(
     command: str,
     cwd: str,
@@ -135,9 +129,9 @@ def limit_reached(limits: Limits, code: int | None, stderr: str, *, cage_full: b
 
 def warn_unsandboxed(ctx: ToolContext, policy: SandboxPolicy) -> None:
     """Once per run: one notice (to `ctx.notice`, else logged) when commands run without the sandbox."""
-    if ctx.extras.get("sandbox_warned"):
+    if "unsandboxed" in ctx.warned:
         return
-    ctx.extras["sandbox_warned"] = True
+    ctx.warned.add("unsandboxed")
     sandboxed, why = policy.in_force()
     if not sandboxed:
         (ctx.notice or _log.warning)(f"warning: run_shell runs WITHOUT a sandbox: {why}")
@@ -155,7 +149,7 @@ def run_shell(command: str, ctx: ToolContext) -> ToolResult:
         raise ToolFailure("invalid_arguments", "command is empty; give the shell command to run.")
     seconds = max(0.1, ctx.timeout - min(0.5, ctx.timeout * 0.1))
     cap = max(600, ctx.output_cap * 3 // 4)  # bytes kept from both streams; the rest of the envelope fits too
-    policy = sandbox_policy(ctx)
+    policy = ctx.sandbox
     refusal = policy.refusal()
     if refusal:
         raise ToolFailure(

@@ -165,8 +165,8 @@ def run_workflow(
         output_cap=OUTPUT_CAP,
         timeout=settings.tool_timeout,
         notice=on_notice,
+        sandbox=SandboxPolicy.from_settings(settings),  # run_shell steps honour the sandbox settings
     )
-    context.extras["sandbox"] = SandboxPolicy.from_settings(settings)  # run_shell steps honour the sandbox settings
     executor = Executor(registry=wf.registry, context=context, approver=approver)
     session = SessionLog()
     result = WorkflowResult(wf.name, session.id)

@@ -9,7 +9,7 @@ from hermes_local.config import load_settings
 from hermes_local.runtime import build_agent
 from hermes_local.testing import ScriptedLLM, tool_call_text
 from hermes_local.tools import Approver, ToolContext, default_registry, tool
-from hermes_local.tools.interaction import ASK_USER_KEY, NO_USER, ask_user
+from hermes_local.tools.interaction import NO_USER, ask_user
 
 call = tool_call_text
 NOTES = "\n".join(["Weekly notes"] + [f"item {i}: nothing new" for i in range(38)] + ["The meeting moved to 3 pm."])
@@ -106,7 +106,7 @@ def test_ask_user_without_a_terminal_proceeds_on_an_assumption(workspace: Path) 
 
 def test_ask_user_on_a_terminal_returns_the_reply(workspace: Path) -> None:
     asked: list[str] = []
-    ctx = ToolContext(workspace=workspace, extras={ASK_USER_KEY: lambda q: (asked.append(q), "March")[1]})
+    ctx = ToolContext(workspace=workspace, ask_user=lambda q: (asked.append(q), "March")[1])
     result = ask_user.function(question="Which month?", ctx=ctx)
     assert result.ok and result.data == "March" and asked == ["Which month?"]
 

@@ -177,3 +177,32 @@ def test_terminal_progress_uses_the_session_show_lines(capsys: pytest.CaptureFix
     printer(ToolFinished(ToolOutcome(1, "get_current_time", {}, ToolResult(False, "not_found: x"))))
     printer(RunEnd({"stopped": "answer"}))
     assert capsys.readouterr().err == ("── step 1\n<tool_call>\n   → get_current_time({})\n     ✗ not_found: x\n")
+
+
+def test_flags_become_settings_the_same_way_for_every_command(tmp_path: Path, hermetic_home: Path) -> None:
+    from hermes_local.cli.common import settings_from_flags
+    from hermes_local.config import config_file
+
+    config_file().parent.mkdir(parents=True, exist_ok=True)
+    config_file().write_text('allow_hosts = ["docs.local"]\nallow_tools = ["write_file"]\n', encoding="utf-8")
+    rules = tmp_path / "rules.txt"
+    rules.write_text("Be brief.\n", encoding="utf-8")
+    flags = {
+        "task": "not a setting",
+        "workspace": tmp_path,
+        "n_ctx": 2048,
+        "temperature": None,  # not given: the default stays
+        "no_grammar": True,
+        "no_prompt_cache": False,
+        "instructions": f"@{rules}",
+        "tensor_split": "0.6,0.4",
+        "token": "secret",
+        "allow_host": ["example.org"],
+        "allow": None,
+    }
+    settings = settings_from_flags(flags)
+    assert settings.n_ctx == 2048 and settings.temperature == 0.2
+    assert settings.grammar is False and settings.prompt_cache is True  # --no-prompt-cache not given
+    assert settings.instructions == "Be brief." and settings.tensor_split == [0.6, 0.4]
+    assert settings.serve_token == "secret"
+    assert settings.allow_hosts == ["docs.local", "example.org"] and settings.allow_tools == ["write_file"]

@@ -53,7 +53,7 @@ def test_runs_really_overlap(tmp_path: Path, monkeypatch) -> None:
     settings = load_settings({"model": f"replay:{EVAL_DIR / 'replay'}"})
     barrier, seen = threading.Barrier(3), set()
 
-    def llm_for_case(settings, case_id):  # type: ignore[no-untyped-def]
+    def llm_for_case(settings, case_id, source=None):  # type: ignore[no-untyped-def]
         return RendezvousLLM(load_replay(settings.model, n_ctx=settings.n_ctx, case_id=case_id), barrier, seen)
 
     monkeypatch.setattr(evaluation, "llm_for_case", llm_for_case)

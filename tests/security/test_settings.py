@@ -118,7 +118,7 @@ def test_remember_caps_fact_length(hermetic_home: Path, tmp_path: Path) -> None:
     from hermes_local.longterm import remember
 
     store = LongTermMemory()
-    ctx = ToolContext(workspace=tmp_path, extras={"longterm": store})
+    ctx = ToolContext(workspace=tmp_path, longterm=store)
     ex = Executor(ToolRegistry([remember]), ctx, Approver(approve_all=True))
     big = ex.execute("remember", {"fact": "word " * 200_000})
     assert big.error_kind == "invalid_arguments" and str(MAX_FACT_CHARS) in big.error

@@ -22,6 +22,7 @@ import pytest
 from typer.testing import CliRunner
 
 from hermes_local.cli.app import app
+from hermes_local.dialects.llama3 import Llama3Dialect
 from hermes_local.engines.replay import tool_call_text, write_replay
 from hermes_local.session import read_events, session_path
 from hermes_local.testing import ScriptedLLM
@@ -67,6 +68,18 @@ def test_cli_sessions_show_reads_a_run_made_over_http(workspace: Path) -> None:
     result = CliRunner().invoke(app, ["sessions", "show", created["id"]])
     assert result.exit_code == 0, result.output
     assert "Plain answer." in result.output
+
+
+def test_a_runs_instructions_follow_the_configured_ones_in_the_served_dialect(workspace: Path) -> None:
+    llm = ScriptedLLM(["Bonjour."])
+    request = {"task": "Say hello", "tool_choice": "none", "instructions": "Answer in French."}
+    with served(llm, workspace, served_dialect=Llama3Dialect(), instructions="Be brief.") as (base, _):
+        _, created = http("POST", f"{base}/v1/runs", request)
+        view = wait_status(base, created["id"], {"done"})
+    assert view["result"]["answer"] == "Bonjour."
+    prompt = llm.prompt_texts[0]
+    assert prompt.index("Be brief.") < prompt.index("Answer in French.")
+    assert "<|start_header_id|>system" in prompt and "<|im_start|>" not in prompt  # the format serve chose
 
 
 def _write_run(base: str, name: str = "out.txt") -> tuple[str, dict]:

@@ -25,9 +25,13 @@ class SamplerOwner(Protocol):
     """What sampling needs of the engine that owns the model (`LlamaCppLLM`): its `Llama`, the `llama_cpp`
     module, the seed, a per-call counter and its tokenizer. Typed here so sampling never imports its owner."""
 
-    _llama: Any
-    _llama_cpp: Any
     _calls: int
+
+    @property
+    def _llama(self) -> Any: ...
+
+    @property
+    def _llama_cpp(self) -> Any: ...
 
     @property
     def params(self) -> Any: ...
