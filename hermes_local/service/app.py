@@ -25,7 +25,8 @@ from pydantic import BaseModel, ConfigDict
 
 from hermes_local.errors import HermesError
 from hermes_local.service import openai_compat
-from hermes_local.service.runs import Conflict, RunManager, RunNotFound, RunRequest, WorkspaceForbidden
+from hermes_local.service.run import Conflict, RunNotFound, RunRequest, WorkspaceForbidden
+from hermes_local.service.runs import RunManager
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 

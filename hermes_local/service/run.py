@@ -1,0 +1,195 @@
+"""One run started over HTTP: its request, its event list for the SSE stream, its approvals and cancel.
+
+`Run` keeps every event of the run (the session log's events as `event.to_dict()`, plus `approval_request` /
+`approval_decision`, the tools' `notice` lines and a final `status`) so late subscribers replay it from the
+start; `ask()` parks a write/dangerous call in `waiting_approval` until `decide()` or the approval timeout (a
+denial), showing what a terminal shows (`ApprovalRequest`: the sandbox note and the `approval_view`);
+`request_cancel()` makes the run stop at its next event or token. The errors the routes turn into HTTP
+statuses live here too. Does not queue or execute runs (`runs.RunManager` does), speak HTTP, or print.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from hermes_local.errors import UserError
+from hermes_local.tools.approval import ApprovalRequest
+
+_log = logging.getLogger(__name__)
+RunStatus = Literal["queued", "running", "waiting_approval", "done", "error", "cancelled"]
+FINISHED = frozenset({"done", "error", "cancelled"})
+
+
+class WorkspaceForbidden(UserError):
+    """The run asked for a workspace outside the configured roots (HTTP 403)."""
+
+
+class RunNotFound(UserError):
+    """No run with that id in this server (HTTP 404)."""
+
+
+class Conflict(UserError):
+    """The request does not fit the run's state, e.g. an approval for a call that is not waiting (HTTP 409)."""
+
+
+class RunCancelled(Exception):  # noqa: N818 - control flow: unwinds the agent loop of a cancelled run
+    """Raised inside a run's event sink (or approval wait) to stop it."""
+
+
+class RunRequest(BaseModel):
+    """Body of `POST /v1/runs`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    task: str = Field(min_length=1, max_length=100_000)
+    workspace: str | None = None
+    tools: list[str] | None = None
+    max_steps: int | None = Field(None, ge=1, le=100)
+    tool_choice: Literal["auto", "required", "none"] | None = None
+    instructions: str | None = Field(None, max_length=20_000)
+
+
+@dataclass
+class PendingApproval:
+    """A write/dangerous call waiting for `POST /v1/runs/{id}/approvals`."""
+
+    call: str
+    request: ApprovalRequest
+    done: threading.Event = field(default_factory=threading.Event)
+    decision: str | None = None
+
+    def view(self) -> dict[str, Any]:  # the whole arguments, and what a terminal shows (view None: too long)
+        r, t = self.request, self.request.tool
+        shown = {"note": r.note, "view": r.view}
+        return {"call": self.call, "tool": t.name, "permission": t.permission, "arguments": r.arguments} | shown
+
+
+class Run:
+    """One run: its request, status, result and the events published so far."""
+
+    def __init__(self, run_id: str, request: RunRequest, workspace: Path, approval_timeout: float) -> None:
+        self.id = run_id
+        self.request = request
+        self.workspace = workspace
+        self.approval_timeout = approval_timeout
+        self.status: RunStatus = "queued"
+        self.result: dict[str, Any] | None = None
+        self.error: str | None = None
+        self.created = time.time()
+        self.started: float | None = None
+        self.events: list[tuple[str, dict[str, Any]]] = []
+        self.cond = threading.Condition()
+        self.pending: dict[str, PendingApproval] = {}
+        self.cancel_requested = False
+        self._calls = itertools.count(1)
+
+    # -- state -----------------------------------------------------------------------------
+    def publish(self, name: str, data: dict[str, Any]) -> None:
+        with self.cond:
+            self.events.append((name, data))
+            self.cond.notify_all()
+
+    def set_status(self, status: RunStatus) -> None:
+        with self.cond:
+            self.status = status
+            self.cond.notify_all()
+
+    def finish(self, status: RunStatus, result: dict[str, Any] | None = None, error: str | None = None) -> None:
+        with self.cond:
+            if self.status in FINISHED:
+                return
+            self.status, self.result, self.error = status, result, error
+            self.pending.clear()
+            self.events.append(("status", {"id": self.id, "status": status, "error": error}))
+            self.cond.notify_all()
+
+    @property
+    def finished(self) -> bool:
+        return self.status in FINISHED
+
+    def view(self) -> dict[str, Any]:
+        """The `GET /v1/runs/{id}` object."""
+        with self.cond:
+            return {
+                "id": self.id,
+                "status": self.status,
+                "task": self.request.task,
+                "workspace": str(self.workspace),
+                "created": round(self.created, 3),
+                "pending_approvals": [p.view() for p in self.pending.values()],
+                "result": self.result,
+                "error": self.error,
+            }
+
+    def follow(self, start: int = 0, keepalive: float = 10.0) -> Iterator[tuple[str, dict[str, Any]] | None]:
+        """Every event from number `start` (0: the first), then new ones as they come, until the run has finished.
+
+        Yields None after `keepalive` seconds without an event (so a server can ping the client).
+        """
+        index = max(0, start)
+        while True:
+            with self.cond:
+                if index >= len(self.events) and not self.finished:
+                    self.cond.wait(keepalive)
+                batch = self.events[index:]
+                index += len(batch)
+                done = self.finished and index >= len(self.events)
+            if not batch and not done:
+                yield None
+            yield from batch
+            if done:
+                return
+
+    # -- hooks called from the run's worker thread ------------------------------------------
+    def check_cancel(self) -> None:
+        if self.cancel_requested:
+            raise RunCancelled()
+
+    def ask(self, request: ApprovalRequest) -> str:
+        """The approver's `ask`: park the call until decided: "y" allows, "n" denies, "t" if nobody decides in time."""
+        pending = PendingApproval(f"call-{next(self._calls)}", request)
+        with self.cond:
+            self.check_cancel()
+            self.pending[pending.call] = pending
+            self.status = "waiting_approval"
+        self.publish("approval_request", pending.view() | {"timeout": self.approval_timeout})
+        decided = pending.done.wait(self.approval_timeout)
+        with self.cond:
+            self.pending.pop(pending.call, None)
+            self.check_cancel()
+            self.status = "running"
+        decision = pending.decision if decided and pending.decision else "timeout"
+        self.publish("approval_decision", {"call": pending.call, "tool": request.tool.name, "decision": decision})
+        if decision == "timeout":
+            return "t"
+        return "y" if decision == "allow" else "n"
+
+    def notice(self, line: str) -> None:
+        """A tool's one-line notice (e.g. commands run unsandboxed): in the run's stream, and logged."""
+        _log.warning("run %s: %s", self.id, line)
+        self.publish("notice", {"text": line})
+
+    def decide(self, call: str, decision: str) -> None:
+        with self.cond:
+            pending = self.pending.get(call)
+            if pending is None:
+                waiting = ", ".join(self.pending) or "none"
+                raise Conflict(f"run {self.id} has no call {call!r} waiting for approval (waiting: {waiting})")
+            pending.decision = decision
+            pending.done.set()
+
+    def request_cancel(self) -> None:
+        with self.cond:
+            self.cancel_requested = True
+            for pending in self.pending.values():
+                pending.done.set()
+            self.cond.notify_all()
