@@ -21,7 +21,15 @@ from typing import Any
 
 from hermes_local.engines.common import RemoteTokenizer, Streamed, model_matches, stream_completion
 from hermes_local.engines.http import EngineError, EngineHTTP
-from hermes_local.llm import DEFAULT_STOP, SPECIAL_CANDIDATE, Completion, TokenCallback, Usage, check_prompt
+from hermes_local.llm import (
+    DEFAULT_OPTIONS,
+    SPECIAL_CANDIDATE,
+    CallOptions,
+    Completion,
+    TokenCallback,
+    Usage,
+    check_prompt,
+)
 
 
 def _read_event(event: dict[str, Any], out: Streamed) -> bool:
@@ -133,16 +141,10 @@ class VLLMEngine:
         return body
 
     def complete(
-        self,
-        tokens: Sequence[int],
-        *,
-        max_tokens: int = 512,
-        temperature: float = 0.2,
-        stop: Sequence[str] = DEFAULT_STOP,
-        on_token: TokenCallback | None = None,
-        grammar: str | None = None,
-        grammar_trigger: str | None = None,
+        self, tokens: Sequence[int], options: CallOptions = DEFAULT_OPTIONS, *, on_token: TokenCallback | None = None
     ) -> Completion:
+        max_tokens, temperature, stop = options.max_tokens, options.temperature, options.stop
+        grammar, grammar_trigger = options.grammar, options.grammar_trigger
         prompt = check_prompt(tokens, self.n_ctx)
         body = self.request_body(
             prompt,

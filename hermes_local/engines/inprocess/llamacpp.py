@@ -23,7 +23,15 @@ from hermes_local.engines.inprocess.kvcache import PromptCache, model_identity, 
 from hermes_local.engines.inprocess.load import batch_invariant, extra_buffers
 from hermes_local.engines.inprocess.sampling import Output, TokenSampler, quiet_stderr
 from hermes_local.errors import ModelLoadError
-from hermes_local.llm import DEFAULT_STOP, Completion, TokenCallback, Usage, check_prompt, common_prefix_length
+from hermes_local.llm import (
+    DEFAULT_OPTIONS,
+    CallOptions,
+    Completion,
+    TokenCallback,
+    Usage,
+    check_prompt,
+    common_prefix_length,
+)
 
 log = logging.getLogger(__name__)
 
@@ -162,16 +170,10 @@ class LlamaCppLLM:
         return len(prompt) - cached + saved
 
     def complete(
-        self,
-        tokens: Sequence[int],
-        *,
-        max_tokens: int = 512,
-        temperature: float = 0.2,
-        stop: Sequence[str] = DEFAULT_STOP,
-        on_token: TokenCallback | None = None,
-        grammar: str | None = None,
-        grammar_trigger: str | None = None,
+        self, tokens: Sequence[int], options: CallOptions = DEFAULT_OPTIONS, *, on_token: TokenCallback | None = None
     ) -> Completion:
+        max_tokens, temperature, stop = options.max_tokens, options.temperature, options.stop
+        grammar, grammar_trigger = options.grammar, options.grammar_trigger
         prompt = check_prompt(tokens, self.n_ctx)
         with self._lock:
             start = time.perf_counter()
