@@ -1,19 +1,22 @@
-"""The LLM boundary: the `LLM` protocol, `Completion`, `Usage`, and the rules every engine shares.
+"""The LLM boundary: the `LLM` protocol, `CallOptions`, `Completion`, `Usage`, and what every engine shares.
 
-An `LLM` tokenizes text (special tokens on or off), completes from token ids, and reports usage:
-prompt tokens, prompt tokens actually evaluated (the rest came from the KV cache), completion tokens
-and seconds. `SPECIAL_CANDIDATE` is the special-token rule: only strings it matches, found in trusted
-framing, may become one special token. `check_prompt` is every engine's first check and
-`common_prefix_length` what a KV cache can reuse. Knows nothing of tools, dialects, prompts or
-llama_cpp; the engines live in `hermes_local.engines`.
+An `LLM` tokenizes text (special tokens on or off), completes from token ids with one `CallOptions`
+value (token budget, temperature, stop strings, grammar and its trigger), and reports usage: prompt
+tokens, prompt tokens actually evaluated (the rest came from the KV cache), completion tokens and
+seconds. `DelegatingTokenizer` and `DelegatingLLM` are the bases of wrappers that hand the protocol to
+an inner model and override only what they change. `SPECIAL_CANDIDATE` is the special-token rule: only
+strings it matches, found in trusted framing, may become one special token. `check_prompt` is every
+engine's first check and `common_prefix_length` what a KV cache can reuse. Knows nothing of tools,
+dialects, prompts or llama_cpp; the engines live in `hermes_local.engines`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 TokenCallback = Callable[[str], None]
 DEFAULT_STOP = ("<|im_end|>", "<|im_start|>", "<|endoftext|>")
@@ -22,6 +25,34 @@ DEFAULT_STOP = ("<|im_end|>", "<|im_start|>", "<|endoftext|>")
 SPECIAL_CANDIDATE = re.compile(
     r"<\|[^|<>\s]{1,40}\|>|</?[a-z][a-z_]{0,30}>|\[/?[A-Z][A-Z_]{1,30}\]|<｜[^｜<>]{1,40}｜>"
 )
+
+
+@dataclass(frozen=True)
+class CallOptions:
+    """How one model call samples and when it stops. A `grammar` alone constrains the whole output; with a
+    `grammar_trigger` it applies only after the trigger text appears (a lazy grammar)."""
+
+    max_tokens: int = 512
+    temperature: float = 0.2
+    stop: Sequence[str] = DEFAULT_STOP
+    grammar: str | None = None
+    grammar_trigger: str | None = None
+
+    def replace(self, **changes: Any) -> CallOptions:
+        return dataclasses.replace(self, **changes)
+
+    @property
+    def constrained(self) -> bool:
+        """The grammar applies from the first token."""
+        return self.grammar is not None and self.grammar_trigger is None
+
+    @property
+    def lazy(self) -> bool:
+        """The grammar waits for its trigger."""
+        return bool(self.grammar and self.grammar_trigger)
+
+
+DEFAULT_OPTIONS = CallOptions()
 
 
 @dataclass
@@ -62,16 +93,41 @@ class LLM(Protocol):
     def bos_tokens(self) -> list[int]: ...
 
     def complete(
-        self,
-        tokens: Sequence[int],
-        *,
-        max_tokens: int = 512,
-        temperature: float = 0.2,
-        stop: Sequence[str] = DEFAULT_STOP,
-        on_token: TokenCallback | None = None,
-        grammar: str | None = None,
-        grammar_trigger: str | None = None,
+        self, tokens: Sequence[int], options: CallOptions = DEFAULT_OPTIONS, *, on_token: TokenCallback | None = None
     ) -> Completion: ...
+
+
+class DelegatingTokenizer:
+    """The tokenizer half of the `LLM` protocol (and `detokenize`), handed to `inner`."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def tokenize(self, text: str, *, special: bool) -> list[int]:
+        return self.inner.tokenize(text, special=special)
+
+    def special_token_id(self, text: str) -> int | None:
+        return self.inner.special_token_id(text)
+
+    def bos_tokens(self) -> list[int]:
+        return self.inner.bos_tokens()
+
+    def detokenize(self, tokens: Sequence[int]) -> str:
+        return self.inner.detokenize(tokens)
+
+
+class DelegatingLLM(DelegatingTokenizer):
+    """An `LLM` that hands everything to the `inner` one; subclasses override only what they change."""
+
+    def __init__(self, inner: Any) -> None:
+        super().__init__(inner)
+        self.n_ctx: int = inner.n_ctx
+        self.description: str = inner.description
+
+    def complete(
+        self, tokens: Sequence[int], options: CallOptions = DEFAULT_OPTIONS, *, on_token: TokenCallback | None = None
+    ) -> Completion:
+        return self.inner.complete(tokens, options, on_token=on_token)
 
 
 def check_prompt(tokens: Sequence[int], n_ctx: int) -> list[int]:

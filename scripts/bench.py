@@ -46,6 +46,7 @@ from hermes_local.dialects.hermes import HermesDialect  # noqa: E402
 from hermes_local.engines.inprocess.llamacpp import LlamaCppLLM, LlamaParams  # noqa: E402
 from hermes_local.engines.replay import ReplayLLM  # noqa: E402
 from hermes_local.events import StepStart  # noqa: E402
+from hermes_local.llm import CallOptions  # noqa: E402
 from hermes_local.models.registry import resolve_model  # noqa: E402
 from hermes_local.prompts import render  # noqa: E402
 from hermes_local.runtime import build_agent  # noqa: E402
@@ -252,7 +253,7 @@ def grammar_overhead(llm: LlamaCppLLM) -> dict[str, float]:
     for label, g in (("unconstrained", None), ("constrained", grammar)):
         total_tokens, decode_s = 0, 0.0
         for _ in range(3):
-            c = llm.complete(tokens, max_tokens=64, temperature=0.0, grammar=g, stop=())
+            c = llm.complete(tokens, CallOptions(max_tokens=64, temperature=0.0, stop=(), grammar=g))
             total_tokens += c.usage.completion_tokens
             decode_s += c.usage.seconds - c.usage.prompt_seconds
         out[f"{label}_decode_tps"] = total_tokens / decode_s if decode_s else 0.0

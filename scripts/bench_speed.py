@@ -28,6 +28,7 @@ from hermes_local.calls.parse import ToolCall  # noqa: E402
 from hermes_local.dialects import get_dialect  # noqa: E402
 from hermes_local.engines.inprocess.kvcache import fixed_prefix  # noqa: E402
 from hermes_local.engines.inprocess.llamacpp import LlamaCppLLM, LlamaParams  # noqa: E402
+from hermes_local.llm import CallOptions  # noqa: E402
 from hermes_local.prompts import Segments, render  # noqa: E402
 from hermes_local.runtime import build_registry  # noqa: E402
 
@@ -151,7 +152,9 @@ def _compare(
             llm._llama.n_tokens = min(llm._llama.n_tokens, fixed_prefix(llm, tokens))
             before = dict(llm.draft_counts)
             try:
-                runs[on].append(llm.complete(tokens, max_tokens=max_tokens, temperature=0.0, grammar=grammar))
+                runs[on].append(
+                    llm.complete(tokens, CallOptions(max_tokens=max_tokens, temperature=0.0, grammar=grammar))
+                )
                 for k in drafts[on]:
                     drafts[on][k] += llm.draft_counts[k] - before[k]
             finally:
@@ -192,7 +195,9 @@ def fast_forward(llm: LlamaCppLLM) -> dict[str, Any]:
         # Warm-up on other tasks first: fast-forward drafts the model's own split of forced text once it has
         # seen the model write it (decoding.ForcedMemo), as in any process that has made a few calls.
         for task in WARMUP_TASKS:
-            llm.complete(_tool_prompt(llm, system, task, registry), max_tokens=96, temperature=0.0, grammar=grammar)
+            llm.complete(
+                _tool_prompt(llm, system, task, registry), CallOptions(max_tokens=96, temperature=0.0, grammar=grammar)
+            )
         tasks = TOOL_TASKS[: int(os.environ.get("BENCH_FF_TASKS", str(len(TOOL_TASKS))))]
         prompts = [_tool_prompt(llm, system, t, registry) for t in tasks]
         r = _compare(llm, prompts, grammar, "fast_forward", 96)
@@ -258,9 +263,7 @@ def _ttft_child(model: str, n_ctx: int, threads: int) -> None:
     t0 = time.perf_counter()
     out = llm.complete(
         tokens,
-        max_tokens=8,
-        temperature=0.0,
-        grammar=tool_call_grammar(list(registry)),
+        CallOptions(max_tokens=8, temperature=0.0, grammar=tool_call_grammar(list(registry))),
         on_token=lambda piece: first.append(time.perf_counter()) if not first else None,
     )
     print(
@@ -295,10 +298,11 @@ def batched(llm: LlamaCppLLM) -> dict[str, Any]:
         for n, total in totals.items():
             batched = BatchedLLM(llm, n)
             try:
-                batched.complete_many(prompts[:1], max_tokens=1, temperature=0.0, grammar=grammar)  # the fixed prefix
+                prefix_only = CallOptions(max_tokens=1, temperature=0.0, grammar=grammar)
+                batched.complete_many(prompts[:1], prefix_only)  # the fixed prefix
                 steps, decode_s = batched.steps, batched.decode_seconds
                 t0 = time.perf_counter()
-                results = batched.complete_many(prompts, max_tokens=64, temperature=0.0, grammar=grammar)
+                results = batched.complete_many(prompts, CallOptions(max_tokens=64, temperature=0.0, grammar=grammar))
                 total["wall_s"] += time.perf_counter() - t0
             finally:
                 batched.close()

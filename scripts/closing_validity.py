@@ -30,6 +30,7 @@ from tool_call_validity import TASKS as BASE_TASKS  # noqa: E402
 from hermes_local.calls.grammar import tool_call_grammar  # noqa: E402
 from hermes_local.calls.parse import parse_tool_calls  # noqa: E402
 from hermes_local.engines.inprocess.llamacpp import LlamaCppLLM, LlamaParams  # noqa: E402
+from hermes_local.llm import CallOptions  # noqa: E402
 from hermes_local.models.registry import resolve_model  # noqa: E402
 from hermes_local.prompts import chat_tokens, render  # noqa: E402
 from hermes_local.runtime import build_registry  # noqa: E402
@@ -74,9 +75,7 @@ def one_step(llm: LlamaCppLLM, registry, system: str, grammar: str, args, task: 
     messages = [{"role": "system", "content": system}, {"role": "user", "content": task}]
     out = llm.complete(
         chat_tokens(messages, llm, prefill="<tool_call>\n"),
-        max_tokens=args.max_tokens,
-        temperature=args.temperature,
-        grammar=grammar,
+        CallOptions(max_tokens=args.max_tokens, temperature=args.temperature, grammar=grammar),
     )
     parsed = parse_tool_calls("<tool_call>\n" + out.text, registry.names())
     error = None

@@ -25,6 +25,7 @@ if str(ROOT) not in sys.path:
 
 from hermes_local.engines.inprocess.batching import BatchedLLM  # noqa: E402
 from hermes_local.engines.inprocess.llamacpp import LlamaCppLLM, LlamaParams  # noqa: E402
+from hermes_local.llm import CallOptions  # noqa: E402
 from hermes_local.models.registry import resolve_model  # noqa: E402
 
 PREFIX_TOKENS = 1600
@@ -52,7 +53,7 @@ def sequences(llm: LlamaCppLLM, prefix: list[int], reps: int) -> dict[int, float
     """n -> median seconds of one step decoding one token of each of n sequences sharing `prefix`."""
     batched = BatchedLLM(llm, 4)
     try:
-        batched.complete_many([prefix], max_tokens=1, temperature=0.0)  # sequence 0 evaluates the prefix
+        batched.complete_many([prefix], CallOptions(max_tokens=1, temperature=0.0))  # sequence 0 evaluates the prefix
         for seq in range(1, 4):
             batched._reuse_prefix(seq, prefix)  # the others share its cells (the worker is idle now)
         held = [len(batched._cached[seq]) for seq in range(4)]

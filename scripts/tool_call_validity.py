@@ -25,6 +25,7 @@ from hermes_local.calls.grammar import tool_call_grammar  # noqa: E402
 from hermes_local.calls.parse import parse_tool_calls  # noqa: E402
 from hermes_local.dialects.hermes import HermesDialect  # noqa: E402
 from hermes_local.engines.inprocess.llamacpp import LlamaCppLLM, LlamaParams  # noqa: E402
+from hermes_local.llm import CallOptions  # noqa: E402
 from hermes_local.models.registry import resolve_model  # noqa: E402
 from hermes_local.prompts import render  # noqa: E402
 from hermes_local.runtime import build_registry  # noqa: E402
@@ -77,9 +78,7 @@ def main() -> None:
             messages = [{"role": "system", "content": system}, {"role": "user", "content": task}]
             out = llm.complete(
                 HermesDialect().tokens(messages, registry.schemas(), llm, prefill="<tool_call>\n"),
-                max_tokens=160,
-                temperature=args.temperature,
-                grammar=g,
+                CallOptions(max_tokens=160, temperature=args.temperature, grammar=g),
             )
             parsed = parse_tool_calls("<tool_call>\n" + out.text, registry.names())
             emitted += max(1, len(parsed.calls) + len(parsed.errors))

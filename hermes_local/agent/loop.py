@@ -43,7 +43,7 @@ from hermes_local.events import (
     ToolOutcome,
     TurnAdded,
 )
-from hermes_local.llm import DEFAULT_STOP, LLM, common_prefix_length
+from hermes_local.llm import DEFAULT_STOP, LLM, CallOptions, common_prefix_length
 from hermes_local.prompts import Segments, render
 from hermes_local.tools.execution import Executor, run_grouped
 from hermes_local.tools.interaction import FINAL_ANSWER, final_answer
@@ -195,15 +195,14 @@ class Agent:
         trigger = None if required else self.dialect.call_open
         wanted = required or (tool_choice == "auto" and trigger)
         grammar = self._grammar(without_final_answer=forced) if wanted else None
-        completion = self.llm.complete(
-            tokens,
+        options = CallOptions(
             max_tokens=max_new,
             temperature=self.config.answer_temperature if tool_choice == "none" else self.config.temperature,
             stop=self.dialect.stop or DEFAULT_STOP,
-            on_token=lambda piece: self.on_event(Token(piece)),
             grammar=grammar,
             grammar_trigger=trigger if grammar else None,
         )
+        completion = self.llm.complete(tokens, options, on_token=lambda piece: self.on_event(Token(piece)))
         self._last_truncated = getattr(completion, "truncated", None)
         new = len(tokens) - common_prefix_length(tokens, self._previous_tokens)
         self._previous_tokens = tokens + completion.tokens

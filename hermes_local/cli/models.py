@@ -120,20 +120,21 @@ def speed_check(path: Path, settings: Any, seconds: float = SPEED_SECONDS) -> di
     """Load the model and measure prompt and decode tokens/s within about `seconds` after loading."""
     from hermes_local.config import settings_for
     from hermes_local.engines.inprocess.llamacpp import LlamaCppLLM, LlamaParams
+    from hermes_local.llm import CallOptions
 
     params = settings_for(LlamaParams, settings, n_ctx=min(settings.n_ctx, 2048))
     start = time.perf_counter()
     llm = LlamaCppLLM(path, params)
     loaded = time.perf_counter()
     prompt = llm.bos_tokens() + llm.tokenize(SPEED_PROMPT, special=False)
-    first = llm.complete(prompt, max_tokens=1, temperature=0.0)
+    first = llm.complete(prompt, CallOptions(max_tokens=1, temperature=0.0))
     prompt_tps = first.usage.prompt_tokens_evaluated / max(first.usage.seconds, 1e-6)
-    decoded = llm.complete(prompt, max_tokens=8, temperature=0.0)
+    decoded = llm.complete(prompt, CallOptions(max_tokens=8, temperature=0.0))
     decode_tps = decoded.usage.completion_tokens / max(decoded.usage.seconds, 1e-6)
     left = seconds - (time.perf_counter() - loaded)
     more = int(min(256, decode_tps * left * 0.8))
     if more > 32:
-        decoded = llm.complete(prompt, max_tokens=more, temperature=0.0)
+        decoded = llm.complete(prompt, CallOptions(max_tokens=more, temperature=0.0))
         decode_tps = decoded.usage.completion_tokens / max(decoded.usage.seconds, 1e-6)
     return {
         "load_seconds": loaded - start,

@@ -1,26 +1,29 @@
-"""What the HTTP engines share above the transport: token caches, the special-token test, the model check.
+"""What the HTTP engines share above the transport: token caches, the special-token test, the model check,
+and the one completion path.
 
 `RemoteTokenizer` keeps the `LLM` protocol's tokenizer contract for a remote engine: `tokenize(text,
 special=False)` never yields a special id (the injection rule), `special_token_id` answers from two
 tokenizations, and results are cached (the agent re-tokenizes the same system prompt every step).
-`model_matches` decides whether a server serves the model the user asked for. `stream_completion` is
-the streaming request loop both engines share (prompt checks, pieces to `on_token`, token ids, timing,
-the error for a stream that ends early); each engine passes a `read` function for its event shape.
-Does not do HTTP itself (it iterates what `EngineHTTP.stream` yields).
+`model_matches` decides whether a server serves the model the user asked for. `RemoteLLM` is the
+`LLM` protocol's completion for both engines (prompt checks, the budget the context leaves, the
+streaming request loop with pieces to `on_token`, token ids, timing, the error for a stream that ends
+early, the evaluated-token count); each engine gives its request body, its stream event reader and
+how its server reports usage. Does not do HTTP itself (it iterates what `EngineHTTP.stream` yields).
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from abc import ABC, abstractmethod
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePath
-from typing import Any, Protocol
+from typing import Any
 
-from hermes_local.engines.http import EngineError
-from hermes_local.llm import TokenCallback
+from hermes_local.engines.http import EngineError, EngineHTTP
+from hermes_local.llm import DEFAULT_OPTIONS, CallOptions, Completion, TokenCallback, Usage, check_prompt
 
 TokenizeFn = Callable[[str, bool], list[int]]
 
@@ -81,14 +84,7 @@ def model_matches(expected: Iterable[str], served: Iterable[str]) -> bool:
     return False
 
 
-# -- the streaming request loop -------------------------------------------------------------------
-class _Streaming(Protocol):
-    name: str
-    base_url: str
-
-    def stream(self, path: str, body: Any) -> Iterable[dict[str, Any]]: ...
-
-
+# -- the completion path ---------------------------------------------------------------------------
 @dataclass
 class Streamed:
     """What one streamed completion produced so far: text, token ids, timing and how it ended."""
@@ -98,7 +94,7 @@ class Streamed:
     tokens: list[int] = field(default_factory=list)
     start: float = field(default_factory=time.perf_counter)
     first: float | None = None  # when the first piece of text arrived
-    finish: str | None = None  # set by the engine's `read` when the server says the completion ended
+    finish: str | None = None  # set by the engine's `read_event` when the server says the completion ended
     final: dict[str, Any] | None = None  # the event that carried the end (timings, usage)
 
     def add(self, piece: str, ids: Iterable[Any] = ()) -> None:
@@ -120,22 +116,50 @@ class Streamed:
         return (self.first or time.perf_counter()) - self.start
 
 
-def stream_completion(
-    http: _Streaming,
-    path: str,
-    body: dict[str, Any],
-    read: Callable[[dict[str, Any], Streamed], bool],
-    on_token: TokenCallback | None = None,
-) -> Streamed:
-    """POST `body` to `path` and read the stream; `read(event, out)` adds pieces and sets `out.finish`,
-    and returns True to stop reading. A stream that ends before `finish` is set is an `EngineError`."""
-    out = Streamed(on_token)
-    for event in http.stream(path, body):
-        if read(event, out):
-            break
-    if out.finish is None:
-        raise EngineError(
-            f"{http.name} at {http.base_url} closed the stream before the completion finished; "
-            "check the server, then resume the run"
-        )
-    return out
+class RemoteLLM(ABC):
+    """The `LLM` protocol over an HTTP engine's streaming completion endpoint, `completion_path`."""
+
+    http: EngineHTTP
+    tokenizer: RemoteTokenizer
+    n_ctx: int
+    description: str
+    completion_path: str
+    tokens_evaluated_total: int = 0  # prompt and completion tokens the server evaluated for this process
+
+    def tokenize(self, text: str, *, special: bool) -> list[int]:
+        return self.tokenizer.tokenize(text, special=special)
+
+    def special_token_id(self, text: str) -> int | None:
+        return self.tokenizer.special_token_id(text)
+
+    @abstractmethod
+    def request_body(self, prompt: list[int], options: CallOptions) -> dict[str, Any]:
+        """The streaming request for `prompt` (options.max_tokens already fits the context)."""
+
+    @staticmethod
+    @abstractmethod
+    def read_event(event: dict[str, Any], out: Streamed) -> bool:
+        """Add one stream event's pieces to `out`, set `out.finish`/`out.final`; True to stop reading."""
+
+    @abstractmethod
+    def usage(self, prompt: list[int], out: Streamed) -> tuple[list[int], Usage]:
+        """The completion's token ids and its usage, as the server reported them in `out`."""
+
+    def complete(
+        self, tokens: Sequence[int], options: CallOptions = DEFAULT_OPTIONS, *, on_token: TokenCallback | None = None
+    ) -> Completion:
+        prompt = check_prompt(tokens, self.n_ctx)
+        body = self.request_body(prompt, options.replace(max_tokens=min(options.max_tokens, self.n_ctx - len(prompt))))
+        out = Streamed(on_token)
+        for event in self.http.stream(self.completion_path, body):
+            if self.read_event(event, out):
+                break
+        if out.finish is None:
+            raise EngineError(
+                f"{self.http.name} at {self.http.base_url} closed the stream before the completion finished; "
+                "check the server, then resume the run"
+            )
+        generated, usage = self.usage(prompt, out)
+        self.tokens_evaluated_total += usage.prompt_tokens_evaluated + len(generated)
+        finish = "length" if out.finish == "length" else "stop"
+        return Completion(text=out.text, tokens=generated, usage=usage, finish_reason=finish)

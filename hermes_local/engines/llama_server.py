@@ -17,9 +17,9 @@ from collections.abc import Sequence
 from pathlib import PurePath
 from typing import Any
 
-from hermes_local.engines.common import RemoteTokenizer, Streamed, model_matches, stream_completion
+from hermes_local.engines.common import RemoteLLM, RemoteTokenizer, Streamed, model_matches
 from hermes_local.engines.http import EngineError, EngineHTTP
-from hermes_local.llm import DEFAULT_STOP, Completion, TokenCallback, Usage, check_prompt
+from hermes_local.llm import CallOptions, Usage
 
 # llama.cpp's common_grammar_trigger_type: a trigger word (a single-token word becomes a token trigger)
 TRIGGER_WORD = 1
@@ -36,18 +36,10 @@ def lazy_grammar(grammar: str, trigger: str) -> str:
     return f"root ::= {literal} hermes-call ( [ \\n]* {literal} hermes-call )*\n{body}"
 
 
-def _read_event(event: dict[str, Any], out: Streamed) -> bool:
-    """One `/completion` stream event: a piece with its tokens; `stop` ends the stream."""
-    out.add(str(event.get("content") or ""), event.get("tokens") or [])
-    if event.get("stop"):
-        out.final = event
-        out.finish = "length" if event.get("stop_type") == "limit" else "stop"
-        return True
-    return False
-
-
-class LlamaServerLLM:
+class LlamaServerLLM(RemoteLLM):
     """A model served by a llama-server at `base_url` (loopback or an allow-listed host)."""
+
+    completion_path = "/completion"
 
     def __init__(
         self,
@@ -77,19 +69,12 @@ class LlamaServerLLM:
         self.description = f"llama-server {PurePath(self.model_path).name} at {base_url}"
         self.tokenizer = RemoteTokenizer(self._tokenize)
         self._bos: list[int] | None = None
-        self.tokens_evaluated_total = 0
 
     # -- tokenizer -------------------------------------------------------------------------
     def _tokenize(self, text: str, special: bool, add_special: bool = False) -> list[int]:
         body = {"content": text, "add_special": add_special, "parse_special": special}
         reply = self.http.post("/tokenize", body)
         return [int(t["id"]) if isinstance(t, dict) else int(t) for t in reply.get("tokens", [])]
-
-    def tokenize(self, text: str, *, special: bool) -> list[int]:
-        return self.tokenizer.tokenize(text, special=special)
-
-    def special_token_id(self, text: str) -> int | None:
-        return self.tokenizer.special_token_id(text)
 
     def bos_tokens(self) -> list[int]:
         if self._bos is None:
@@ -100,20 +85,11 @@ class LlamaServerLLM:
         return str(self.http.post("/detokenize", {"tokens": list(tokens)}).get("content", ""))
 
     # -- completion ------------------------------------------------------------------------
-    def request_body(
-        self,
-        prompt: list[int],
-        *,
-        max_tokens: int,
-        temperature: float,
-        stop: Sequence[str],
-        grammar: str | None,
-        grammar_trigger: str | None,
-    ) -> dict[str, Any]:
+    def request_body(self, prompt: list[int], options: CallOptions) -> dict[str, Any]:
         body: dict[str, Any] = {
             "prompt": prompt,
-            "n_predict": max_tokens,
-            "temperature": max(temperature, 0.0),
+            "n_predict": options.max_tokens,
+            "temperature": max(options.temperature, 0.0),
             "top_k": 40,
             "top_p": 0.95,
             "min_p": 0.05,
@@ -121,52 +97,41 @@ class LlamaServerLLM:
             "repeat_last_n": 64,
             "samplers": ["penalties", "top_k", "top_p", "min_p", "temperature"],
             "seed": self.seed,
-            "stop": list(stop),
+            "stop": list(options.stop),
             "cache_prompt": True,
             "stream": True,
             "return_tokens": True,
         }
-        if grammar and grammar_trigger:
-            body["grammar"] = lazy_grammar(grammar, grammar_trigger)
+        grammar, trigger = options.grammar, options.grammar_trigger
+        if grammar and trigger:
+            body["grammar"] = lazy_grammar(grammar, trigger)
             body["grammar_lazy"] = True
-            body["grammar_triggers"] = [{"type": TRIGGER_WORD, "value": grammar_trigger}]
-            body["preserved_tokens"] = [grammar_trigger]
+            body["grammar_triggers"] = [{"type": TRIGGER_WORD, "value": trigger}]
+            body["preserved_tokens"] = [trigger]
         elif grammar:
             body["grammar"] = grammar
         return body
 
-    def complete(
-        self,
-        tokens: Sequence[int],
-        *,
-        max_tokens: int = 512,
-        temperature: float = 0.2,
-        stop: Sequence[str] = DEFAULT_STOP,
-        on_token: TokenCallback | None = None,
-        grammar: str | None = None,
-        grammar_trigger: str | None = None,
-    ) -> Completion:
-        prompt = check_prompt(tokens, self.n_ctx)
-        body = self.request_body(
-            prompt,
-            max_tokens=min(max_tokens, self.n_ctx - len(prompt)),
-            temperature=temperature,
-            stop=stop,
-            grammar=grammar,
-            grammar_trigger=grammar_trigger,
-        )
-        out = stream_completion(self.http, "/completion", body, _read_event, on_token)
-        final = out.final or {}
-        timings = final.get("timings") or {}
-        cached = int(timings.get("cache_n") or 0)  # prompt tokens reused from the slot's KV cache
-        evaluated = int(timings.get("prompt_n", len(prompt) - min(cached, len(prompt))))
-        self.tokens_evaluated_total += evaluated + len(out.tokens)
+    @staticmethod
+    def read_event(event: dict[str, Any], out: Streamed) -> bool:
+        """One `/completion` stream event: a piece with its tokens; `stop` ends the stream."""
+        out.add(str(event.get("content") or ""), event.get("tokens") or [])
+        if event.get("stop"):
+            out.final = event
+            out.finish = "length" if event.get("stop_type") == "limit" else "stop"
+            return True
+        return False
+
+    def usage(self, prompt: list[int], out: Streamed) -> tuple[list[int], Usage]:
+        """From the last event's `timings`: `cache_n` prompt tokens came from the slot's KV cache."""
+        timings = (out.final or {}).get("timings") or {}
+        cached = int(timings.get("cache_n") or 0)
         prompt_ms = timings.get("prompt_ms")
         usage = Usage(
             prompt_tokens=len(prompt),
-            prompt_tokens_evaluated=evaluated,
+            prompt_tokens_evaluated=int(timings.get("prompt_n", len(prompt) - min(cached, len(prompt)))),
             completion_tokens=int(timings.get("predicted_n", len(out.tokens))),
             seconds=out.seconds,
             prompt_seconds=float(prompt_ms) / 1000 if prompt_ms is not None else out.to_first_piece,
         )
-        return Completion(text=out.text, tokens=out.tokens, usage=usage, finish_reason=out.finish or "stop")
+        return out.tokens, usage

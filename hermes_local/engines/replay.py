@@ -18,7 +18,15 @@ from pathlib import Path
 from typing import Any
 
 from hermes_local.errors import ReplayMismatch, UserError
-from hermes_local.llm import DEFAULT_STOP, Completion, TokenCallback, Usage, common_prefix_length
+from hermes_local.llm import (
+    DEFAULT_OPTIONS,
+    CallOptions,
+    Completion,
+    DelegatingTokenizer,
+    TokenCallback,
+    Usage,
+    common_prefix_length,
+)
 
 REPLAY_PREFIX = "replay:"
 
@@ -82,8 +90,8 @@ class WordTokenizer:
         return "".join(self._pieces[t] for t in tokens)
 
 
-class ReplayLLM:
-    """Replays `outputs` (full assistant replies) one per `complete()` call."""
+class ReplayLLM(DelegatingTokenizer):
+    """Replays `outputs` (full assistant replies) one per `complete()` call; tokenizes with `tokenizer`."""
 
     def __init__(
         self,
@@ -93,13 +101,13 @@ class ReplayLLM:
         tokenizer: Any | None = None,
         description: str = "scripted",
     ) -> None:
+        super().__init__(tokenizer or WordTokenizer())
         self.outputs = list(outputs)
         self.n_ctx = n_ctx
         self.description = description
-        self.tokenizer = tokenizer or WordTokenizer()
         self.prompts: list[list[int]] = []
         self.prompt_texts: list[str] = []
-        self.calls: list[dict[str, Any]] = []
+        self.calls: list[CallOptions] = []  # the options of every call, in order
         self._cursor = 0
         self._cache: list[int] = []
 
@@ -126,29 +134,8 @@ class ReplayLLM:
     def remaining(self) -> int:
         return len(self.outputs) - self._cursor
 
-    # LLM protocol -------------------------------------------------------------------------
-    def tokenize(self, text: str, *, special: bool) -> list[int]:
-        return self.tokenizer.tokenize(text, special=special)
-
-    def special_token_id(self, text: str) -> int | None:
-        return self.tokenizer.special_token_id(text)
-
-    def bos_tokens(self) -> list[int]:
-        return self.tokenizer.bos_tokens()
-
-    def detokenize(self, tokens: Sequence[int]) -> str:
-        return self.tokenizer.detokenize(tokens)
-
     def complete(
-        self,
-        tokens: Sequence[int],
-        *,
-        max_tokens: int = 512,
-        temperature: float = 0.2,
-        stop: Sequence[str] = DEFAULT_STOP,
-        on_token: TokenCallback | None = None,
-        grammar: str | None = None,
-        grammar_trigger: str | None = None,
+        self, tokens: Sequence[int], options: CallOptions = DEFAULT_OPTIONS, *, on_token: TokenCallback | None = None
     ) -> Completion:
         prompt = list(tokens)
         if len(prompt) + 1 > self.n_ctx:
@@ -162,21 +149,14 @@ class ReplayLLM:
         prompt_text = self.detokenize(prompt)
         self.prompts.append(prompt)
         self.prompt_texts.append(prompt_text)
-        self.calls.append(
-            {
-                "grammar": grammar,
-                "grammar_trigger": grammar_trigger,
-                "max_tokens": max_tokens,
-                "temperature": temperature,
-            }
-        )
+        self.calls.append(options)
         prefill = prompt_text.rsplit("<|im_start|>assistant\n", 1)[-1]
         if prefill and text.startswith(prefill):
             text = text[len(prefill) :]
-        for s in stop:
+        for s in options.stop:
             if s and s in text:
                 text = text[: text.index(s)]
-        completion = self.tokenize(text, special=False)[:max_tokens]
+        completion = self.tokenize(text, special=False)[: options.max_tokens]
         evaluated = max(1, len(prompt) - common_prefix_length(prompt, self._cache)) if prompt else 0
         self._cache = prompt + completion
         if on_token:

@@ -19,23 +19,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from hermes_local.engines.common import RemoteTokenizer, Streamed, model_matches, stream_completion
+from hermes_local.engines.common import RemoteLLM, RemoteTokenizer, Streamed, model_matches
 from hermes_local.engines.http import EngineError, EngineHTTP
-from hermes_local.llm import DEFAULT_STOP, SPECIAL_CANDIDATE, Completion, TokenCallback, Usage, check_prompt
+from hermes_local.llm import SPECIAL_CANDIDATE, CallOptions, Usage
 
 
-def _read_event(event: dict[str, Any], out: Streamed) -> bool:
-    """One `/v1/completions` stream event: choices with text and token ids; usage comes in a last event."""
-    for choice in event.get("choices") or []:
-        out.add(str(choice.get("text") or ""), choice.get("token_ids") or [])
-        out.finish = choice.get("finish_reason") or out.finish
-    if event.get("usage"):
-        out.final = event
-    return False
-
-
-class VLLMEngine:
+class VLLMEngine(RemoteLLM):
     """A model served by vLLM at `base_url` (loopback or an allow-listed host)."""
+
+    completion_path = "/v1/completions"
 
     def __init__(
         self,
@@ -64,7 +56,6 @@ class VLLMEngine:
         self.description = f"vLLM {self.model} at {base_url}"
         self.tokenizer = RemoteTokenizer(self._tokenize, special_probe=self._special_probe)
         self._bos: list[int] | None = None
-        self.tokens_evaluated_total = 0
 
     # -- tokenizer -------------------------------------------------------------------------
     def _server_tokenize(self, text: str, add_special: bool = False) -> list[int]:
@@ -90,9 +81,6 @@ class VLLMEngine:
             raise EngineError(f"vLLM tokenized plain text into special token(s) {sorted(bad)}; refusing the prompt")
         return ids
 
-    def tokenize(self, text: str, *, special: bool) -> list[int]:
-        return self.tokenizer.tokenize(text, special=special)
-
     def _special_probe(self, text: str) -> int | None:
         """One id for `text` whole, and other ids when it is split in two: a special token."""
         whole = self._server_tokenize(text)
@@ -100,73 +88,56 @@ class VLLMEngine:
         split = self._server_tokenize(text[:half]) + self._server_tokenize(text[half:]) if half else whole
         return whole[0] if len(whole) == 1 and split != whole else None
 
-    def special_token_id(self, text: str) -> int | None:
-        return self.tokenizer.special_token_id(text)
-
     def bos_tokens(self) -> list[int]:
         if self._bos is None:
             self._bos = self._server_tokenize("", add_special=True)[:1]
         return list(self._bos)
 
     # -- completion ------------------------------------------------------------------------
-    def request_body(
-        self, prompt: list[int], *, max_tokens: int, temperature: float, stop: Sequence[str], grammar: str | None
-    ) -> dict[str, Any]:
+    def request_body(self, prompt: list[int], options: CallOptions) -> dict[str, Any]:
         body: dict[str, Any] = {
             "model": self.model,
             "prompt": prompt,
-            "max_tokens": max_tokens,
-            "temperature": max(temperature, 0.0),
+            "max_tokens": options.max_tokens,
+            "temperature": max(options.temperature, 0.0),
             "top_k": 40,
             "top_p": 0.95,
             "min_p": 0.05,
             "repetition_penalty": 1.1,
             "seed": self.seed,
-            "stop": list(stop),
+            "stop": list(options.stop),
             "skip_special_tokens": False,
             "return_token_ids": True,
             "stream": True,
             "stream_options": {"include_usage": True},
         }
-        if grammar:
-            body["structured_outputs"] = {"grammar": grammar}
+        if options.grammar and not options.grammar_trigger:  # no lazy grammar: `auto` steps run free
+            body["structured_outputs"] = {"grammar": options.grammar}
         return body
 
-    def complete(
-        self,
-        tokens: Sequence[int],
-        *,
-        max_tokens: int = 512,
-        temperature: float = 0.2,
-        stop: Sequence[str] = DEFAULT_STOP,
-        on_token: TokenCallback | None = None,
-        grammar: str | None = None,
-        grammar_trigger: str | None = None,
-    ) -> Completion:
-        prompt = check_prompt(tokens, self.n_ctx)
-        body = self.request_body(
-            prompt,
-            max_tokens=min(max_tokens, self.n_ctx - len(prompt)),
-            temperature=temperature,
-            stop=stop,
-            grammar=grammar if grammar and not grammar_trigger else None,
-        )
-        out = stream_completion(self.http, "/v1/completions", body, _read_event, on_token)
+    @staticmethod
+    def read_event(event: dict[str, Any], out: Streamed) -> bool:
+        """One `/v1/completions` stream event: choices with text and token ids; usage comes in a last event."""
+        for choice in event.get("choices") or []:
+            out.add(str(choice.get("text") or ""), choice.get("token_ids") or [])
+            out.finish = choice.get("finish_reason") or out.finish
+        if event.get("usage"):
+            out.final = event
+        return False
+
+    def usage(self, prompt: list[int], out: Streamed) -> tuple[list[int], Usage]:
+        """From the last event's `usage`; a server that sent no token ids has its text tokenized here."""
         usage_json = (out.final or {}).get("usage") or {}
         generated = out.tokens
         if not generated and out.text:
             generated = self.tokenize(out.text, special=True)
         details = usage_json.get("prompt_tokens_details") or {}
         cached = int(details.get("cached_tokens") or 0)
-        evaluated = len(prompt) - min(cached, len(prompt))
-        self.tokens_evaluated_total += evaluated + len(generated)
         usage = Usage(
             prompt_tokens=len(prompt),
-            prompt_tokens_evaluated=evaluated,
+            prompt_tokens_evaluated=len(prompt) - min(cached, len(prompt)),
             completion_tokens=int(usage_json.get("completion_tokens") or len(generated)),
             seconds=out.seconds,
             prompt_seconds=out.to_first_piece,
         )
-        return Completion(
-            text=out.text, tokens=generated, usage=usage, finish_reason="length" if out.finish == "length" else "stop"
-        )
+        return generated, usage

@@ -30,7 +30,7 @@ from hermes_local.calls.parse import ToolCall
 from hermes_local.dialects.base import Dialect
 from hermes_local.dialects.hermes import HermesDialect
 from hermes_local.errors import UserError
-from hermes_local.llm import DEFAULT_STOP, Completion
+from hermes_local.llm import DEFAULT_STOP, CallOptions, Completion
 from hermes_local.prompts import Segments
 
 CALL_OPEN = "<tool_call>"
@@ -164,11 +164,7 @@ class Prepared:
 
     tokens: list[int]
     prefill: str
-    grammar: str | None
-    trigger: str | None
-    max_tokens: int
-    temperature: float
-    stop: tuple[str, ...]
+    options: CallOptions
     tools: list[_SchemaTool]
     choice: str  # auto | none | required | named
     dialect: Dialect = DIALECT
@@ -214,14 +210,17 @@ def prepare(
         grammar = dialect.grammar(cast(Any, allowed))
     stop = tuple(dialect.stop or DEFAULT_STOP) + ((req.stop,) if isinstance(req.stop, str) else tuple(req.stop or ()))
     wanted_tokens = req.max_completion_tokens or req.max_tokens or max_tokens
-    return Prepared(
-        tokens=tokens,
-        prefill=prefill,
-        grammar=grammar,
-        trigger=None if (grammar is None or forced) else dialect.call_open,
+    options = CallOptions(
         max_tokens=min(wanted_tokens, room),
         temperature=req.temperature if req.temperature is not None else temperature,
         stop=stop,
+        grammar=grammar,
+        grammar_trigger=None if (grammar is None or forced) else dialect.call_open,
+    )
+    return Prepared(
+        tokens=tokens,
+        prefill=prefill,
+        options=options,
         tools=allowed,
         choice=choice,
         dialect=dialect,
@@ -260,15 +259,7 @@ def _usage(completion: Completion) -> dict[str, int]:
 
 
 def _run(model: Any, p: Prepared, on_token: Any = None) -> Completion:
-    return model.complete(
-        p.tokens,
-        max_tokens=p.max_tokens,
-        temperature=p.temperature,
-        stop=p.stop,
-        on_token=on_token,
-        grammar=p.grammar,
-        grammar_trigger=p.trigger,
-    )
+    return model.complete(p.tokens, p.options, on_token=on_token)
 
 
 def complete_chat(model: Any, req: ChatRequest, p: Prepared) -> dict[str, Any]:

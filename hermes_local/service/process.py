@@ -17,55 +17,25 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from hermes_local.llm import DEFAULT_STOP, Completion, TokenCallback
+from hermes_local.llm import DEFAULT_OPTIONS, CallOptions, Completion, DelegatingLLM, TokenCallback
 
 
-class SharedModel:
+class SharedModel(DelegatingLLM):
     """The one loaded model, shared by runs and chat completions: one `complete()` at a time, or all at
     once when the model batches concurrent calls itself."""
 
     def __init__(self, llm: Any) -> None:
-        self.llm = llm
+        super().__init__(llm)
         self.lock: Any = contextlib.nullcontext() if getattr(llm, "concurrent", False) else threading.Lock()
-        self.n_ctx: int = llm.n_ctx
-        self.description: str = llm.description
-
-    def tokenize(self, text: str, *, special: bool) -> list[int]:
-        return self.llm.tokenize(text, special=special)
-
-    def special_token_id(self, text: str) -> int | None:
-        return self.llm.special_token_id(text)
-
-    def bos_tokens(self) -> list[int]:
-        return self.llm.bos_tokens()
-
-    def detokenize(self, tokens: Sequence[int]) -> str:
-        return self.llm.detokenize(tokens)
 
     def complete(
-        self,
-        tokens: Sequence[int],
-        *,
-        max_tokens: int = 512,
-        temperature: float = 0.2,
-        stop: Sequence[str] = DEFAULT_STOP,
-        on_token: TokenCallback | None = None,
-        grammar: str | None = None,
-        grammar_trigger: str | None = None,
+        self, tokens: Sequence[int], options: CallOptions = DEFAULT_OPTIONS, *, on_token: TokenCallback | None = None
     ) -> Completion:
         with self.lock:
-            return self.llm.complete(
-                tokens,
-                max_tokens=max_tokens,
-                temperature=temperature,
-                stop=stop,
-                on_token=on_token,
-                grammar=grammar,
-                grammar_trigger=grammar_trigger,
-            )
+            return super().complete(tokens, options, on_token=on_token)
 
     def __getattr__(self, name: str) -> Any:  # e.g. `remaining` of a replay model
-        return getattr(self.llm, name)
+        return getattr(self.inner, name)
 
 
 def kill_child_process_groups() -> int:

@@ -89,7 +89,7 @@ def test_max_steps_stops_the_loop_and_asks_once_for_a_final_answer(workspace: Pa
     llm.assert_all_used()
     assert result.stopped == "max_steps" and result.steps == 3 and result.answer == "Best answer so far."
     assert "reached the step limit" in llm.prompt_texts[-1]
-    assert llm.calls[-1]["grammar"] is None  # the final request offers no constrained call
+    assert llm.calls[-1].grammar is None  # the final request offers no constrained call
 
 
 def test_usage_is_summed_and_kv_reuse_is_visible(workspace: Path) -> None:
@@ -116,15 +116,15 @@ def test_tool_choice_required_prefills_and_constrains(workspace: Path) -> None:
     result = make_agent(llm, workspace, tool_choice="required", max_steps=2).run("t")
     assert result.answer == "final"
     assert llm.prompt_texts[0].endswith("<|im_start|>assistant\n<tool_call>\n")
-    assert llm.calls[0]["grammar"] and llm.calls[0]["grammar_trigger"] is None
+    assert llm.calls[0].grammar and llm.calls[0].grammar_trigger is None
     assert [c.ok for c in result.tool_calls] == [True, True]
 
 
 def test_tool_choice_auto_uses_a_lazy_grammar_and_none_offers_no_tools(workspace: Path) -> None:
     llm = ScriptedLLM(["hello"])
     make_agent(llm, workspace).run("t")
-    assert llm.calls[0]["grammar_trigger"] == "<tool_call>"
+    assert llm.calls[0].grammar_trigger == "<tool_call>"
     llm = ScriptedLLM([call("get_current_time")])
     result = make_agent(llm, workspace, tool_choice="none").run("t")
-    assert "<tools>" not in llm.prompt_texts[0] and llm.calls[0]["grammar"] is None
+    assert "<tools>" not in llm.prompt_texts[0] and llm.calls[0].grammar is None
     assert result.tool_calls == [] and result.stopped == "answer"

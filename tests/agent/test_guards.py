@@ -130,8 +130,8 @@ def test_answer_without_a_tool_is_bounced_once_and_the_next_step_must_call_a_too
     bounced = llm.prompt_texts[1]
     assert "answered without calling any tool" in bounced and "call get_current_time" in bounced
     assert bounced.endswith("<|im_start|>assistant\n<tool_call>\n")  # forced: the grammar starts at once
-    assert llm.calls[1]["grammar"] and llm.calls[1]["grammar_trigger"] is None
-    assert llm.calls[2]["grammar_trigger"] == "<tool_call>"  # back to auto afterwards
+    assert llm.calls[1].grammar and llm.calls[1].grammar_trigger is None
+    assert llm.calls[2].grammar_trigger == "<tool_call>"  # back to auto afterwards
     guarded = [e for e in events if isinstance(e, Guarded)]
     assert len(guarded) == 1 and guarded[0].tool == "get_current_time"
     assert guarded[0].to_dict()["kind"] == "guarded"
@@ -180,7 +180,7 @@ def test_required_mode_bounces_a_final_answer_given_before_any_tool(workspace: P
     assert "call get_current_time" in (result.tool_calls[0].error or "")
     assert "call get_current_time" in llm.prompt_texts[1]  # the bounce is the call's tool result
     assert [e.tool for e in events if isinstance(e, Guarded)] == ["get_current_time"]
-    grammars = [c["grammar"] or "" for c in llm.calls]
+    grammars = [c.grammar or "" for c in llm.calls]
     assert "final_answer" in grammars[0] and "final_answer" not in grammars[1]  # a real tool must come next
     assert "get_current_time" in grammars[1] and "final_answer" in grammars[2]
 
@@ -202,7 +202,7 @@ def test_required_mode_can_finish_with_final_answer(workspace: Path) -> None:
     llm.assert_all_used()
     assert result.stopped == "answer" and result.answer == "It is noon." and result.steps == 2
     assert [c.name for c in result.tool_calls] == ["get_current_time", "final_answer"]
-    assert '"name": "final_answer"' in llm.prompt_texts[0] and "final_answer" in (llm.calls[0]["grammar"] or "")
+    assert '"name": "final_answer"' in llm.prompt_texts[0] and "final_answer" in (llm.calls[0].grammar or "")
     assert result.to_json()["tool_calls"][1]["name"] == "final_answer"
 
 

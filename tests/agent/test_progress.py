@@ -90,7 +90,7 @@ def test_tool_steps_use_temperature_and_the_final_answer_answer_temperature(work
     llm = ScriptedLLM([call("page", n=1), call("page", n=2), "final words"])
     result = make_agent(llm, workspace, max_steps=2, temperature=0.1, answer_temperature=0.9).run("pages")
     assert result.stopped == "max_steps" and result.answer == "final words"
-    assert [c["temperature"] for c in llm.calls] == [0.1, 0.1, 0.9]
+    assert [c.temperature for c in llm.calls] == [0.1, 0.1, 0.9]
 
 
 def test_answer_temperature_defaults_and_env(workspace: Path, monkeypatch) -> None:

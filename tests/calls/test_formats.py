@@ -152,11 +152,11 @@ def test_gguf_with_mistral_calls_constrains_with_the_json_array_grammar(workspac
     agent = agent_for(dialect, llm, workspace, tool_choice="required", max_steps=1)
     agent.run("t")
     assert llm.prompt_texts[0].endswith("[TOOL_CALLS]")  # the required prefill of the call format
-    assert llm.calls[0]["grammar"] == get_dialect("mistral").grammar(list(agent.executor.registry))
-    assert llm.calls[0]["grammar"] != get_dialect("hermes").grammar(list(agent.executor.registry))
+    assert llm.calls[0].grammar == get_dialect("mistral").grammar(list(agent.executor.registry))
+    assert llm.calls[0].grammar != get_dialect("hermes").grammar(list(agent.executor.registry))
     auto = ScriptedLLM([MISTRAL_CALL, "ok"])
     agent_for(GGUFDialect(CHATML, call_format="mistral"), auto, workspace).run("t")
-    assert auto.calls[0]["grammar_trigger"] == "[TOOL_CALLS]"
+    assert auto.calls[0].grammar_trigger == "[TOOL_CALLS]"
 
 
 # -- none: the model cannot call tools ---------------------------------------------------------
@@ -167,7 +167,7 @@ def test_call_format_none_runs_without_tools(workspace: Path) -> None:
     result = agent.run("What time is it?")
     assert agent.config.tool_choice == "none" and result.tool_calls == [] and result.stopped == "answer"
     assert "<tools>" not in llm.prompt_texts[0] and "get_current_time" not in llm.prompt_texts[0]
-    assert llm.calls[0]["grammar"] is None and "Answer in French." in llm.prompt_texts[0]
+    assert llm.calls[0].grammar is None and "Answer in French." in llm.prompt_texts[0]
     with pytest.raises(UserError, match=r'tool_call_format = "none".*--tool-choice required'):
         agent_for(get_dialect("hermes", tool_call_format="none"), ScriptedLLM([]), workspace, tool_choice="required")
 

@@ -9,6 +9,7 @@ import pytest
 
 from hermes_local.calls.grammar import tool_call_grammar
 from hermes_local.calls.parse import parse_tool_calls
+from hermes_local.llm import CallOptions
 from hermes_local.prompts import chat_tokens, render
 from hermes_local.runtime import build_registry
 from hermes_local.tools import ToolRegistry, tool
@@ -52,7 +53,8 @@ def test_llama_cpp_accepts_the_grammar_and_output_always_validates(real_llm) -> 
     for task in tasks:
         messages = [{"role": "system", "content": system}, {"role": "user", "content": task}]
         out = real_llm.complete(
-            chat_tokens(messages, real_llm, prefill="<tool_call>\n"), max_tokens=160, temperature=0.0, grammar=grammar
+            chat_tokens(messages, real_llm, prefill="<tool_call>\n"),
+            CallOptions(max_tokens=160, temperature=0.0, grammar=grammar),
         )
         parsed = parse_tool_calls("<tool_call>\n" + out.text, registry.names())
         assert parsed.errors == [] and len(parsed.calls) == 1, out.text

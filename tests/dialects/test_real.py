@@ -23,6 +23,7 @@ from hermes_local.calls.parse import ToolCall
 from hermes_local.cli.app import app
 from hermes_local.dialects import DIALECT_NAMES, get_dialect, missing_framing, require_framing
 from hermes_local.errors import UserError
+from hermes_local.llm import CallOptions
 from hermes_local.models.gguf import read_header
 from hermes_local.prompts import Segments, to_tokens
 from hermes_local.tools import default_registry
@@ -192,7 +193,7 @@ def test_lazy_trigger_inside_a_token_replays_the_rest_into_the_grammar(real_llm:
 
     messages = [{"role": "user", "content": Segments.untrusted("Write the word Hello, then a comma.")}]
     tokens = chat_tokens(messages, real_llm)
-    free = real_llm.complete(tokens, max_tokens=8, temperature=0.0)
+    free = real_llm.complete(tokens, CallOptions(max_tokens=8, temperature=0.0))
     pieces = [real_llm.detokenize([t]) for t in free.tokens]
     index = next(i for i, p in enumerate(pieces) if len(p.strip()) >= 3)  # a token of 3+ characters
     piece = pieces[index]
@@ -200,10 +201,12 @@ def test_lazy_trigger_inside_a_token_replays_the_rest_into_the_grammar(real_llm:
     trigger, tail = piece[: len(piece) // 2 + 1], piece[len(piece) // 2 + 1 :]
     assert trigger.strip() and tail  # the trigger ends inside the token
     grammar = f"root ::= {json.dumps(tail)} {json.dumps('ZQX')}\n"
-    out = real_llm.complete(tokens, max_tokens=12, temperature=0.0, grammar=grammar, grammar_trigger=trigger)
+    out = real_llm.complete(
+        tokens, CallOptions(max_tokens=12, temperature=0.0, grammar=grammar, grammar_trigger=trigger)
+    )
     assert out.text.startswith(prefix + piece + "ZQX"), (prefix, piece, out.text)
     wrong = f"root ::= {json.dumps('QQQ')}\n"  # the replayed text breaks this grammar: the output stays free
-    out = real_llm.complete(tokens, max_tokens=8, temperature=0.0, grammar=wrong, grammar_trigger=trigger)
+    out = real_llm.complete(tokens, CallOptions(max_tokens=8, temperature=0.0, grammar=wrong, grammar_trigger=trigger))
     assert out.text == free.text
 
 

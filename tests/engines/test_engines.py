@@ -22,7 +22,7 @@ from hermes_local.engines import EngineError, load_engine
 from hermes_local.engines.binaries import find_tool, tools_dir
 from hermes_local.engines.http import check_engine_url
 from hermes_local.engines.llama_server import lazy_grammar
-from hermes_local.llm import common_prefix_length
+from hermes_local.llm import CallOptions, common_prefix_length
 from hermes_local.testing import tool_call_text as call
 from tests.conftest import loopback_http_server
 
@@ -151,7 +151,9 @@ def test_vllm_completion_request_and_usage(vllm_url: str) -> None:
     VLLMStandIn.replies = ['\n{"name": "get_current_time", "arguments": {}}\n</tool_call>', "later"]
     pieces: list[str] = []
     prompt = [1, *engine.tokenize("hello", special=False), 2, 1]
-    out = engine.complete(prompt, max_tokens=64, temperature=0.0, on_token=pieces.append, grammar="root ::= x")
+    out = engine.complete(
+        prompt, CallOptions(max_tokens=64, temperature=0.0, grammar="root ::= x"), on_token=pieces.append
+    )
     req = VLLMStandIn.requests[0]
     assert req["prompt"] == prompt and req["model"] == "toy/Hermes-Toy" and req["stream"] is True
     assert req["structured_outputs"] == {"grammar": "root ::= x"} and req["seed"] == 7
@@ -161,7 +163,9 @@ def test_vllm_completion_request_and_usage(vllm_url: str) -> None:
     assert out.tokens == toy_tokenize(out.text) and out.finish_reason == "stop"
     assert out.usage.prompt_tokens == len(prompt) == out.usage.prompt_tokens_evaluated  # nothing cached yet
     # A lazy grammar (trigger) cannot be expressed in vLLM: the step runs unconstrained.
-    second = engine.complete([*prompt, *out.tokens, 2, 1, 1000], grammar="root ::= x", grammar_trigger="<tool_call>")
+    second = engine.complete(
+        [*prompt, *out.tokens, 2, 1, 1000], CallOptions(grammar="root ::= x", grammar_trigger="<tool_call>")
+    )
     assert "structured_outputs" not in VLLMStandIn.requests[1]
     assert second.usage.prompt_tokens_evaluated == 3  # the server's prefix cache covered the rest
 
@@ -276,17 +280,21 @@ def test_grammar_constrained_calls_and_kv_reuse(server) -> None:
     messages = [{"role": "system", "content": "You call tools."}, {"role": "user", "content": "What time is it?"}]
     prompt = chat_tokens(messages, engine, prefill="<tool_call>\n")
     streamed: list[str] = []
-    out = engine.complete(prompt, max_tokens=96, temperature=0.0, grammar=grammar, on_token=streamed.append)
+    out = engine.complete(
+        prompt, CallOptions(max_tokens=96, temperature=0.0, grammar=grammar), on_token=streamed.append
+    )
     parsed = parse_tool_calls("<tool_call>\n" + out.text, registry.names())
     assert len(parsed.calls) == 1 and not parsed.errors and parsed.calls[0].name in registry.names()
     assert "".join(streamed) == out.text and out.tokens
     # Lazy: free text is allowed, and a call, if the model opens one, is grammar-shaped.
     free = chat_tokens(messages, engine)
-    lazy = engine.complete(free, max_tokens=64, temperature=0.0, grammar=grammar, grammar_trigger="<tool_call>")
+    lazy = engine.complete(
+        free, CallOptions(max_tokens=64, temperature=0.0, grammar=grammar, grammar_trigger="<tool_call>")
+    )
     if "<tool_call>" in lazy.text:
         assert not parse_tool_calls(lazy.text, registry.names()).errors
     # KV reuse: the next turn shares the prefix; the server evaluates only the new tokens.
-    again = engine.complete(free + lazy.tokens, max_tokens=8, temperature=0.0)
+    again = engine.complete(free + lazy.tokens, CallOptions(max_tokens=8, temperature=0.0))
     assert again.usage.prompt_tokens == len(free) + len(lazy.tokens)
     assert again.usage.prompt_tokens_evaluated <= len(lazy.tokens) + 1
     print(f"\nKV reuse: {again.usage.prompt_tokens} prompt tokens, {again.usage.prompt_tokens_evaluated} evaluated")

@@ -17,6 +17,7 @@ import pytest
 from hermes_local.config import load_settings
 from hermes_local.engines import load_engine
 from hermes_local.engines.binaries import LocalProcess, find_tool, tools_dir
+from hermes_local.llm import CallOptions
 
 TOOLS = tools_dir()  # computed at import: the hermetic-home fixture moves HOME for each test
 pytestmark = [
@@ -34,7 +35,7 @@ def greedy(url: str, goal: str) -> tuple[list[int], dict[str, float]]:
     engine = load_engine(load_settings({"engine": "llama-server", "engine_url": url}))
     prompt = chat_tokens([{"role": "user", "content": goal}], engine)
     start = time.perf_counter()
-    out = engine.complete(prompt, max_tokens=16, temperature=0.0)
+    out = engine.complete(prompt, CallOptions(max_tokens=16, temperature=0.0))
     figures = {"prompt_tokens": len(prompt), "tokens": len(out.tokens), "seconds": time.perf_counter() - start}
     return out.tokens, figures
 

@@ -41,11 +41,11 @@ class RendezvousLLM:
     def __getattr__(self, name: str):
         return getattr(self.inner, name)
 
-    def complete(self, tokens, **kwargs):  # type: ignore[no-untyped-def]
+    def complete(self, tokens, *args, **kwargs):  # type: ignore[no-untyped-def]
         if id(self) not in self.seen:
             self.seen.add(id(self))
             self.barrier.wait(timeout=30)  # one run at a time would break the barrier: BrokenBarrierError
-        return self.inner.complete(tokens, **kwargs)
+        return self.inner.complete(tokens, *args, **kwargs)
 
 
 def test_runs_really_overlap(tmp_path: Path, monkeypatch) -> None:

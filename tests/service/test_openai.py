@@ -51,7 +51,7 @@ def test_plain_chat_and_models(workspace: Path) -> None:
     assert [m.id for m in models.data] == ["scripted"]
     prompt = llm.prompt_texts[0]
     assert prompt.startswith("<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>")
-    assert llm.calls[0]["grammar"] is None
+    assert llm.calls[0].grammar is None
 
 
 def test_forced_tool_call_parses(workspace: Path) -> None:
@@ -80,9 +80,9 @@ def test_forced_tool_call_parses(workspace: Path) -> None:
     assert [tc.function.name for tc in required.choices[0].message.tool_calls or []] == ["get_time"]
     # The grammar is enforced from the first token after the pre-filled <tool_call>.
     assert llm.prompt_texts[0].endswith("<|im_start|>assistant\n<tool_call>\n")
-    assert llm.calls[0]["grammar"] and llm.calls[0]["grammar_trigger"] is None
-    assert "get_weather" in llm.calls[0]["grammar"] and "get_time" not in llm.calls[0]["grammar"]
-    assert "get_time" in llm.calls[1]["grammar"]
+    assert llm.calls[0].grammar and llm.calls[0].grammar_trigger is None
+    assert "get_weather" in llm.calls[0].grammar and "get_time" not in llm.calls[0].grammar
+    assert "get_time" in llm.calls[1].grammar
     assert "<tools>" in llm.prompt_texts[0] and '"name": "get_weather"' in llm.prompt_texts[0]
 
 
@@ -99,8 +99,8 @@ def test_auto_uses_a_lazy_grammar_and_none_offers_no_tools(workspace: Path) -> N
     message = auto.choices[0].message
     assert message.content == "Let me check."
     assert [json.loads(t.function.arguments) for t in message.tool_calls or []] == [{"city": "Oslo"}]
-    assert llm.calls[0]["grammar_trigger"] == "<tool_call>"
-    assert none.choices[0].message.content == "No tools here." and llm.calls[1]["grammar"] is None
+    assert llm.calls[0].grammar_trigger == "<tool_call>"
+    assert none.choices[0].message.content == "No tools here." and llm.calls[1].grammar is None
     assert "<tools>" not in llm.prompt_texts[1]
 
 

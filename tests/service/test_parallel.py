@@ -23,14 +23,14 @@ class BatchingScriptedLLM(ScriptedLLM):
         self._calls = 0
         self._meet = threading.Barrier(2, action=on_meet)
 
-    def complete(self, tokens, **kwargs):  # type: ignore[no-untyped-def]
+    def complete(self, tokens, *args, **kwargs):  # type: ignore[no-untyped-def]
         with self._guard:
             self._calls += 1
             first_two = self._calls <= 2
         if first_two:
             self._meet.wait(timeout=30)  # one run at a time would break the barrier
         with self._guard:
-            return super().complete(tokens, **kwargs)
+            return super().complete(tokens, *args, **kwargs)
 
 
 def test_parallel_runs_overlap_and_the_rest_queue(workspace: Path) -> None:

@@ -87,7 +87,7 @@ def test_denied_tools_are_absent_from_prompt_and_grammar(workspace: Path) -> Non
     prompt = system_prompt(llm)
     assert '"name": "read_file"' in prompt
     assert "run_shell" not in prompt and "http_get" not in prompt
-    assert "run_shell" not in (llm.calls[0]["grammar"] or "") and "read_file" in llm.calls[0]["grammar"]
+    assert "run_shell" not in (llm.calls[0].grammar or "") and "read_file" in llm.calls[0].grammar
 
 
 def test_few_tools_are_offered_flat(workspace: Path) -> None:
@@ -127,7 +127,7 @@ def test_routing_lists_toolsets_and_open_toolset_appends_schemas_keeping_the_pre
     assert second[: len(first) - 3] == first[: len(first) - 3]
     assert result.llm_calls[1].prompt_tokens_new < result.llm_calls[1].prompt_tokens // 2
     # The grammar still allows every enabled tool, not just open_toolset.
-    assert "read_file" in llm.calls[0]["grammar"] and "run_shell" in llm.calls[0]["grammar"]
+    assert "read_file" in llm.calls[0].grammar and "run_shell" in llm.calls[0].grammar
 
 
 def test_open_toolset_rejects_unknown_toolsets(workspace: Path) -> None:

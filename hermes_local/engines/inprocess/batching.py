@@ -31,8 +31,10 @@ from typing import Any
 from hermes_local.engines.inprocess.llamacpp import LlamaCppLLM
 from hermes_local.engines.inprocess.sampling import Output, TokenSampler, quiet_stderr
 from hermes_local.llm import (
-    DEFAULT_STOP,
+    DEFAULT_OPTIONS,
+    CallOptions,
     Completion,
+    DelegatingLLM,
     TokenCallback,
     Usage,
     check_prompt,
@@ -45,12 +47,8 @@ class _Request:
     """One complete() call and its decode state in the worker."""
 
     prompt: list[int]
-    max_tokens: int
-    temperature: float
-    stop: Sequence[str]
+    options: CallOptions
     on_token: TokenCallback | None
-    grammar: str | None
-    grammar_trigger: str | None
     done: threading.Event = field(default_factory=threading.Event)
     result: Completion | None = None
     error: BaseException | None = None
@@ -66,18 +64,17 @@ class _Request:
     finish: str = "length"
 
 
-class BatchedLLM:
-    """Up to `parallel` concurrent completions on one model, decoded together."""
+class BatchedLLM(DelegatingLLM):
+    """Up to `parallel` concurrent completions on one model, decoded together (its tokenizer is the owner's)."""
 
     concurrent = True  # complete() may be called from several threads at once (service/process.py)
+    inner: LlamaCppLLM  # the owner
 
     def __init__(self, owner: LlamaCppLLM, parallel: int) -> None:
         if parallel < 1:
             raise ValueError("parallel must be >= 1")
-        self.owner = owner
+        super().__init__(owner)
         self.parallel = parallel
-        self.n_ctx = owner.n_ctx
-        self.description = owner.description
         lib = owner._llama_cpp
         self._lib = lib
         base = owner._llama.context_params
@@ -103,45 +100,20 @@ class BatchedLLM:
         self.decode_seconds = 0.0  # time inside llama_decode (the rest of a step is sampling and bookkeeping)
 
     # -- LLM protocol ----------------------------------------------------------------------
-    def tokenize(self, text: str, *, special: bool) -> list[int]:
-        return self.owner.tokenize(text, special=special)
-
-    def special_token_id(self, text: str) -> int | None:
-        return self.owner.special_token_id(text)
-
-    def bos_tokens(self) -> list[int]:
-        return self.owner.bos_tokens()
-
-    def detokenize(self, tokens: Sequence[int]) -> str:
-        return self.owner.detokenize(tokens)
-
     def complete(
-        self,
-        tokens: Sequence[int],
-        *,
-        max_tokens: int = 512,
-        temperature: float = 0.2,
-        stop: Sequence[str] = DEFAULT_STOP,
-        on_token: TokenCallback | None = None,
-        grammar: str | None = None,
-        grammar_trigger: str | None = None,
+        self, tokens: Sequence[int], options: CallOptions = DEFAULT_OPTIONS, *, on_token: TokenCallback | None = None
     ) -> Completion:
-        return self._wait(self._submit(tokens, max_tokens, temperature, stop, on_token, grammar, grammar_trigger))
+        return self._wait(self._submit(tokens, options, on_token))
 
-    def complete_many(self, prompts: Sequence[Sequence[int]], **kwargs: Any) -> list[Completion]:
+    def complete_many(
+        self,
+        prompts: Sequence[Sequence[int]],
+        options: CallOptions = DEFAULT_OPTIONS,
+        *,
+        on_token: TokenCallback | None = None,
+    ) -> list[Completion]:
         """Complete every prompt concurrently (same options for all); results in prompt order."""
-        requests = [
-            self._submit(
-                p,
-                kwargs.get("max_tokens", 512),
-                kwargs.get("temperature", 0.2),
-                kwargs.get("stop", DEFAULT_STOP),
-                kwargs.get("on_token"),
-                kwargs.get("grammar"),
-                kwargs.get("grammar_trigger"),
-            )
-            for p in prompts
-        ]
+        requests = [self._submit(p, options, on_token) for p in prompts]
         return [self._wait(r) for r in requests]
 
     def close(self) -> None:
@@ -153,9 +125,8 @@ class BatchedLLM:
             self._lib.llama_free(self.ctx)
             self.ctx = None
 
-    def _submit(self, tokens, max_tokens, temperature, stop, on_token, grammar, grammar_trigger) -> _Request:  # type: ignore[no-untyped-def]
-        prompt = check_prompt(tokens, self.n_ctx)
-        request = _Request(prompt, max_tokens, temperature, stop, on_token, grammar, grammar_trigger)
+    def _submit(self, tokens: Sequence[int], options: CallOptions, on_token: TokenCallback | None) -> _Request:
+        request = _Request(check_prompt(tokens, self.n_ctx), options, on_token)
         self._queue.put(request)
         return request
 
@@ -212,10 +183,10 @@ class BatchedLLM:
         r.row = -1
         r.evaluated = len(rest)
         r.prompt_seconds = time.perf_counter() - r.start
-        r.constrained = r.grammar is not None and r.grammar_trigger is None
-        r.sampler = TokenSampler(self.owner, r.temperature, r.grammar if r.constrained else None, ctx=self.ctx)
-        r.out = Output(self.owner, r.stop, r.on_token)
-        r.budget = min(r.max_tokens, self.n_ctx - len(r.prompt))
+        r.constrained = r.options.constrained
+        r.sampler = self._sampler(r)
+        r.out = Output(self.inner, r.options.stop, r.on_token)
+        r.budget = min(r.options.max_tokens, self.n_ctx - len(r.prompt))
 
     def _reuse_prefix(self, seq: int, prompt: list[int]) -> int:
         """Make `seq` hold the longest prefix of `prompt` that is in the KV cache, its own or another
@@ -250,7 +221,7 @@ class BatchedLLM:
             if len(r.out.tokens) >= r.budget:
                 return self._finish(r)
             token = r.sampler.sample(r.row)
-            if self.owner._is_end_of_generation(token):
+            if self.inner._is_end_of_generation(token):
                 r.finish = "stop"
                 return self._finish(r)
             if r.out.add([token], None):
@@ -258,20 +229,24 @@ class BatchedLLM:
                 return self._finish(r)
             if len(r.out.tokens) >= r.budget:
                 return self._finish(r)
-            if r.grammar and r.grammar_trigger:
+            if r.options.lazy:
                 text = r.out.text
-                switch_on = not r.constrained and text.endswith(r.grammar_trigger)
+                switch_on = not r.constrained and text.endswith(r.options.grammar_trigger or "")
                 switch_off = r.constrained and text.rstrip().endswith("</tool_call>")
                 if switch_on or switch_off:
                     r.constrained = switch_on
                     r.sampler.close()
-                    r.sampler = TokenSampler(
-                        self.owner, r.temperature, r.grammar if r.constrained else None, ctx=self.ctx
-                    )
+                    r.sampler = self._sampler(r)
             return False
         except BaseException as exc:  # noqa: BLE001
             self._fail(r, exc)
             return True
+
+    def _sampler(self, r: _Request) -> TokenSampler:
+        """A sampler for `r` in this context, with its grammar while it is constrained."""
+        return TokenSampler(
+            self.inner, r.options.temperature, r.options.grammar if r.constrained else None, ctx=self.ctx
+        )
 
     def _decode(self, parts: list[tuple[int, list[int], int]]) -> None:
         """One llama_decode of (seq, tokens, first position) parts; logits for each part's last token."""
@@ -292,7 +267,7 @@ class BatchedLLM:
         if rc != 0:
             raise RuntimeError(f"llama_decode failed ({rc}) in the batched context")
         self.steps += 1
-        self.owner.tokens_evaluated_total += n
+        self.inner.tokens_evaluated_total += n
 
     def _finish(self, r: _Request) -> bool:
         text = r.out.finish()

@@ -2,7 +2,9 @@
 
 Only `engines/inprocess/` imports `llama_cpp`. Reuses the KV prefix across calls, drafts grammar-forced
 text and prompt-lookup guesses (verified in one batch), and applies a lazy grammar (GBNF text plus a
-trigger string) only after the trigger appears in the output. Knows nothing of tools, prompts or parsing.
+trigger string) only after the trigger appears in the output. `complete` is a short loop over the steps
+of `_Generation` (one call's decode state): sample, emit, switch the lazy grammar, draft and decode, close.
+Knows nothing of tools, prompts or parsing.
 """
 
 from __future__ import annotations
@@ -23,7 +25,15 @@ from hermes_local.engines.inprocess.kvcache import PromptCache, model_identity, 
 from hermes_local.engines.inprocess.load import batch_invariant, extra_buffers
 from hermes_local.engines.inprocess.sampling import Output, TokenSampler, quiet_stderr
 from hermes_local.errors import ModelLoadError
-from hermes_local.llm import DEFAULT_STOP, Completion, TokenCallback, Usage, check_prompt, common_prefix_length
+from hermes_local.llm import (
+    DEFAULT_OPTIONS,
+    CallOptions,
+    Completion,
+    TokenCallback,
+    Usage,
+    check_prompt,
+    common_prefix_length,
+)
 
 log = logging.getLogger(__name__)
 
@@ -162,117 +172,38 @@ class LlamaCppLLM:
         return len(prompt) - cached + saved
 
     def complete(
-        self,
-        tokens: Sequence[int],
-        *,
-        max_tokens: int = 512,
-        temperature: float = 0.2,
-        stop: Sequence[str] = DEFAULT_STOP,
-        on_token: TokenCallback | None = None,
-        grammar: str | None = None,
-        grammar_trigger: str | None = None,
+        self, tokens: Sequence[int], options: CallOptions = DEFAULT_OPTIONS, *, on_token: TokenCallback | None = None
     ) -> Completion:
         prompt = check_prompt(tokens, self.n_ctx)
         with self._lock:
             start = time.perf_counter()
             evaluated = self._prefill(prompt)
             prompt_seconds = time.perf_counter() - start
-            constrained = grammar is not None and grammar_trigger is None
-            sampler = TokenSampler(self, temperature, grammar if constrained else None)
-            tracker = self._tracker(grammar) if constrained and grammar else None
-            out = Output(self, stop, on_token)
-            finish = "length"
-            truncated: str | None = None
-            search_from = 0  # where to look for the grammar trigger next
-            budget = min(max_tokens, self.n_ctx - len(prompt))
-            lookup = PromptLookup(prompt) if self.drafting else None
-            # Drafted tokens (grammar-forced text, prompt-lookup guesses) are evaluated in one batch with the
-            # last sampled token; the sampler then draws every position from its own logits row as plain
-            # decoding would, and a drafted token is kept only while it equals that draw.
-            ahead: list[int] = []  # drafted tokens in the KV cache, not yet confirmed
-            source, proposed, confirmed = "", 0, 0  # the pending draft: where from, its length, tokens confirmed
-            spans: list[tuple[int, str]] = []  # (output index, forced text) for the forced-text memo
-            row = -1  # which logits row of the last decode the next token is sampled from
+            call = _Generation(self, prompt, options, on_token)
             try:
-                while len(out.tokens) < budget:
-                    reason = tracker.closing_reason(budget - len(out.tokens)) if tracker else None
-                    if tracker is not None and reason is not None:
-                        # closing mode: append the shortest valid completion instead of sampling
-                        ahead = self._drop_ahead(ahead)
-                        batch = sampler.force(tracker.completion_tokens()[: budget - len(out.tokens)])
-                        truncated = reason
-                        if not batch or out.add(batch, tracker):
-                            break
-                    else:
-                        token = sampler.sample(row)
-                        if ahead and token == ahead[0]:
-                            ahead.pop(0)  # the draft guessed right: already evaluated
-                            row += 1
-                            batch = []
-                            confirmed += 1
-                            self.draft_counts["accepted"] += 1
-                        else:
-                            ahead = self._drop_ahead(ahead)
-                            batch = [token]
-                        if lookup is not None and source == "lookup" and not ahead:
-                            lookup.record(proposed, confirmed)
-                            source = ""
-                        if self._is_end_of_generation(token):
-                            finish = "stop"
-                            break
-                        if out.add([token], tracker):
-                            finish = "stop"
-                            break
-                        if lookup is not None:
-                            lookup.extend([token])
-                    if tracker is not None and grammar_trigger is None and tracker.finished:
-                        finish = "stop"  # the grammar allows only end of generation now
+                while call.room > 0:
+                    reason = call.closing_reason()
+                    if reason is not None:
+                        call.close(reason)
                         break
-                    if truncated:
-                        finish = "stop" if tracker is not None and tracker.finished else "length"
+                    token, batch = call.sample()
+                    if call.emit(token):
                         break
-                    if len(out.tokens) >= budget:
-                        break
-                    if grammar and grammar_trigger:
-                        # The trigger anywhere (even mid-token): the text after it is replayed into the grammar.
-                        text = out.text
-                        at = -1 if constrained else text.find(grammar_trigger, search_from)
-                        switch_off = constrained and text.rstrip().endswith("</tool_call>")
-                        if at >= 0 or switch_off:
-                            constrained = at >= 0
-                            search_from = len(text)
-                            sampler.close()
-                            sampler = TokenSampler(self, temperature, grammar if constrained else None)
-                            rest = text[at + len(grammar_trigger) :] if constrained else ""
-                            tracker = self._tracker(grammar) if constrained and not rest else None
-                            if constrained and not sampler.feed(rest):
-                                constrained = False  # already off-grammar: leave it to the parser
-                                sampler.close()
-                                sampler = TokenSampler(self, temperature, None)
-                        elif not constrained:
-                            search_from = max(search_from, len(text) - len(grammar_trigger) + 1)
+                    if options.lazy:
+                        call.switch_grammar()
                     if batch:
-                        room = budget - len(out.tokens) - 1
-                        forcing = tracker if self.fast_forward and out.whole_chars() else None
-                        source, guess = draft_for(forcing, self._forced_memo, lookup, room) if room > 0 else ("", [])
-                        if source == "forced" and tracker is not None:
-                            spans.append((len(out.tokens), tracker.forced_text()))
-                        row = self._decode(batch, guess)
-                        self.draft_counts["proposed"] += len(guess)
-                        ahead, proposed, confirmed = guess, len(guess), 0
+                        call.draft_and_decode(batch)
             finally:
-                sampler.close()
-            if spans and self._token_texts is not None:
-                self._forced_memo.learn(out.tokens, self._token_texts, spans)
-            text = out.finish()
-            usage = Usage(
+                call.sampler.close()
+            completion = call.completion()
+            completion.usage = Usage(
                 prompt_tokens=len(prompt),
                 prompt_tokens_evaluated=evaluated,
-                completion_tokens=len(out.tokens),
+                completion_tokens=len(completion.tokens),
                 seconds=time.perf_counter() - start,
                 prompt_seconds=prompt_seconds,
             )
-            return Completion(text=text, tokens=out.tokens, usage=usage, finish_reason=finish, truncated=truncated)
+            return completion
 
     def _tracker(self, grammar: str) -> GrammarTracker | None:
         """Automaton tracking for closing mode and fast-forward; None when both are off."""
@@ -319,3 +250,120 @@ class LlamaCppLLM:
             self._llama.n_tokens -= len(ahead)
             self._llama._ctx.kv_cache_seq_rm(-1, self._llama.n_tokens, -1)
         return []
+
+
+class _Generation:
+    """One `complete()` call's decode state and its steps: sample (confirming drafted tokens), emit, the
+    lazy-grammar switch, drafting with the batched decode, and closing mode.
+
+    Drafted tokens (grammar-forced text, prompt-lookup guesses) are evaluated in one batch with the last
+    sampled token; the sampler then draws every position from its own logits row as plain decoding
+    would, and a drafted token is kept only while it equals that draw.
+    """
+
+    def __init__(
+        self, owner: LlamaCppLLM, prompt: list[int], options: CallOptions, on_token: TokenCallback | None
+    ) -> None:
+        self.owner, self.options = owner, options
+        self.constrained = options.constrained
+        self.sampler = TokenSampler(owner, options.temperature, options.grammar if self.constrained else None)
+        self.tracker = owner._tracker(options.grammar) if self.constrained and options.grammar else None
+        self.out = Output(owner, options.stop, on_token)
+        self.finish = "length"
+        self.truncated: str | None = None
+        self.search_from = 0  # where to look for the grammar trigger next
+        self.budget = min(options.max_tokens, owner.n_ctx - len(prompt))
+        self.lookup = PromptLookup(prompt) if owner.drafting else None
+        self.ahead: list[int] = []  # drafted tokens in the KV cache, not yet confirmed
+        self.source, self.proposed, self.confirmed = "", 0, 0  # the pending draft: where from, length, confirmed
+        self.spans: list[tuple[int, str]] = []  # (output index, forced text) for the forced-text memo
+        self.row = -1  # which logits row of the last decode the next token is sampled from
+
+    @property
+    def room(self) -> int:
+        """Tokens the budget has left."""
+        return self.budget - len(self.out.tokens)
+
+    def closing_reason(self) -> str | None:
+        """Why closing mode takes over now ("budget", "loop", "max_length"), or None."""
+        return self.tracker.closing_reason(self.room) if self.tracker is not None else None
+
+    def close(self, reason: str) -> None:
+        """Closing mode: append the shortest valid completion instead of sampling; the call ends with it."""
+        assert self.tracker is not None
+        self.ahead = self.owner._drop_ahead(self.ahead)
+        batch = self.sampler.force(self.tracker.completion_tokens()[: self.room])
+        self.truncated = reason
+        if batch and not self.out.add(batch, self.tracker) and self.tracker.finished:
+            self.finish = "stop"
+
+    def sample(self) -> tuple[int, list[int]]:
+        """The next token, and what is left to evaluate: nothing when it confirms the draft's next token
+        (already in the KV cache), else the token itself (and the rest of the draft is dropped)."""
+        token = self.sampler.sample(self.row)
+        if self.ahead and token == self.ahead[0]:
+            self.ahead.pop(0)
+            self.row += 1
+            batch = []
+            self.confirmed += 1
+            self.owner.draft_counts["accepted"] += 1
+        else:
+            self.ahead = self.owner._drop_ahead(self.ahead)
+            batch = [token]
+        if self.lookup is not None and self.source == "lookup" and not self.ahead:
+            self.lookup.record(self.proposed, self.confirmed)
+            self.source = ""
+        return token, batch
+
+    def emit(self, token: int) -> bool:
+        """Add `token` to the output; True when the call ends with it (end of generation, a stop string,
+        a grammar that allows only the end now, the budget)."""
+        if self.owner._is_end_of_generation(token) or self.out.add([token], self.tracker):
+            self.finish = "stop"
+            return True
+        if self.lookup is not None:
+            self.lookup.extend([token])
+        if self.tracker is not None and self.options.grammar_trigger is None and self.tracker.finished:
+            self.finish = "stop"
+            return True
+        return self.room <= 0
+
+    def switch_grammar(self) -> None:
+        """The lazy grammar: on once the trigger appears anywhere in the output (even mid-token: the text
+        after it is replayed into the grammar), off again after the call's closing tag."""
+        grammar, trigger = self.options.grammar or "", self.options.grammar_trigger or ""
+        text = self.out.text
+        at = -1 if self.constrained else text.find(trigger, self.search_from)
+        switch_off = self.constrained and text.rstrip().endswith("</tool_call>")
+        if at >= 0 or switch_off:
+            self.constrained = at >= 0
+            self.search_from = len(text)
+            self.sampler.close()
+            self.sampler = TokenSampler(self.owner, self.options.temperature, grammar if self.constrained else None)
+            rest = text[at + len(trigger) :] if self.constrained else ""
+            self.tracker = self.owner._tracker(grammar) if self.constrained and not rest else None
+            if self.constrained and not self.sampler.feed(rest):
+                self.constrained = False  # already off-grammar: leave it to the parser
+                self.sampler.close()
+                self.sampler = TokenSampler(self.owner, self.options.temperature, None)
+        elif not self.constrained:
+            self.search_from = max(self.search_from, len(text) - len(trigger) + 1)
+
+    def draft_and_decode(self, batch: list[int]) -> None:
+        """Evaluate `batch` with a draft behind it (forced text or a prompt-lookup guess) in one decode."""
+        room = self.room - 1
+        forcing = self.tracker if self.owner.fast_forward and self.out.whole_chars() else None
+        memo, lookup = self.owner._forced_memo, self.lookup
+        self.source, guess = draft_for(forcing, memo, lookup, room) if room > 0 else ("", [])
+        if self.source == "forced" and self.tracker is not None:
+            self.spans.append((len(self.out.tokens), self.tracker.forced_text()))
+        self.row = self.owner._decode(batch, guess)
+        self.owner.draft_counts["proposed"] += len(guess)
+        self.ahead, self.proposed, self.confirmed = guess, len(guess), 0
+
+    def completion(self) -> Completion:
+        """What the call produced (the caller adds usage); the forced-text memo learns the model's splits."""
+        if self.spans and self.owner._token_texts is not None:
+            self.owner._forced_memo.learn(self.out.tokens, self.owner._token_texts, self.spans)
+        text = self.out.finish()
+        return Completion(text=text, tokens=self.out.tokens, finish_reason=self.finish, truncated=self.truncated)

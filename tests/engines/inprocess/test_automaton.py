@@ -212,9 +212,9 @@ class TruncatingLLM(ScriptedLLM):
         super().__init__(outputs)
         self.cut = cut
 
-    def complete(self, tokens, **kwargs):  # type: ignore[no-untyped-def]
+    def complete(self, tokens, *args, **kwargs):  # type: ignore[no-untyped-def]
         index = self._cursor
-        completion = super().complete(tokens, **kwargs)
+        completion = super().complete(tokens, *args, **kwargs)
         completion.truncated = "budget" if index in self.cut else None
         return completion
 

@@ -7,6 +7,7 @@ import threading
 import pytest
 
 from hermes_local.calls.grammar import tool_call_grammar
+from hermes_local.llm import CallOptions
 from hermes_local.prompts import chat_tokens, render
 from hermes_local.runtime import build_registry
 
@@ -28,10 +29,10 @@ def test_batched_runs_match_single_runs_and_share_decode_steps(exact_llm) -> Non
 
     grammar = tool_call_grammar(list(build_registry()))
     batch = prompts(exact_llm)
-    single = [exact_llm.complete(p, max_tokens=48, temperature=0.0, grammar=grammar).tokens for p in batch]
+    single = [exact_llm.complete(p, CallOptions(max_tokens=48, temperature=0.0, grammar=grammar)).tokens for p in batch]
     batched = BatchedLLM(exact_llm, parallel=4)
     try:
-        outs = batched.complete_many(batch, max_tokens=48, temperature=0.0, grammar=grammar)
+        outs = batched.complete_many(batch, CallOptions(max_tokens=48, temperature=0.0, grammar=grammar))
         longest = max(o.usage.completion_tokens for o in outs)
         assert batched.steps <= longest + 2 * len(batch)  # one decode per step for all (not one per sequence)
         # the system prompt and tool schemas are evaluated once: later sequences share the first one's cells
@@ -43,7 +44,7 @@ def test_batched_runs_match_single_runs_and_share_decode_steps(exact_llm) -> Non
         results: list = [None] * len(batch)
 
         def run(i: int) -> None:
-            results[i] = batched.complete(batch[i], max_tokens=48, temperature=0.0, grammar=grammar)
+            results[i] = batched.complete(batch[i], CallOptions(max_tokens=48, temperature=0.0, grammar=grammar))
 
         threads = [threading.Thread(target=run, args=(i,)) for i in range(len(batch))]
         for t in threads:
@@ -64,14 +65,14 @@ def test_shared_prefix_cells_survive_when_their_first_owner_moves_on(exact_llm) 
     grammar = tool_call_grammar(list(build_registry()))
     first, second = prompts(exact_llm)[:2]
     unrelated = chat_tokens([{"role": "user", "content": "Say hello."}], exact_llm)
-    expected = exact_llm.complete(second, max_tokens=48, temperature=0.0, grammar=grammar).tokens
+    expected = exact_llm.complete(second, CallOptions(max_tokens=48, temperature=0.0, grammar=grammar)).tokens
     batched = BatchedLLM(exact_llm, parallel=2)
     try:
-        outs = batched.complete_many([first, second], max_tokens=1, temperature=0.0, grammar=grammar)
+        outs = batched.complete_many([first, second], CallOptions(max_tokens=1, temperature=0.0, grammar=grammar))
         assert outs[1].usage.prompt_tokens_evaluated < len(second) // 4  # the second shares the first's cells
         # both sequences now get unrelated work in turn: the free one first, then the other
-        batched.complete_many([unrelated, unrelated], max_tokens=4, temperature=0.0)
-        again = batched.complete(second, max_tokens=48, temperature=0.0, grammar=grammar)
+        batched.complete_many([unrelated, unrelated], CallOptions(max_tokens=4, temperature=0.0))
+        again = batched.complete(second, CallOptions(max_tokens=48, temperature=0.0, grammar=grammar))
         assert again.tokens == expected
     finally:
         batched.close()
@@ -86,12 +87,14 @@ def test_a_queue_of_runs_through_two_sequences_gives_the_tokens_of_one_at_a_time
     queue = prompts(exact_llm, TASKS + MORE_TASKS)
     closing, exact_llm.closing = exact_llm.closing, False  # batched sequences have no closing mode
     try:
-        single = [exact_llm.complete(p, max_tokens=48, temperature=0.0, grammar=grammar).tokens for p in queue]
+        single = [
+            exact_llm.complete(p, CallOptions(max_tokens=48, temperature=0.0, grammar=grammar)).tokens for p in queue
+        ]
     finally:
         exact_llm.closing = closing
     batched = BatchedLLM(exact_llm, parallel=2)
     try:
-        outs = batched.complete_many(queue, max_tokens=48, temperature=0.0, grammar=grammar)
+        outs = batched.complete_many(queue, CallOptions(max_tokens=48, temperature=0.0, grammar=grammar))
     finally:
         batched.close()
     assert [o.tokens for o in outs] == single

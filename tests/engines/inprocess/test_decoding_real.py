@@ -10,6 +10,7 @@ from pydantic import ValidationError
 from hermes_local.calls.grammar import tool_call_grammar
 from hermes_local.calls.parse import parse_tool_calls
 from hermes_local.engines.inprocess.kvcache import fixed_prefix
+from hermes_local.llm import CallOptions
 from hermes_local.prompts import chat_tokens, render
 from hermes_local.runtime import build_registry
 
@@ -74,11 +75,11 @@ def test_closing_and_guard_are_exact_no_ops_for_calls_that_finish(real_llm) -> N
     for task in FEW:
         tokens = prompt(real_llm, task)
         with decoder(real_llm, tokens, closing=False, fast_forward=False):
-            plain = real_llm.complete(tokens, max_tokens=128, temperature=0.0, grammar=GRAMMAR)
+            plain = real_llm.complete(tokens, CallOptions(max_tokens=128, temperature=0.0, grammar=GRAMMAR))
         if plain.finish_reason != "stop":
             continue
         with decoder(real_llm, tokens, closing=True, fast_forward=False):
-            guarded = real_llm.complete(tokens, max_tokens=128, temperature=0.0, grammar=GRAMMAR)
+            guarded = real_llm.complete(tokens, CallOptions(max_tokens=128, temperature=0.0, grammar=GRAMMAR))
         assert guarded.truncated is None, task
         assert (guarded.text, guarded.tokens) == (plain.text, plain.tokens), task
 
@@ -86,10 +87,10 @@ def test_closing_and_guard_are_exact_no_ops_for_calls_that_finish(real_llm) -> N
 def test_closing_mode_turns_a_cut_off_call_into_a_valid_truncated_one(real_llm) -> None:
     tokens = prompt(real_llm, "Write a detailed 1500-word essay about the history of Rome into rome.md.")
     with decoder(real_llm, tokens, closing=False, fast_forward=False):
-        plain = real_llm.complete(tokens, max_tokens=18, temperature=0.0, grammar=GRAMMAR)
+        plain = real_llm.complete(tokens, CallOptions(max_tokens=18, temperature=0.0, grammar=GRAMMAR))
     assert plain.finish_reason == "length" and not plain.text.endswith("</tool_call>")  # cut off
     with decoder(real_llm, tokens):
-        closed = real_llm.complete(tokens, max_tokens=18, temperature=0.0, grammar=GRAMMAR)
+        closed = real_llm.complete(tokens, CallOptions(max_tokens=18, temperature=0.0, grammar=GRAMMAR))
     assert closed.truncated == "budget" and closed.usage.completion_tokens <= 18
     assert valid_call(closed.text), closed.text
     assert closed.text.endswith("</tool_call>")
@@ -99,9 +100,9 @@ def test_fast_forward_matches_plain_constrained_decoding(exact_llm) -> None:
     for task in FEW:
         tokens = prompt(exact_llm, task)
         with decoder(exact_llm, tokens, fast_forward=False):
-            plain = exact_llm.complete(tokens, max_tokens=96, temperature=0.0, grammar=GRAMMAR)
+            plain = exact_llm.complete(tokens, CallOptions(max_tokens=96, temperature=0.0, grammar=GRAMMAR))
         with decoder(exact_llm, tokens, fast_forward=True):
-            fast = exact_llm.complete(tokens, max_tokens=96, temperature=0.0, grammar=GRAMMAR)
+            fast = exact_llm.complete(tokens, CallOptions(max_tokens=96, temperature=0.0, grammar=GRAMMAR))
         # forced text is a draft verified against the model's own choice, with batch-invariant kernels
         assert fast.tokens == plain.tokens, task
         assert fast.usage.completion_tokens == plain.usage.completion_tokens

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from hermes_local.engines.inprocess.drafting import PromptLookup
+from hermes_local.llm import CallOptions
 
 
 def test_proposes_what_followed_the_latest_earlier_occurrence() -> None:
@@ -51,7 +52,7 @@ def test_drafting_is_greedy_exact_on_copy_tasks(exact_llm) -> None:
             exact_llm.drafting = drafting
             before = exact_llm.tokens_evaluated_total
             try:
-                outs.append(exact_llm.complete(tokens, max_tokens=120, temperature=0.0, grammar=grammar))
+                outs.append(exact_llm.complete(tokens, CallOptions(max_tokens=120, temperature=0.0, grammar=grammar)))
             finally:
                 exact_llm.drafting = default
             evaluated = exact_llm.tokens_evaluated_total - before - outs[-1].usage.prompt_tokens_evaluated

@@ -10,6 +10,7 @@ import pytest
 
 from hermes_local.engines.inprocess import kvcache
 from hermes_local.engines.inprocess.kvcache import PromptCache
+from hermes_local.llm import CallOptions
 
 IDENTITY = {"model": "/m.gguf", "size": 1, "mtime_ns": 2, "n_ctx": 4096}
 
@@ -80,7 +81,7 @@ def test_a_new_model_instance_loads_the_saved_prefix_and_answers_identically(emb
     for goal in ("What time is it?", "What time is it?", "List the files here."):
         llm = LlamaCppLLM(embedded_model_path, LlamaParams(n_ctx=2048, prompt_cache=True))
         tokens = chat_tokens([{"role": "system", "content": system}, {"role": "user", "content": goal}], llm)
-        out = llm.complete(tokens, max_tokens=24, temperature=0.0)
+        out = llm.complete(tokens, CallOptions(max_tokens=24, temperature=0.0))
         outs.append(out.text)
         usage = out.usage
         evaluated.append((usage.prompt_tokens, usage.prompt_tokens_evaluated, kvcache.fixed_prefix(llm, tokens)))
