@@ -31,7 +31,6 @@ from hermes_local.events import (
     Compaction,
     Event,
     Guarded,
-    LLMCall,
     McpServerFailed,
     RunEnd,
     RunResumed,
@@ -206,21 +205,7 @@ class Agent:
         self._last_truncated = getattr(completion, "truncated", None)
         new = len(tokens) - common_prefix_length(tokens, self._previous_tokens)
         self._previous_tokens = tokens + completion.tokens
-        u = completion.usage
-        record = LLMCall(
-            step,
-            u.prompt_tokens,
-            u.prompt_tokens_evaluated,
-            new,
-            u.completion_tokens,
-            u.seconds,
-            u.prompt_seconds,
-            completion.finish_reason,
-        )
-        result.llm_calls.append(record)
-        for key in ("prompt_tokens", "prompt_tokens_evaluated", "completion_tokens", "seconds", "prompt_seconds"):
-            setattr(result.usage, key, getattr(result.usage, key) + getattr(u, key))
-        self.on_event(record)
+        self.on_event(result.add_call(step, completion.usage, new, completion.finish_reason))
         return prefill + completion.text
 
     # -- entry points ----------------------------------------------------------------------

@@ -49,6 +49,23 @@ class RunResult:
     guarded: int = 0  # answers sent back by the no-tool answer guard
     mcp_failed: dict[str, str] = field(default_factory=dict)  # MCP server -> why it is down (start or crash)
 
+    def add_call(self, step: int, usage: Usage, prompt_tokens_new: int, finish_reason: str) -> LLMCall:
+        """Count one model call into the run's usage; returns its `LLMCall` event."""
+        record = LLMCall(
+            step,
+            usage.prompt_tokens,
+            usage.prompt_tokens_evaluated,
+            prompt_tokens_new,
+            usage.completion_tokens,
+            usage.seconds,
+            usage.prompt_seconds,
+            finish_reason,
+        )
+        self.llm_calls.append(record)
+        for key in ("prompt_tokens", "prompt_tokens_evaluated", "completion_tokens", "seconds", "prompt_seconds"):
+            setattr(self.usage, key, getattr(self.usage, key) + getattr(usage, key))
+        return record
+
     def to_json(self) -> dict[str, Any]:
         return {
             "answer": self.answer,
