@@ -101,7 +101,8 @@ class Settings(BaseModel):
     seed: int = 0
     flash_attn: bool = False
     # flash attention + q8_0 KV cache, so batched verification (fast-forward, drafting, parallel runs) gives
-    # exactly the tokens one-at-a-time decoding gives (llm.py); costs prompt and decode speed, so off by default
+    # exactly the tokens one-at-a-time decoding gives (engines/inprocess/load.py); costs prompt and decode speed,
+    # so off by default
     batch_invariant: bool = False
     # prompt-lookup drafting: guess copied text from the prompt, verified in one batch (exact at temperature 0);
     # on: it pays on tool-call steps and copy-heavy writes alike (README, Speed)

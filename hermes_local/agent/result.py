@@ -1,7 +1,7 @@
 """The shape of one run as the loop sees it: `AgentConfig` (how it behaves) and `RunResult` (what it ended with).
 
 `RunResult.to_json()` is the object `run --json` prints, the service's `result` and the `run_end` event.
-Split from `agent.py` so the loop stays small; holds no behaviour beyond that serialization.
+Split from `loop.py` so the loop stays small; holds no behaviour beyond that serialization.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ trained to call tools: it runs with tool_choice "none"). Each fixed dialect has 
 only `chat_format = "gguf"` (the model's own template renders the prompt) takes the call format from
 here, because the template does not tell our parser and grammar what to expect. Left unset it is the
 chat format's own (and `hermes` for `gguf`). Pure data and checks: no imports of the dialects, so the
-registry (`models.py`) can validate a pair without loading anything.
+registry (`models/registry.py`) can validate a pair without loading anything.
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
-"""JSON scanning and repair for tool calls cut out of model output (used by `parsing.py`).
+"""JSON scanning and repair for tool calls cut out of model output (used by `parse.py`).
 
 `scan(s, i)` finds where the JSON (or Python-literal) value opening at `s[i]` ends, minding strings
 and escapes, and stops at a tag boundary (`<tool_call>`, `<|im_end|>`, `[TOOL_CALLS]`, a fence...) when
 the reply was cut off. `decode(src)` parses JSON, then JSON with trailing commas / raw control
 characters repaired, then a Python literal. `value_at(s, i)` combines both and closes the brackets a
 cut-off reply still owed after a complete value. It knows nothing about tool-call shapes (names,
-arguments, envelopes) or the tags around them: that is `parsing.py`. Pure stdlib: `re`, `json`, `ast`.
+arguments, envelopes) or the tags around them: that is `parse.py`. Pure stdlib: `re`, `json`, `ast`.
 """
 
 from __future__ import annotations

@@ -357,7 +357,7 @@ def _clean(parts: list[str]) -> str:
 def parse_tool_calls(text: str, tool_names: Iterable[str] | None = None, dialect: str | None = None) -> ParseResult:
     """Extract the tool calls in one model reply; see the module docstring for what is understood.
 
-    `dialect` (a dialect name) also reads that family's own variants (see `parse_variants.py`); with
+    `dialect` (a dialect name) also reads that family's own variants (see `variants.py`); with
     None every family's variants are read."""
     names = None if tool_names is None else frozenset(tool_names)
     text = normalize_variants(text, dialect)

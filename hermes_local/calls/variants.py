@@ -1,4 +1,4 @@
-"""Family-specific call spellings rewritten into forms `parsing.py` reads (its per-dialect entries).
+"""Family-specific call spellings rewritten into forms `parse.py` reads (its per-dialect entries).
 
 - `llama3`: `<|python_tag|>NAME.call(key="value", ...)` (Llama 3.1 built-in tool style) becomes a
   `<tool_call>` block; `<|python_tag|>{...}` becomes `<tool_call>{...}`.

@@ -1,6 +1,6 @@
 """`hermes-local cache ...`: inspect and clear the persistent prompt cache (kvcache.py).
 
-Mounted from cli.py. Only lists and deletes files under `$HERMES_LOCAL_HOME/cache/kv/`; never loads a model.
+Mounted from app.py. Only lists and deletes files under `$HERMES_LOCAL_HOME/cache/kv/`; never loads a model.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """CLI commands for evaluation and workflows (typer): `eval`, `workflow run`, `sessions export`.
 
-Thin: parse flags, call `evaluation.py` / `workflow.py`, print. `cli.py` mounts them. User mistakes end with
+Thin: parse flags, call `evals/suite.py` / `workflow/run.py`, print. `app.py` mounts them. User mistakes end with
 one line on stderr and exit 2; a failing case or workflow step exits 1.
 """
 

@@ -1,7 +1,7 @@
 """`hermes-local mcp list`: the configured MCP servers, whether they start, and how many tools they offer.
 
-Thin: starts the servers of `[mcp.servers.NAME]` the way a run does (`mcp_client.McpManager`), prints
-one line per server, stops them. `cli.py` mounts `mcp_app`. Does not change configuration.
+Thin: starts the servers of `[mcp.servers.NAME]` the way a run does (`tools.mcp.McpManager`), prints
+one line per server, stops them. `app.py` mounts `mcp_app`. Does not change configuration.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """`hermes-local tools list`, `sessions list|show` and `memory list|forget`: what exists and what happened.
 
 Thin typer commands that read the registry, the session logs and the long-term store and print them
-terminal-safe. `cli.py` mounts the three sub-apps. Does not run the agent.
+terminal-safe. `app.py` mounts the three sub-apps. Does not run the agent.
 """
 
 from __future__ import annotations

@@ -46,7 +46,7 @@ class Dialect:
     template = "chatml.jinja"
     framing_tokens: tuple[str, ...] = ()  # must be single special tokens in the model's vocabulary
     stop: tuple[str, ...] = ()
-    call_format = "hermes"  # the call syntax parsed and constrained (call_formats.py); "none": no tools
+    call_format = "hermes"  # the call syntax parsed and constrained (calls/formats.py); "none": no tools
     call_open: str | None = None  # the lazy grammar trigger (None: the grammar applies only when required)
     required_prefill = ""  # written for the model when every step must call a tool; the grammar follows it
     description = ""

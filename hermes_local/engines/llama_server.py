@@ -7,7 +7,7 @@ special ids come only from framing (`special_token_id`). Sends our GBNF grammar 
 server's processed-token count as `prompt_tokens_evaluated`, and streams pieces to `on_token`.
 Sampling runs in the server with the same chain as the in-process engine (repeat penalty, top-k,
 top-p, min-p, temperature). In-process features (fast-forward, drafting, the persistent prefix cache)
-do not apply here. Does not start servers (`engines/tools.py` does, for tests and the benchmark).
+do not apply here. Does not start servers (`engines/binaries.py` does, for tests and the benchmark).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ and checks: expected `tool_calls` (name, an argument subset, `ok`; `order` "any"
 `forbidden_tools`, `answer_contains` (case-insensitive), `answer_regex`, and `files` (must exist and contain
 text, or `exists: false`). In an expected argument, `{"$contains": "x"}` (case-insensitive) and
 `{"$regex": "..."}` match loosely. A failing run names the step where it went wrong: the first step whose
-tool call broke a check or failed. Does not run models: `evaluation.py` does.
+tool call broke a check or failed. Does not run models: `suite.py` does.
 """
 
 from __future__ import annotations

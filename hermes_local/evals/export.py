@@ -2,7 +2,7 @@
 
 `session_to_case` turns the session's logged events into a case (task, tools, expected calls and
 answer checks) plus the replay texts that reproduce it; `append_case` adds a case to a JSONL suite.
-Does not run anything: `evaluation.py` runs and scores suites.
+Does not run anything: `suite.py` runs and scores suites.
 """
 
 from __future__ import annotations

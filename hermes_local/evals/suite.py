@@ -8,8 +8,8 @@ when the run ends; a case names their tools (`time__get_current_time`) in `tools
 folder is the server's `cwd`, else an empty temporary folder, never a case's workspace. A case passes pass^k
 only when all K runs pass. With `jobs` > 1 the runs go concurrently in threads on one loaded model (a real
 model serves them as sequences of one batched context, `batching.py`); reports keep the suite's order.
-Exporting a session as a case is `eval_export.py`. Case schema and checks
-live in `eval_cases.py`. Does not parse flags or print: `eval_commands.py` does.
+Exporting a session as a case is `export.py`. Case schema and checks
+live in `cases.py`. Does not parse flags or print: `cli/evals.py` does.
 """
 
 from __future__ import annotations

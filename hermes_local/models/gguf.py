@@ -1,10 +1,10 @@
-"""GGUF files read in pure Python: full header parse, truncation check, model facts, memory estimate.
+"""GGUF files read in pure Python: full header parse, truncation check, model facts.
 
 `read_header` walks the whole GGUF header (magic, version 2/3, every metadata key/value including
 nested arrays, every tensor info, `general.alignment`, the data offset) and proves the file holds all
 tensor data, so a damaged download becomes a one-line `UserError` instead of an abort inside llama.cpp.
 `gguf_info` summarises a header for `models info` and `doctor` (the memory estimate built on
-`model_shape` lives in `models.py`).
+`model_shape` lives in `footprint.py`).
 
 Does not load weights, run inference or import llama_cpp. Tensor types this table does not know (newer
 ggml) are accepted without a size check rather than rejected.

@@ -74,7 +74,7 @@ class ModelEntry(BaseModel):
     aliases: list[str] = Field(default_factory=list)
     license: str = "unknown"
     chat_format: Literal["chatml", "hermes", "qwen", "mistral", "mistral-v3", "llama3", "gguf"] = "chatml"
-    tool_call_format: ToolCallFormat | None = None  # None: the chat format's own (see call_formats.py)
+    tool_call_format: ToolCallFormat | None = None  # None: the chat format's own (see calls/formats.py)
     n_ctx: int = Field(4096, ge=256)
     n_gpu_layers: int | None = None
     main_gpu: int | None = None

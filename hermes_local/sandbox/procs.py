@@ -9,10 +9,10 @@ registry, tagged with the owner set by `own()` in the spawning thread (the servi
 `kill_owned()` stops one run's commands; `kill_all()` runs from SIGINT/SIGTERM handlers and at exit.
 A small reaper process (started on the first spawn, in its own session) holds the other end of a
 pipe: when the agent dies in a way no handler sees (SIGKILL, OOM killer), it reads EOF and kills the
-process groups and cages that were still live. Without bwrap (see `sandbox.py`) and without a pids
+process groups and cages that were still live. Without bwrap (see `policy.py`) and without a pids
 cgroup, a grandchild that left the process group (`setsid`) can outlive a SIGKILLed agent: that is
 the case the sandbox's PID namespace closes.
-Does not decide what runs or where (sandbox.py, tools/shell.py).
+Does not decide what runs or where (`policy.py`, `tools/shell.py`).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ blocks, `role: "tool"` messages become one results turn per run of results); all
 untrusted content and never becomes special tokens. `tool_choice`
 (`auto`, `none`, `required`, or a named function) is enforced with the dialect's tool-call grammar
 (lazy after the call opener for `auto`; pre-filled and constrained from the first token
-for `required` and a named function). The reply is parsed (and repaired) by `parsing.py`; calls
+for `required` and a named function). The reply is parsed (and repaired) by `calls/parse.py`; calls
 come back as OpenAI `tool_calls` with ids and JSON-string arguments and `finish_reason:
 "tool_calls"`. `stream: true` sends `chat.completion.chunk` deltas: content as it is generated
 (text that may open a `<tool_call>` is held back) and then one tool-call delta per call. Does not

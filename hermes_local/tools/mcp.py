@@ -90,7 +90,7 @@ def stdio_parameters(
     """The argv, environment and working directory a stdio server is started with.
 
     With a sandbox policy and the server's `sandbox = true` (the default), the server runs under bwrap like
-    `run_shell` (see `sandbox.py`): its folder (`cwd`, else the run's workspace) read-write, or read-only for
+    `run_shell` (see `sandbox/policy.py`): its folder (`cwd`, else the run's workspace) read-write, or read-only for
     `permission = "read"`, folders named in its args read-only, no network unless the server's `allow_hosts`
     names a host, the filtered environment plus the server's own `env`.
     """

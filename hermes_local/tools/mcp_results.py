@@ -5,7 +5,7 @@ kept (not repeated when the text is just its JSON), images, audio and resources 
 rather than dropped or pasted as base64, `isError` as a `tool_error`. `permission_for` reads a tool's
 annotations (open-world or destructive -> dangerous, read-only -> read, otherwise write).
 `arguments_model` validates the model's arguments against the server's JSON schema before any call.
-Does not talk to servers (see `mcp_client.py`).
+Does not talk to servers (see `mcp.py`).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 The command runs through `procs.spawn` in its own session, with the run's resource limits, a
 parent-death signal and (where available) a pids cgroup, and registered so that Ctrl-C, SIGTERM or
-exit of the agent kills it. With the sandbox in force (`sandbox.py`: bwrap) it sees only the system
+exit of the agent kills it. With the sandbox in force (`sandbox/policy.py`: bwrap) it sees only the system
 directories and the workspace, has no network, only the allow-listed environment variables, and lives
 in its own PID namespace; with `sandbox = off` (or `auto` where bwrap does not work) it runs with the
 user's rights, still limited and with the filtered environment, and a warning says so once per run

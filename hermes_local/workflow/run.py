@@ -1,6 +1,6 @@
 """Running workflows: tool steps in dependency order without the model (`hermes-local workflow run`).
 
-Steps (see `workflow_spec.py` for the file format and validation) run through the same `Executor` and
+Steps (see `spec.py` for the file format and validation) run through the same `Executor` and
 approval rules as the agent; each step's result is a `StepOutcome` holding one `events.ToolOutcome`. An
 optional `summarize = true` step asks the model once (no tools) for a report from its dependencies' outputs and
 can write it to `params.output`. A failed step stops its dependents while independent branches still run; the

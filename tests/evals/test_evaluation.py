@@ -22,7 +22,7 @@ runner = CliRunner()
 
 
 def make_app() -> typer.Typer:
-    """Mounted the way cli.py mounts them."""
+    """Mounted the way cli/app.py mounts them."""
     app = typer.Typer(cls=HermesGroup)
     app.command("eval")(eval_command)
     app.add_typer(workflow_app, name="workflow")

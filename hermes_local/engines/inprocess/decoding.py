@@ -1,7 +1,7 @@
 """Grammar-aware decisions for one constrained decode: fast-forward, closing mode, runaway-string guard.
 
 `GrammarTracker` follows the text a constrained completion has produced through the shared
-`GrammarAutomaton` and tells the sampling loop in `llm.py`:
+`GrammarAutomaton` and tells the sampling loop in `llamacpp.py`:
   - `forced_tokens()`: tokens the grammar forces next (fast-forward verifies them in one batch);
   - `closing_reason(remaining)`: "budget" when the token budget left is within a margin of the
     shortest valid completion, "loop" when an open string repeats itself, "max_length" when an open

@@ -4,7 +4,7 @@ Arguments are often copied from text the model has already seen (file content in
 path, a table name). `PromptLookup` keeps the prompt and the output so far in a numpy array and, when
 asked, finds the most recent earlier occurrence of the current suffix (`max_ngram` tokens down to
 `min_ngram`) with one vectorised comparison, and proposes the tokens that followed it. The decode loop
-in `llm.py` evaluates the proposal in one batch and keeps the prefix its own sampler agrees with, so the
+in `llamacpp.py` evaluates the proposal in one batch and keeps the prefix its own sampler agrees with, so the
 output is what plain decoding produces. The draft length adapts to how much of the last drafts was
 accepted (`record`): long while the model copies, short once it stops. This module only proposes; it
 never evaluates or samples.

@@ -10,7 +10,7 @@ recently used files are evicted first (a load refreshes a file's mtime).
 
 `restore_or_save_prefix(llm, prompt)` is called by `LlamaCppLLM._prefill`: it sets or gets the
 sequence state through the llama_cpp module the LLM holds (this module never imports llama_cpp).
-`hermes-local cache clear` (cache_commands.py) empties the folder.
+`hermes-local cache clear` (cli/cache.py) empties the folder.
 """
 
 from __future__ import annotations

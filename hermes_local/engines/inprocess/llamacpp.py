@@ -54,7 +54,7 @@ class LlamaParams:
     vocab_only: bool = False
     prompt_cache: bool = False  # persistent prefix KV cache under $HERMES_LOCAL_HOME/cache/kv (kvcache.py)
     # Flash attention over a q8_0 KV cache, so a token's logits are the same decoded alone or in a batch and
-    # drafts verified in one batch give exactly what one-token-at-a-time decoding gives (llama_load.py).
+    # drafts verified in one batch give exactly what one-token-at-a-time decoding gives (load.py).
     # Off by default: on the embedded model it costs ~26% prompt and ~9% decode speed (README, Speed).
     batch_invariant: bool = False
     prompt_lookup: bool = True  # prompt-lookup drafting (drafting.py), verified in one batch

@@ -2,7 +2,7 @@
 
 `extra_buffers(llama_cpp, wanted)` wraps a `Llama()` construction to turn llama.cpp's extra buffer
 types (CPU weight repacking, AMX) off. `batch_invariant(kwargs)` sets the `Llama()` options under which
-a token's logits do not depend on how many tokens share its decode. Used by `llm.py` only; receives the
+a token's logits do not depend on how many tokens share its decode. Used by `llamacpp.py` only; receives the
 llama_cpp module from it and never imports llama_cpp itself.
 """
 
