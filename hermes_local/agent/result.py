@@ -12,6 +12,21 @@ from typing import Any
 from hermes_local.events import LLMCall, ToolOutcome
 from hermes_local.llm import Usage
 
+# How a run ended -> the process exit code a script can rely on (README "Exit codes").
+# 2 is a refused input (a bad flag, name, file or setting: `UserError`), 130 an interrupt.
+EXIT_CODES: dict[str, int] = {
+    "answer": 0,  # the model answered
+    "error": 1,  # the run failed (engine, replay, too many failures)
+    "max_steps": 3,  # the task took more steps than --max-steps allows
+    "empty": 4,  # the model gave no answer, even after one bounce
+    "budget": 5,  # a token budget (max_run_tokens / max_day_tokens) ended the run
+}
+
+
+def exit_code_for(stopped: str) -> int:
+    """The exit code of a run that ended with `stopped` (an unknown reason counts as an error)."""
+    return EXIT_CODES.get(stopped, 1)
+
 
 @dataclass
 class AgentConfig:
@@ -38,7 +53,7 @@ class RunResult:
     """What a run ended with: the answer, why it stopped, every tool outcome and model call, usage."""
 
     answer: str | None
-    stopped: str  # "answer" | "max_steps" | "error"
+    stopped: str  # a key of EXIT_CODES: "answer" | "max_steps" | "empty" | "budget" | "error"
     steps: int
     tool_calls: list[ToolOutcome] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
