@@ -1,7 +1,8 @@
 """The `gguf` dialect: the model's own `tokenizer.chat_template`, rendered safely.
 
 For any family the other dialects do not cover. The template (its `tool_use` variant when the GGUF has
-one) runs in a sandboxed Jinja environment with the globals transformers passes (`messages`, `tools`,
+one) runs in the bounded sandbox of `prompts.py` (a time and output budget; no `lipsum`)
+with the globals transformers passes (`messages`, `tools`,
 `bos_token`, `eos_token`, `add_generation_prompt`, `raise_exception`, `strftime_now`) and its
 `tojson`. Every message content is replaced by a unique sentinel before rendering and put back
 afterwards with its own trust flags, so only the template's text can become special tokens. Tool
@@ -23,17 +24,17 @@ from functools import lru_cache
 from typing import Any
 
 import jinja2
-import jinja2.sandbox
 
 from hermes_local.calls.formats import detect_call_format
 from hermes_local.calls.parse import ParseResult, ToolCall
 from hermes_local.dialects.base import Dialect, Message, dumps
 from hermes_local.errors import UserError
-from hermes_local.prompts import Segment, Segments
+from hermes_local.prompts import BoundedSandbox, Segment, Segments, render_bounded
 
 _SENTINEL = re.compile("\ue002(\\d+)\ue003")
 _CONTROL_TEXT = re.compile(r"<\|[^|<>\s]{1,40}\|>|<｜[^｜<>]{1,40}｜>|</?s>|\[/?(?:INST|TOOL_CALLS|AVAILABLE_TOOLS)\]")
 _USES_TOOLS = re.compile(r"\btools\b")
+_PRIVATE_MARKER = re.compile("[\ue000-\ue004]")  # the sentinels' characters: never in template data
 _NEXT_RESULT = Segment("\ue004", True)  # separates results in one results turn: each becomes a tool message
 
 
@@ -43,26 +44,30 @@ def _raise_exception(message: str) -> None:
 
 def _tojson(value: Any, ensure_ascii: bool = False, indent: int | None = None, separators: Any = None,
             sort_keys: bool = False) -> str:  # fmt: skip
+    if isinstance(indent, int) and not 0 <= indent <= 16:
+        raise jinja2.exceptions.TemplateError(f"tojson indent={indent} is out of range (0-16)")
     return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
 
 
 def _strftime_now(fmt: str) -> str:
-    return datetime.datetime.now().strftime(fmt)
+    try:
+        return datetime.datetime.now().strftime(str(fmt)[:200])
+    except (UnicodeError, ValueError) as exc:
+        raise jinja2.exceptions.TemplateError(f"strftime_now({fmt!r}) failed: {exc}") from None
 
 
 @lru_cache(maxsize=8)
 def compile_template(source: str) -> jinja2.Template:
     """A chat template compiled as transformers does (sandboxed, trim_blocks, lstrip_blocks)."""
-    env = jinja2.sandbox.ImmutableSandboxedEnvironment(
-        trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"]
-    )
-    env.filters["tojson"] = _tojson
+    env = BoundedSandbox(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"])
+    env.add_filter("tojson", _tojson)
     env.globals["raise_exception"] = _raise_exception
     env.globals["strftime_now"] = _strftime_now
     try:
         return env.from_string(source)
-    except jinja2.TemplateError as exc:
-        raise UserError(f"the model's chat template does not compile ({exc}); pick a format with --dialect") from exc
+    except (jinja2.TemplateError, RecursionError, ValueError) as exc:
+        line = " ".join(str(exc).split())[:200]
+        raise UserError(f"the model's chat template does not compile ({line}); pick a format with --dialect") from None
 
 
 def _call_dialect(call_format: str) -> Dialect:
@@ -146,6 +151,8 @@ class GGUFDialect(Dialect):
             raise UserError("this model has no tokenizer.chat_template; pick a format with --dialect NAME")
         if tools and _CONTROL_TEXT.search(dumps(list(tools))):
             raise UserError("a tool definition contains special-token text such as <|...|>; rename or reword it")
+        if tools and _PRIVATE_MARKER.search(json.dumps(list(tools), ensure_ascii=False)):
+            raise UserError("a tool definition contains private-use characters U+E000-U+E004; remove them")
         messages = list(messages)
         if tools and not _USES_TOOLS.search(self.source):  # a template without tool support: offer them ourselves
             offer = Segments.untrusted(tool_offer_text(tools))
@@ -167,7 +174,8 @@ class GGUFDialect(Dialect):
                 values.append(Segments(part))
                 hf_messages.append({"role": m["role"], "content": f"\ue002{len(values) - 1}\ue003"})
         try:
-            rendered = compile_template(self.source).render(
+            rendered = render_bounded(
+                compile_template(self.source),
                 messages=hf_messages,
                 tools=list(tools) or None,
                 bos_token="",  # hermes-local adds the BOS token itself, as llama.cpp does
@@ -175,13 +183,17 @@ class GGUFDialect(Dialect):
                 add_generation_prompt=add_generation_prompt,
             )
         except jinja2.TemplateError as exc:
-            raise UserError(f"the model's chat template failed: {exc}; pick a format with --dialect NAME") from exc
+            line = " ".join(str(exc).split())[:200]
+            raise UserError(f"the model's chat template failed: {line}; pick a format with --dialect NAME") from None
         out: list[Segment] = []
         pos = 0
         for hit in _SENTINEL.finditer(rendered):
             if hit.start() > pos:
                 out.append(Segment(rendered[pos : hit.start()], True))
-            out.extend(values[int(hit.group(1))])
+            index = int(hit.group(1))
+            if index >= len(values):  # a sentinel the template (or a tool definition) made up: never content
+                raise UserError("the model's chat template made up a content marker; pick a format with --dialect")
+            out.extend(values[index])
             pos = hit.end()
         out.append(Segment(rendered[pos:], True))
         if prefill:

@@ -19,12 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from jinja2 import TemplateError
-from jinja2.sandbox import SandboxedEnvironment
 
 from hermes_local.config import Settings, home_dir
 from hermes_local.errors import HermesError, UserError
 from hermes_local.events import ToolOutcome, WorkflowEvent
 from hermes_local.llm import LLM
+from hermes_local.prompts import BoundedSandbox
 from hermes_local.sandbox.policy import SandboxPolicy
 from hermes_local.tools import Approver, Executor, ToolContext, ToolRegistry, ToolResult
 from hermes_local.workflow.spec import (
@@ -235,7 +235,7 @@ def run_workflow(
 def _run_step(
     step: StepSpec,
     wf: Workflow,
-    env: SandboxedEnvironment,
+    env: BoundedSandbox,
     ctx: dict[str, Any],
     executor: Executor,
     settings: Settings,

@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from jinja2 import StrictUndefined, TemplateError, Undefined, nodes
-from jinja2.sandbox import SandboxedEnvironment
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from hermes_local.errors import UserError, one_line
+from hermes_local.prompts import BoundedSandbox, TemplateBudget, render_bounded, within_budget
 from hermes_local.tools import ToolRegistry
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
@@ -72,9 +72,15 @@ def _add_days(value: Any, days: int) -> str:
     return (date.fromisoformat(str(value)[:10]) + timedelta(days=int(days))).isoformat()
 
 
-def template_env() -> SandboxedEnvironment:
-    env = SandboxedEnvironment(undefined=StrictUndefined, keep_trailing_newline=True, autoescape=False)
-    env.filters["add_days"] = _add_days
+def template_env() -> BoundedSandbox:
+    """The bounded sandbox parameters render in (a time and output budget per value, see prompts.py)."""
+    env = BoundedSandbox(
+        TemplateBudget(seconds=2.0, chars=1_000_000),
+        undefined=StrictUndefined,
+        keep_trailing_newline=True,
+        autoescape=False,
+    )
+    env.add_filter("add_days", _add_days)
     return env
 
 
@@ -88,7 +94,7 @@ def builtin_context(now: datetime | None = None) -> dict[str, Any]:
     }
 
 
-def render_value(env: SandboxedEnvironment, value: Any, context: dict[str, Any]) -> Any:
+def render_value(env: BoundedSandbox, value: Any, context: dict[str, Any]) -> Any:
     """Render strings (recursively in lists/tables); exactly one `{{ expr }}` keeps the native type."""
     if isinstance(value, dict):
         return {k: render_value(env, v, context) for k, v in value.items()}
@@ -98,11 +104,12 @@ def render_value(env: SandboxedEnvironment, value: Any, context: dict[str, Any])
         return value
     single = _SINGLE_EXPRESSION.match(value)
     if single:
-        result = env.compile_expression(single.group("expr"), undefined_to_none=False)(**context)
-        if isinstance(result, Undefined):
-            str(result)  # StrictUndefined raises with the name that is missing
+        with within_budget(env.budget):
+            result = env.compile_expression(single.group("expr"), undefined_to_none=False)(**context)
+            if isinstance(result, Undefined):
+                str(result)  # StrictUndefined raises with the name that is missing
         return result
-    return env.from_string(value).render(**context)
+    return render_bounded(env.from_string(value), **context)
 
 
 def _strings(value: Any) -> list[str]:
@@ -113,7 +120,7 @@ def _strings(value: Any) -> list[str]:
     return [value] if isinstance(value, str) and ("{{" in value or "{%" in value) else []
 
 
-def template_references(env: SandboxedEnvironment, source: str) -> tuple[set[str], set[str]]:
+def template_references(env: BoundedSandbox, source: str) -> tuple[set[str], set[str]]:
     """(step ids, var names) a template reads; raises ValueError for dynamic `steps[...]` use."""
     tree = env.parse(source)
     found: dict[str, set[str]] = {"steps": set(), "vars": set()}
