@@ -115,6 +115,7 @@ class Memory:
     on_turn: TurnSink | None = None
     dialect: Dialect = field(default_factory=HermesDialect)
     _plan_shown: tuple[str, str] = ("", "")  # the plan as last written into a tool turn
+    _reminded_through: int = 0  # the last step a goal reminder listed
 
     # -- recording -------------------------------------------------------------------------
     def _append(self, turn: Turn) -> None:
@@ -177,15 +178,13 @@ class Memory:
         )
 
     def reminder_note(self) -> Segments:
-        """The periodic goal reminder, carrying the "what have I done" summary of the steps not folded
-        into the compaction summary: the latest with their findings, older ones grouped (bounded)."""
-        lines = ledger_lines(
-            [e for e in self.ledger if e.step > self.compacted_through_step],
-            self.goal,
-            self.purposes,
-            self.reminder_detail,
-            max_short=4,
-        )
+        """The periodic goal reminder with the "what have I done" summary: the steps since the previous
+        reminder with their findings, and one counted line for the older unfolded ones (an earlier reminder
+        lists them in full; the compaction summary covers the folded ones). Its size stays bounded."""
+        unfolded = [e for e in self.ledger if e.step > self.compacted_through_step]
+        since = sum(1 for e in unfolded if e.step > self._reminded_through)
+        self._reminded_through = max((e.step for e in self.ledger), default=self._reminded_through)
+        lines = ledger_lines(unfolded, self.goal, self.purposes, since, max_short=0)
         return render(
             "goal_reminder.jinja",
             goal=self.goal,
