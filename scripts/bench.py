@@ -465,7 +465,8 @@ def speed_sections(report: dict[str, Any], llm: LlamaCppLLM, path: Path, args: a
             f"{pl['tps']:.1f} / {pl['plain_tps']:.1f} = {pl['ratio']:.2f}x  (target >= 1.5), "
             f"identical {pl['identical_share']:.0%} of {pl['compared']}, "
             f"{pl.get('accepted_draft_tokens', 0)} of {pl.get('output_tokens', 0)} output tokens from drafts "
-            f"({pl.get('drafted_tokens', 0)} drafted)",
+            f"({pl.get('drafted_tokens', 0)} drafted); ceiling at acceptance {pl.get('acceptance', 0):.0%}: "
+            f"{pl.get('ceiling_at_acceptance', 1.0):.2f}x (draft {pl.get('ceiling_draft_len', 0)})",
         ),
     ]
     if "tool_steps" in pl:
