@@ -194,7 +194,7 @@ def doctor(
     show("offload", where)
     from hermes_local.engines.threads import describe_threads
 
-    show("threads", describe_threads(settings.n_threads))  # auto: the cores other programs leave free, now
+    show("threads", describe_threads(settings.n_threads).removeprefix("threads "))  # auto: the cores left free now
     home = home_dir()
     home_state = "exists" if home.is_dir() else "will be created on first run"
     if home.is_dir() and not os.access(home, os.W_OK):
