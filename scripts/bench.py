@@ -12,6 +12,8 @@ Measures, with the same model, threads and n_ctx:
   6. issue 15 (scripts/bench_speed.py): `prompt_cache` (cold vs warm TTFT in two fresh processes),
      `fast_forward` and `prompt_lookup` (tok/s on vs off, share of identical outputs at temperature 0),
      `batched` (aggregate tok/s with 1, 2, 4 concurrent runs).
+  6b. `--only busy` (scripts/bench_busy.py): the task idle and with one competing CPU-bound process,
+     for every core vs auto threads, hermes-local and the chat-handler peer.
   7. when scripts/build_llama_cpp_tools.sh has built llama-server: the llama-server peer (OpenAI-style
      tool loop, --jinja with the Hermes tool_use template) and hermes-local with the llama-server engine,
      on 8- and 20-step tasks (scripts/bench_llama_server.py).
@@ -20,6 +22,9 @@ Prints a table and writes JSON (--json PATH). Figures, not assertions: nothing h
   python scripts/bench.py                     # embedded SmolLM2, 8 steps
   python scripts/bench.py --model PATH.gguf --steps 8 --n-ctx 4096 --threads 2
   python scripts/bench.py --only speed        # just the issue-15 sections
+  python scripts/bench.py --only busy         # idle vs busy walls, fixed vs auto threads
+hermes-local's `wall_s` runs from the run's start event to its end event: long-term memory recall
+before and closing (memory writes) after are outside it (`outside_s`; `total_s` has everything).
 """
 
 from __future__ import annotations
@@ -45,7 +50,7 @@ from hermes_local.config import load_settings  # noqa: E402
 from hermes_local.dialects.hermes import HermesDialect  # noqa: E402
 from hermes_local.engines.inprocess.llamacpp import LlamaCppLLM, LlamaParams  # noqa: E402
 from hermes_local.engines.replay import ReplayLLM  # noqa: E402
-from hermes_local.events import StepStart  # noqa: E402
+from hermes_local.events import RunEnd, RunStart, StepStart  # noqa: E402
 from hermes_local.llm import CallOptions  # noqa: E402
 from hermes_local.models.registry import resolve_model  # noqa: E402
 from hermes_local.prompts import render  # noqa: E402
@@ -93,8 +98,22 @@ def ceiling(llm: LlamaCppLLM, depth: int = 512) -> dict[str, float]:
     return {"prompt_tps": prompt_tps, "decode_tps": decode_tps}
 
 
+def load_llm(n_ctx: int, threads: int | None, seed: int = 1, *, model: str | None = None, **params: Any) -> LlamaCppLLM:
+    """The benchmark's model (the embedded one by default); `threads` None = auto (engines/threads.py)."""
+    return LlamaCppLLM(resolve_model(model), LlamaParams(n_ctx=n_ctx, n_threads=threads, seed=seed, **params))
+
+
 # -- 2/3. multi-step task ---------------------------------------------------------------------
 def hermes_run(llm: LlamaCppLLM, steps: int, n_ctx: int, *, naive: bool = False) -> dict[str, Any]:
+    """The fixed task; `wall_s` is timed from the run's start to its end event, so what the run does
+    before (recalling long-term memory) and after (closing: memory writes, stores) is left out and
+    reported as `outside_s`; `total_s` is the whole `agent.run` with closing."""
+    marks: dict[str, float] = {}
+
+    def on_event(event: Any) -> None:
+        if isinstance(event, RunStart | RunEnd):
+            marks[type(event).__name__] = time.perf_counter()
+
     if hasattr(llm, "reset_cache"):  # a remote engine (bench_llama_server.py) starts on a fresh server instead
         llm.reset_cache()
     with tempfile.TemporaryDirectory() as ws:
@@ -114,6 +133,7 @@ def hermes_run(llm: LlamaCppLLM, steps: int, n_ctx: int, *, naive: bool = False)
             workspace=Path(ws),
             registry=task_registry(),
             approver=Approver(approve_all=True, deny=["final_answer"]),  # never ends early: exactly `steps` steps
+            on_event=on_event,
         )
         agent.config.max_consecutive_failures = steps + 1  # always run exactly `steps` steps, like the peers
         if naive:
@@ -127,10 +147,12 @@ def hermes_run(llm: LlamaCppLLM, steps: int, n_ctx: int, *, naive: bool = False)
         t0 = time.perf_counter()
         try:
             result = agent.run(TASK)
+            agent.close()  # end-of-run writes and store closing: timed in total_s only
         finally:
             if naive:
                 del llm.complete
-        wall = time.perf_counter() - t0
+        total = time.perf_counter() - t0
+        wall = marks.get("RunEnd", t0 + total) - marks.get("RunStart", t0)
     calls = result.llm_calls
     model = sum(c.seconds for c in calls)
     decode_s = sum(c.seconds - c.prompt_seconds for c in calls)
@@ -140,6 +162,9 @@ def hermes_run(llm: LlamaCppLLM, steps: int, n_ctx: int, *, naive: bool = False)
     valid = sum(1 for c in result.tool_calls if c.error_kind not in ("invalid_arguments", "not_found"))
     return {
         "wall_s": wall,
+        "total_s": total,
+        "outside_s": total - wall,
+        "threads": getattr(llm, "threads_line", None),
         "model_s": model,
         "overhead_share": (wall - model) / wall if wall else 0.0,
         "llm_calls": len(calls),
@@ -296,14 +321,33 @@ def main() -> None:
     ap.add_argument("--model", default=None, help="registry name or .gguf path (default: embedded SmolLM2)")
     ap.add_argument("--steps", type=int, default=8)
     ap.add_argument("--n-ctx", type=int, default=4096)
-    ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    ap.add_argument(
+        "--threads",
+        type=lambda v: None if v == "auto" else int(v),
+        default=os.cpu_count() or 1,
+        help="llama.cpp threads for every system (default: all cores), or 'auto' (engines/threads.py)",
+    )
     ap.add_argument("--n-gpu-layers", type=int, default=0)
     ap.add_argument("--server-steps", default="8,20", help="step counts for the llama-server rows ('' = skip)")
     ap.add_argument("--json", type=Path, default=ROOT / "bench-results" / "bench.json")
-    ap.add_argument("--only", choices=("all", "speed"), default="all", help="speed: only the issue-15 sections")
+    ap.add_argument(
+        "--only",
+        choices=("all", "speed", "busy"),
+        default="all",
+        help="speed: only the issue-15 sections; busy: idle vs busy walls for fixed and auto threads",
+    )
+    ap.add_argument("--no-busy-peer", action="store_true", help="busy: leave the chat-handler peer out")
     ap.add_argument("--batch-invariant", action="store_true", help="flash attention + q8_0 KV: drafts verified exactly")
     args = ap.parse_args()
 
+    if args.only == "busy":
+        import bench_busy
+
+        peer = None if args.no_busy_peer else peer_chat_handler_run
+        busy = bench_busy.busy_walls(load_llm, hermes_run, peer, steps=args.steps, n_ctx=args.n_ctx, model=args.model)
+        print_rows(bench_busy.rows(busy))
+        write_report({"busy": busy}, args.json)
+        return
     path = resolve_model(args.model)
     params = LlamaParams(
         n_ctx=args.n_ctx,
@@ -313,8 +357,10 @@ def main() -> None:
         batch_invariant=args.batch_invariant,
     )
     llm = LlamaCppLLM(path, params)
+    args.threads = args.threads or llm.n_threads  # auto: the other systems get the count auto chose at load
     report: dict[str, Any] = {"model": path.name, "n_ctx": args.n_ctx, "threads": args.threads, "steps": args.steps}
-    print(f"model {path.name}, n_ctx {args.n_ctx}, threads {args.threads}, {args.steps} steps", file=sys.stderr)
+    report["threads_line"] = llm.threads_line
+    print(f"model {path.name}, n_ctx {args.n_ctx}, {llm.threads_line}, {args.steps} steps", file=sys.stderr)
     speed_rows = speed_sections(report, llm, path, args)
     if args.only == "speed":
         print_rows(speed_rows)
@@ -419,7 +465,8 @@ def speed_sections(report: dict[str, Any], llm: LlamaCppLLM, path: Path, args: a
             f"{pl['tps']:.1f} / {pl['plain_tps']:.1f} = {pl['ratio']:.2f}x  (target >= 1.5), "
             f"identical {pl['identical_share']:.0%} of {pl['compared']}, "
             f"{pl.get('accepted_draft_tokens', 0)} of {pl.get('output_tokens', 0)} output tokens from drafts "
-            f"({pl.get('drafted_tokens', 0)} drafted)",
+            f"({pl.get('drafted_tokens', 0)} drafted); ceiling at acceptance {pl.get('acceptance', 0):.0%}: "
+            f"{pl.get('ceiling_at_acceptance', 1.0):.2f}x (draft {pl.get('ceiling_draft_len', 0)})",
         ),
     ]
     if "tool_steps" in pl:

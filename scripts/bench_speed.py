@@ -228,6 +228,13 @@ def prompt_lookup(llm: LlamaCppLLM) -> dict[str, Any]:
         task = f"Copy doc{i}.txt to copy{i}.txt (read it, then write the same content)."
         prompts.append(_prompt(llm, system, registry, task, after=after, prefill=start))
     r = _compare(llm, prompts, None, "drafting", 200)
+    # The ceiling the decode curve allows at the measured acceptance (drafting.best_draft, DRAFT_COST per
+    # drafted token): what drafting could give if every draft had the best length for that acceptance.
+    from hermes_local.engines.inprocess.drafting import DRAFT_COST, best_draft
+
+    acceptance = r["accepted_draft_tokens"] / r["drafted_tokens"] if r["drafted_tokens"] else 0.0
+    r["acceptance"] = acceptance
+    r["ceiling_draft_len"], r["ceiling_at_acceptance"] = best_draft(acceptance, DRAFT_COST)
     # where else it runs by default: tool-call steps (fast-forward on in both arms), which copy paths and names
     grammar = tool_call_grammar(list(registry))
     tasks = TOOL_TASKS[: int(os.environ.get("BENCH_LOOKUP_TOOL_TASKS", "12"))]

@@ -16,9 +16,11 @@ TEMPLATE_CONTEXTS = {
     "system.jinja": dict(tools=default_registry().schemas(), instructions="Be brief."),
     "tool_response.jinja": dict(responses=['{"name": "t", "content": 1}']),
     "summary.jinja": dict(completed=["step 1: t() ok: s"], current="c", todo="t"),
-    "goal_reminder.jinja": dict(goal="g", progress="p"),
+    "goal_reminder.jinja": dict(
+        goal="g", progress="p", lines=["step 1: read_file a.txt → 3 lines; hi"], current="c", todo="t"
+    ),
     "recalled.jinja": dict(facts=["likes tea"]),
-    "progress.jinja": dict(lines=["step 1: read_file a.txt → 3 lines; hi"], current="c", todo="t"),
+    "progress.jinja": dict(current="c", todo="t"),
     **{
         f"{name}.jinja": dict(
             system="rules",

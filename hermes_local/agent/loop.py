@@ -268,8 +268,7 @@ class Agent:
                 result.steps = step
                 self.on_event(StepStart(step))
                 if self.config.reminder_every and step > 1 and (step - 1) % self.config.reminder_every == 0:
-                    note = render("goal_reminder.jinja", goal=memory.goal, progress=memory.progress_line())
-                    memory.add_user_note(step, note)
+                    memory.add_user_note(step, memory.reminder_note())
                 choice = "required" if force_tool and self._grammar() else self.config.tool_choice
                 text = self._complete(memory, step, choice, result, forced=force_tool)
                 force_tool = False

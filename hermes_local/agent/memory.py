@@ -4,11 +4,13 @@
 goal, recalled facts), then the summary of compacted steps, then recent turns appended in order.
 The ledger records every tool call with its outcome, so the "what have I done" summary
 (`Completed / Current / Todo`) never depends on the model paraphrasing; `<plan>` notes from the
-model fill Current/Todo and say what each step was for. Each tool turn ends with a progress block
-(the ledger with each call's key finding, `ledger.py`, and the plan), written once where new tokens
-go anyway, so the KV prefix stays reusable; compaction drops old blocks (the newest has it all).
-`fit()` compacts history to a token budget. Does not call the model or run tools; it only lays
-out text.
+model fill Current/Todo and say what each step was for. A tool turn adds the results and only what
+the context does not already hold: the plan when it changed (the model's `<plan>` is not kept in
+its own turn). Each call's key finding (`ledger.py`) is written where it replaces something: in a
+result cut or summarised by compaction, in the summary of folded steps, and in the periodic goal
+reminder (`reminder_note()`), never again a few lines under the result it came from, so each step
+costs its result, its call and a few framing tokens. `fit()` compacts history to a token budget.
+Does not call the model or run tools; it only lays out text.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from hermes_local.agent.ledger import ledger_lines
+from hermes_local.agent.ledger import finding, ledger_lines
 from hermes_local.calls.parse import ToolCall
 from hermes_local.dialects.base import Dialect, result_content
 from hermes_local.dialects.hermes import HermesDialect
@@ -53,7 +55,7 @@ class Turn:
     responses: list[dict[str, Any]] | None = None
     cap: int | None = None  # characters of data kept per response after shrinking; None = all
     summarized: bool = False
-    note: Segments | None = None  # the progress block closing a tool turn (dropped when summarized)
+    note: Segments | None = None  # what closes a tool turn after its results (the changed plan); kept on reshaping
 
     def to_event(self) -> dict[str, Any]:
         event = {
@@ -82,12 +84,14 @@ def _render_responses(
     for r in responses:
         envelope = r["content"]
         content = result_content(envelope)
+        key = r.get("finding")  # the call's key finding, written where the result no longer shows it whole
         if summarized:
-            content = f"[compacted] {envelope.get('summary')}" if envelope.get("ok") else content
+            content = f"[compacted] {key or envelope.get('summary')}" if envelope.get("ok") else content
         elif cap is not None and envelope.get("ok"):
             text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False, default=str)
             if len(text) > cap:
-                notice = f"[... {len(text) - cap} characters cut to fit the context ...]"
+                found = f"; key line: {key}" if key else ""
+                notice = f"[... {len(text) - cap} characters cut to fit the context{found} ...]"
                 content = f"{text[: cap * 2 // 3]}\n{notice}\n{text[-(cap // 3) :]}"
         shown.append({"name": r["name"], "content": content})
     return dialect.tool_results(step, shown)
@@ -106,10 +110,12 @@ class Memory:
     plan_current: str = ""
     plan_todo: str = ""
     summary_detail: int = 12  # ledger entries shown with their findings in the summary; older ones shortened
-    progress_detail: int = 2  # ledger entries shown with their findings in each tool turn's progress block
+    reminder_detail: int = 3  # ledger entries shown with their findings in the goal reminder; older ones grouped
     purposes: dict[int, str] = field(default_factory=dict)  # step -> what the model said it was for
     on_turn: TurnSink | None = None
     dialect: Dialect = field(default_factory=HermesDialect)
+    _plan_shown: tuple[str, str] = ("", "")  # the plan as last written into a tool turn
+    _reminded_through: int = 0  # the last step a goal reminder listed
 
     # -- recording -------------------------------------------------------------------------
     def _append(self, turn: Turn) -> None:
@@ -126,12 +132,15 @@ class Memory:
         self.turns.append(Turn("assistant", step, self.dialect.assistant_content(step, text, calls)))
 
     def add_tool_results(self, step: int, outcomes: list[ToolOutcome]) -> None:
+        """The step's results, then only what the context lacks: the plan, when the model changed it."""
         responses = []
         for o in outcomes:
-            responses.append({"name": o.name, "content": o.result.envelope()})
+            responses.append({"name": o.name, "content": o.result.envelope(), "finding": finding(o, self.goal)})
             self.ledger.append(o)
-        note = self.progress_block()
-        content = _render_responses(self.dialect, step, responses, None, False) + note
+        note = self.plan_note()
+        content = _render_responses(self.dialect, step, responses, None, False)
+        if note is not None:
+            content = content + note
         self._append(Turn("tool", step, content, responses, note=note))
 
     def add_user_note(self, step: int, content: Segments) -> None:
@@ -140,6 +149,14 @@ class Memory:
     def restore_turn(self, turn: Turn) -> None:
         """Put back a turn read from a session log (no event is emitted)."""
         self.turns.append(turn)
+
+    def plan_note(self) -> Segments | None:
+        """The plan, once per change: the reply's `<plan>` is not kept in its turn, so this is its only copy."""
+        plan = (self.plan_current, self.plan_todo)
+        if not any(plan) or plan == self._plan_shown:
+            return None
+        self._plan_shown = plan
+        return render("progress.jinja", current=self.plan_current, todo=self.plan_todo)
 
     def note_plan(self, current: str | None, todo: str | None, step: int | None = None) -> None:
         if current:
@@ -160,27 +177,29 @@ class Memory:
             todo=self.plan_todo or "whatever the goal still needs",
         )
 
-    def progress_block(self) -> Segments:
-        """The ledger with findings and the plan, closing each tool turn (the model sees it from step 2)."""
+    def reminder_note(self) -> Segments:
+        """The periodic goal reminder with the "what have I done" summary: the steps since the previous
+        reminder with their findings, and one counted line for the older unfolded ones (an earlier reminder
+        lists them in full; the compaction summary covers the folded ones). Its size stays bounded."""
+        unfolded = [e for e in self.ledger if e.step > self.compacted_through_step]
+        since = sum(1 for e in unfolded if e.step > self._reminded_through)
+        self._reminded_through = max((e.step for e in self.ledger), default=self._reminded_through)
+        lines = ledger_lines(unfolded, self.goal, self.purposes, since, max_short=0)
         return render(
-            "progress.jinja",
-            lines=ledger_lines(
-                [e for e in self.ledger if e.step > self.compacted_through_step],
-                self.goal,
-                self.purposes,
-                self.progress_detail,
-                max_short=2,  # older steps are grouped: the block stays short, so each turn costs O(1)
-            ),
+            "goal_reminder.jinja",
+            goal=self.goal,
+            progress=self.progress_line(),
+            lines=lines,
             current=self.plan_current,
             todo=self.plan_todo,
         )
 
     def progress_line(self) -> str:
+        """How many calls worked so far (the reminder's lines say which)."""
         done = [e for e in self.ledger if e.ok]
         if not done:
             return "no successful tool calls yet"
-        shown = "; ".join(f"{e.name} ok (step {e.step})" for e in done[-6:])
-        return f"{len(done)} successful call(s): {shown}"
+        return f"{len(done)} successful call(s) of {len(self.ledger)}"
 
     def messages(self) -> list[dict[str, Any]]:
         """The conversation for the dialect. A user note (recalled facts, summary, reminder, final-answer
@@ -214,7 +233,7 @@ class Memory:
             return False
         turn.cap, turn.summarized = cap, summarized
         turn.content = _render_responses(self.dialect, turn.step, turn.responses, cap, summarized)
-        if turn.note is not None and not summarized:
+        if turn.note is not None:  # the plan may be its only copy in the context
             turn.content = turn.content + turn.note
         return True
 

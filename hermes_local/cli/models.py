@@ -192,6 +192,9 @@ def doctor(
         where = f"{requested}: {memory['layers_on_gpu']}/{memory['n_layer']} layers on the GPU"
         where += " (if this build has GPU support)" if gpu is None and memory["layers_on_gpu"] else ""
     show("offload", where)
+    from hermes_local.engines.threads import describe_threads
+
+    show("threads", describe_threads(settings.n_threads).removeprefix("threads "))  # auto: the cores left free now
     home = home_dir()
     home_state = "exists" if home.is_dir() else "will be created on first run"
     if home.is_dir() and not os.access(home, os.W_OK):

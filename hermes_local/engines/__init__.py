@@ -83,14 +83,15 @@ def _in_process(
 ) -> LLM:
     """llama.cpp in this process: the settings' load options (the registry's where the user set none)."""
     from hermes_local.engines.inprocess.llamacpp import LlamaCppLLM, LlamaParams
+    from hermes_local.engines.threads import ThreadChooser, describe_threads
 
     if model.path is None:
         raise ValueError("the in-process engine loads a resolved GGUF: pass EngineModel(path=...)")
     path = model.path
 
-    def open_model(params: LlamaParams) -> LlamaCppLLM:
+    def open_model(params: LlamaParams, threads: ThreadChooser | None = None) -> LlamaCppLLM:
         try:
-            return LlamaCppLLM(path, params)
+            return LlamaCppLLM(path, params, threads=threads)
         except ModelLoadError as exc:
             raise UserError(f"{exc}; check the file or re-download it") from exc
 
@@ -99,13 +100,15 @@ def _in_process(
     params = settings_for(LlamaParams, settings, **model.load)
     key = (str(path.resolve()), repr(sorted(vars(params).items())))
     if key not in _loaded:
+        chooser = None if params.n_threads else ThreadChooser()  # auto threads: the cores others leave free
         if on_info and model.header is not None:
             from hermes_local.engines.inprocess.backend import gpu_offload_available
             from hermes_local.models.footprint import memory_line
 
             gpu = gpu_offload_available()
-            on_info(memory_line(model.header, params.n_ctx, params.n_gpu_layers, gpu_offload=gpu))
-        _loaded[key] = open_model(params)
+            line = memory_line(model.header, params.n_ctx, params.n_gpu_layers, gpu_offload=gpu)
+            on_info(f"{line}; {describe_threads(params.n_threads, chooser)}")
+        _loaded[key] = open_model(params, chooser)
     if settings.parallel > 1:  # concurrent runs share the model as sequences of one batched context
         from hermes_local.engines.inprocess.batching import BatchedLLM
 

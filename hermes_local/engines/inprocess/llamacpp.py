@@ -24,6 +24,7 @@ from hermes_local.engines.inprocess.drafting import PromptLookup
 from hermes_local.engines.inprocess.kvcache import PromptCache, model_identity, restore_or_save_prefix
 from hermes_local.engines.inprocess.load import batch_invariant, extra_buffers
 from hermes_local.engines.inprocess.sampling import Output, TokenSampler, quiet_stderr
+from hermes_local.engines.threads import ThreadChooser, describe_threads
 from hermes_local.errors import ModelLoadError
 from hermes_local.llm import (
     DEFAULT_OPTIONS,
@@ -64,7 +65,10 @@ class LlamaParams:
 class LlamaCppLLM:
     """One in-process llama.cpp model. Reuses its KV prefix across calls; a lock serializes use."""
 
-    def __init__(self, model_path: str | Path, params: LlamaParams | None = None) -> None:
+    def __init__(
+        self, model_path: str | Path, params: LlamaParams | None = None, *, threads: ThreadChooser | None = None
+    ) -> None:
+        """`threads`: the `auto` chooser to use when `params.n_threads` is unset (default: a new one)."""
         import llama_cpp  # the only import of llama_cpp in hermes-local
 
         self._llama_cpp = llama_cpp
@@ -84,9 +88,14 @@ class LlamaCppLLM:
             vocab_only=self.params.vocab_only,
             verbose=bool(os.environ.get("HERMES_LOCAL_DEBUG")),
         )
-        threads = self.params.n_threads or max(1, os.cpu_count() or 1)
-        kwargs["n_threads"] = threads
-        kwargs["n_threads_batch"] = threads
+        # n_threads unset = auto: the cores others leave free, re-checked before every call (threads.py)
+        self.threads: ThreadChooser | None = None
+        if not self.params.n_threads and not self.params.vocab_only:
+            self.threads = threads or ThreadChooser()
+        n_threads = self.params.n_threads or (self.threads.choose() if self.threads else os.cpu_count() or 1)
+        self.n_threads = n_threads
+        kwargs["n_threads"] = n_threads
+        kwargs["n_threads_batch"] = n_threads
         if self.params.rpc_servers:
             kwargs["rpc_servers"] = self.params.rpc_servers
         kv_type = batch_invariant(kwargs) if self.params.batch_invariant else "f16"
@@ -152,6 +161,20 @@ class LlamaCppLLM:
     def _is_end_of_generation(self, token: int) -> bool:
         return bool(self._llama_cpp.llama_vocab_is_eog(self._llama._model.vocab, token))
 
+    @property
+    def threads_line(self) -> str:
+        """Which thread count is in force and why (doctor, a run's first line, benchmarks)."""
+        return self.threads.describe() if self.threads else describe_threads(self.n_threads)
+
+    def _retune_threads(self) -> None:
+        """Auto threads: re-check the free cores (cheap) and tell llama.cpp when the count changes."""
+        if self.threads is None:
+            return
+        n = self.threads.choose()
+        if n != self.n_threads:
+            self._llama_cpp.llama_set_n_threads(self._llama.ctx, n, n)
+            self.n_threads = n
+
     def reset_cache(self) -> None:
         """Forget the KV cache (used by benchmarks to emulate a naive loop)."""
         with self._lock:
@@ -176,6 +199,7 @@ class LlamaCppLLM:
     ) -> Completion:
         prompt = check_prompt(tokens, self.n_ctx)
         with self._lock:
+            self._retune_threads()
             start = time.perf_counter()
             evaluated = self._prefill(prompt)
             prompt_seconds = time.perf_counter() - start
