@@ -19,6 +19,7 @@ from hermes_local.prompts import Segments, TemplateRefused, check_overrides, ren
 from hermes_local.workflow.run import render_value, template_env
 
 ESCAPE = "{{ cycler.__init__.__globals__.os.system('touch " + "{marker}') }}"
+REMINDER = {"goal": "g", "progress": "", "lines": [], "current": "", "todo": ""}
 USER = [{"role": "user", "content": Segments.untrusted("hi")}]
 
 
@@ -41,11 +42,11 @@ def test_a_prompt_override_cannot_reach_os_system(tmp_path: Path) -> None:
 
 def test_an_override_written_during_a_run_is_not_rendered_until_the_next_run(tmp_path: Path) -> None:
     check_overrides()  # the run starts with no overrides
-    shipped = render("goal_reminder.jinja", goal="g", progress="").text
+    shipped = render("goal_reminder.jinja", **REMINDER).text
     _override("goal_reminder.jinja", "PLANTED {{ goal }}")  # a tool writes into the agent's home mid-run
-    assert render("goal_reminder.jinja", goal="g", progress="").text == shipped
+    assert render("goal_reminder.jinja", **REMINDER).text == shipped
     check_overrides()  # the next run reads (and validates) it
-    assert render("goal_reminder.jinja", goal="g", progress="").text == "PLANTED g"
+    assert render("goal_reminder.jinja", **REMINDER).text == "PLANTED g"
 
 
 @pytest.mark.parametrize(
