@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from hermes_local.errors import UserError, one_line
 from hermes_local.sandbox.policy import DEFAULT_ENV
+from hermes_local.sandbox.protect import agent_home
 
 ENV_PREFIX = "HERMES_LOCAL_"
 T = TypeVar("T")
@@ -26,8 +27,8 @@ _PACKAGE_DIR = Path(__file__).resolve().parent
 
 
 def home_dir() -> Path:
-    """`HERMES_LOCAL_HOME`, default `~/.hermes-local`."""
-    return Path(os.environ.get("HERMES_LOCAL_HOME") or Path.home() / ".hermes-local").expanduser()
+    """`HERMES_LOCAL_HOME`, default `~/.hermes-local` (the same rule the sandbox masks by)."""
+    return agent_home()
 
 
 def data_path(name: str) -> Path:

@@ -23,6 +23,8 @@ from hermes_local.textsafe import terminal_safe
 if TYPE_CHECKING:  # typer >= 0.29 vendors click; only the type checker needs its Context
     from typer._click.core import Context
 
+    from hermes_local.sandbox.workspace import PinnedWorkspace
+
 
 def fail(message: str, code: int = 2) -> NoReturn:
     """Print `error: message` (terminal-safe, one line) on stderr and exit with `code`."""
@@ -173,3 +175,26 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 def notice(line: str) -> None:
     """A one-line notice on stderr (e.g. an MCP server that did not start), terminal-safe."""
     typer.echo(terminal_safe(line), err=True)
+
+
+def shielded_note(folder: Path) -> str | None:
+    """One line naming the agent's own state and code a folder holds (kept from the tools), or None."""
+    from hermes_local.sandbox.protect import STATE, found_in
+
+    held = found_in(folder)
+    if not held:
+        return None
+    parts = [f"{p.what} ({p.path}: {'hidden' if p.kind == STATE else 'read-only'})" for p in held]
+    return f"the workspace {folder} holds " + "; ".join(parts) + ": no tool may read or change them"
+
+
+def pin_workspace(workspace: Path) -> PinnedWorkspace:
+    """The run's workspace, opened once (UserError when it is missing or the agent's own); its first line
+    says when it holds the agent's own state or code."""
+    from hermes_local.sandbox.workspace import PinnedWorkspace
+
+    pin = PinnedWorkspace.open(workspace)
+    line = shielded_note(pin.path)
+    if line:
+        notice(f"note: {line}")
+    return pin
