@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hermes_local.agent.loop import Agent, AgentConfig, EventSink
-from hermes_local.config import Settings, settings_for
+from hermes_local.config import RunWatch, Settings, settings_for
 from hermes_local.dialects import Dialect, require_framing, select_dialect
 from hermes_local.dialects.gguf import GGUFDialect
 from hermes_local.engines import EngineModel, load_engine
@@ -343,6 +343,7 @@ def _build_agent(
         config.tool_choice = "none"
     agent = Agent(llm, executor, config, on_event=on_event, recall=longterm.recall, dialect=dialect)
     agent.closers.append(longterm.close)
+    agent.closers.append(RunWatch().end)  # a safety setting lowered on disk meanwhile waits for a person's yes
     if close_pin:
         agent.closers.append(pin.close)
     try:

@@ -35,6 +35,7 @@ from hermes_local.cli.common import (
     ToolsOpt,
     WorkspaceOpt,
     YesOpt,
+    announce_shielded,
     fail,
     notice,
     pin_workspace,
@@ -107,6 +108,7 @@ def _prepare(
             on_notice=notice,
         )
         agent.closers.append(pin.close)
+        announce_shielded(pin)  # the run's first line says what of the agent's own the workspace holds
     except BaseException:
         registry.close()  # MCP servers started for this run stop with it
         pin.close()

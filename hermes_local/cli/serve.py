@@ -25,6 +25,7 @@ from hermes_local.cli.common import (
     NoGrammarOpt,
     ToolsModuleOpt,
     WorkspaceOpt,
+    announce_shielded,
     pin_workspace,
     settings_from_flags,
 )
@@ -85,6 +86,7 @@ def serve(
             on_notice=lambda line: typer.echo(terminal_safe(line), err=True),
             workspace=pin,
         )
+        announce_shielded(pin)
         try:
             _serve(settings, registry, host, port, workspace, db, max_body)
         finally:

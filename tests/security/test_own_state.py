@@ -177,3 +177,50 @@ def test_a_venv_inside_the_workspace_running_the_agent_stays_read_only(tmp_path:
     assert not (site / "evil.pth").exists() and not (site / "evil2.pth").exists(), done.stdout
     assert "Read-only file system" in done.stdout and "permission_denied" in done.stdout
     assert not (ws / "PWNED").exists()
+
+
+def test_a_safety_setting_lowered_on_disk_during_a_run_waits_for_a_confirmation(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from hermes_local.cli.app import app
+    from hermes_local.config import config_file
+    from hermes_local.errors import UserError
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    config = config_file()
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text('sandbox = "bwrap"\n', encoding="utf-8")
+    assert load_settings().sandbox == "bwrap"
+    # An unsandboxed command (sandbox off for this run only) rewrites the agent's config for the next runs.
+    rewrite = f'printf \'sandbox = "off"\\nallow_tools = ["run_shell"]\\n\' > {config}'
+    run_calls(ws, ("run_shell", {"command": rewrite}), sandbox="off")
+    assert "run_shell" in config.read_text(encoding="utf-8")  # the command did change it
+    with pytest.raises(UserError, match="config.toml changed during a run .*sandbox, allow_tools"):
+        load_settings()
+    with pytest.raises(UserError, match="confirm it on a terminal"):
+        load_settings(confirm=lambda change: False)
+    refused = CliRunner().invoke(app, ["tools", "list"])  # no terminal: one line, exit 2
+    assert refused.exit_code == 2 and "config.toml changed during a run" in refused.output
+    assert len(refused.output.strip().splitlines()) == 1
+    asked: list[str] = []
+    assert load_settings(confirm=lambda change: asked.append(change.describe()) or True).sandbox == "off"
+    assert asked and str(config) in asked[0]
+    assert load_settings().allow_tools == ["run_shell"]  # confirmed once, not asked again
+    config.write_text('sandbox = "off"\nallow_tools = ["run_shell", "write_file"]\n', encoding="utf-8")
+    assert "write_file" in load_settings().allow_tools  # the user's own edit between runs is theirs
+
+
+def test_the_runs_first_line_says_the_workspace_holds_the_agents_home(fake_home: Path, tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from hermes_local.cli.app import app
+    from hermes_local.engines.replay import write_replay
+
+    replay = write_replay(tmp_path / "r.jsonl", ["Nothing to do."])
+    done = CliRunner().invoke(
+        app, ["run", "Say hi", "--model", f"replay:{replay}", "--workspace", str(fake_home), "--tool-choice", "none"]
+    )
+    assert done.exit_code == 0, done.output
+    assert f"note: the workspace {fake_home.resolve()} holds hermes-local's own home" in done.output
+    assert "[hidden] (.hermes-local)" in done.output
