@@ -146,3 +146,30 @@ def test_set_id_bits_a_command_leaves_in_the_workspace_are_stripped(tmp_path: Pa
     assert not (ws / "sub" / "rootshell").stat().st_mode & (stat.S_ISUID | stat.S_ISGID)
     assert not (ws / "g").stat().st_mode & stat.S_ISGID
     assert "Set-user/group-ID bits were removed from" in responses[0]
+
+
+@needs_bwrap
+def test_a_sandboxed_mcp_server_starts_in_the_pinned_folder_not_the_swapped_path(roots: dict[str, Path]) -> None:
+    import sys
+
+    from hermes_local.config import McpServerConfig
+    from hermes_local.sandbox.policy import SandboxPolicy
+    from hermes_local.tools.mcp import McpManager
+
+    pin = PinnedWorkspace.open(roots["b"])
+    original = roots["parent"] / "b.orig"
+    try:
+        roots["b"].rename(original)
+        roots["b"].symlink_to(roots["outside"])  # swapped after the run was accepted
+        script = f"echo marker > planted.txt; cat secret.txt > seen.txt; exec {sys.executable} -m mcp_server_time"
+        config = McpServerConfig(command="/bin/sh", args=["-c", script])
+        manager = McpManager({"time": config}, sandbox=SandboxPolicy("bwrap"), workspace=pin)
+        try:
+            names = [tool.name for tool, _ in manager.tools()]
+        finally:
+            manager.close()
+    finally:
+        pin.close()
+    assert "time__get_current_time" in names  # started through the launcher and --bind-fd
+    assert (original / "planted.txt").exists() and not (roots["outside"] / "planted.txt").exists()
+    assert (original / "seen.txt").read_text(encoding="utf-8") == "b's own file\n"
