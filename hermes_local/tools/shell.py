@@ -80,6 +80,7 @@ def run_captured(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         pass_fds=(pin.fd,) if pin and sandboxed else (),
+        confine_root=not sandboxed,  # a root command outside bwrap cannot leave its pids cgroup
     )
     proc = running.proc
     deadline = time.monotonic() + seconds

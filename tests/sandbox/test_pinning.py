@@ -173,3 +173,33 @@ def test_a_sandboxed_mcp_server_starts_in_the_pinned_folder_not_the_swapped_path
     assert "time__get_current_time" in names  # started through the launcher and --bind-fd
     assert (original / "planted.txt").exists() and not (roots["outside"] / "planted.txt").exists()
     assert (original / "seen.txt").read_text(encoding="utf-8") == "b's own file\n"
+
+
+def _cgroup_roots() -> list[str]:
+    """Mount points of the pids (v1) and unified (v2) cgroup hierarchies, from /proc/self/mountinfo."""
+    roots = []
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        left, _, right = line.partition(" - ")
+        fstype, _, options = (right.split(" ") + ["", "", ""])[:3]
+        if fstype == "cgroup2" or (fstype == "cgroup" and "pids" in options.split(",")):
+            roots.append(left.split(" ")[4])
+    return roots
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the escape needs a root command")
+def test_a_root_command_outside_bwrap_cannot_leave_its_pids_cgroup(tmp_path: Path) -> None:
+    from hermes_local.sandbox import cgroup
+
+    if cgroup.cage_root() is None:
+        pytest.skip("no writable pids cgroup here: commands have no cage")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    roots = _cgroup_roots()
+    moves = " ; ".join(
+        f"echo $$ > {root}/cgroup.procs && echo MOVED; echo $$ > /proc/1/root{root}/cgroup.procs && echo MOVED"
+        for root in roots
+    )
+    remount = f"mount -o remount,rw {roots[0]} && echo REMOUNTED"
+    _, responses = shell(ws, f"{moves}; {remount}; echo kept > ok.txt", sandbox="off")
+    assert "MOVED" not in responses[0].split("Done so far")[0] and "REMOUNTED" not in responses[0], responses[0]
+    assert (ws / "ok.txt").read_text() == "kept\n"  # an ordinary command still works
