@@ -54,6 +54,7 @@ class SandboxLimits(BaseModel):
     memory_mb: int = Field(default=4096, ge=0)
     cpu_seconds: int = Field(default=120, ge=0)
     file_size_mb: int = Field(default=1024, ge=0)
+    tmp_mb: int = Field(default=4096, ge=0)  # size of the sandbox's /tmp and /var/tmp (0: half the RAM)
 
 
 class McpServerConfig(BaseModel):
