@@ -1,16 +1,22 @@
 """Settings and where things live.
 
 Precedence is CLI > environment (`HERMES_LOCAL_*`) > config file (`$HERMES_LOCAL_HOME/config.toml`)
-> defaults. Also locates the data shipped with the package (`prompts/`, `models.toml`) both in a
+> defaults. A setting that lowers safety (`sandbox`, `allow_tools`, `allow_hosts`, `deny_tools`, an MCP
+server) changed in the config file during a run is refused until a person confirms it once (`RunWatch`,
+`check_config_changes`). Also locates the data shipped with the package (`prompts/`, `models.toml`) both in a
 source checkout and in an installed wheel. Does not import llama_cpp or load models.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import itertools
+import json
 import os
 import re
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -18,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from hermes_local.errors import UserError, one_line
 from hermes_local.sandbox.policy import DEFAULT_ENV
+from hermes_local.sandbox.protect import agent_home
 
 ENV_PREFIX = "HERMES_LOCAL_"
 T = TypeVar("T")
@@ -26,8 +33,8 @@ _PACKAGE_DIR = Path(__file__).resolve().parent
 
 
 def home_dir() -> Path:
-    """`HERMES_LOCAL_HOME`, default `~/.hermes-local`."""
-    return Path(os.environ.get("HERMES_LOCAL_HOME") or Path.home() / ".hermes-local").expanduser()
+    """`HERMES_LOCAL_HOME`, default `~/.hermes-local` (the same rule the sandbox masks by)."""
+    return agent_home()
 
 
 def data_path(name: str) -> Path:
@@ -47,6 +54,7 @@ class SandboxLimits(BaseModel):
     memory_mb: int = Field(default=4096, ge=0)
     cpu_seconds: int = Field(default=120, ge=0)
     file_size_mb: int = Field(default=1024, ge=0)
+    tmp_mb: int = Field(default=4096, ge=0)  # size of the sandbox's /tmp and /var/tmp (0: half the RAM)
 
 
 class McpServerConfig(BaseModel):
@@ -183,8 +191,15 @@ def _env_overrides() -> dict[str, Any]:
     return out
 
 
-def load_settings(cli_overrides: dict[str, Any] | None = None) -> Settings:
-    """Merge defaults, the config file, the environment and CLI values (None means "not given")."""
+def load_settings(
+    cli_overrides: dict[str, Any] | None = None, confirm: Callable[[ConfigChange], bool] | None = None
+) -> Settings:
+    """Merge defaults, the config file, the environment and CLI values (None means "not given").
+
+    A setting that lowers safety changed in the config file during a run (`watch.py`) is used only once
+    `confirm(change)` (a person at a terminal) says yes; otherwise UserError names the file.
+    """
+    check_config_changes(confirm)
     merged: dict[str, Any] = {}
     path = config_file()
     if path.is_file():
@@ -209,3 +224,145 @@ def settings_for(cls: type[T], settings: Settings, **overrides: Any) -> T:
     """
     names = {f.name for f in dataclasses.fields(cls)} & set(Settings.model_fields)  # type: ignore[arg-type]
     return cls(**{name: getattr(settings, name) for name in names if name not in overrides}, **overrides)
+
+
+# -- settings that lower safety, changed on disk during a run ---------------------------------------
+# A run records the safety settings of config.toml when it starts; if they are lower when it ends (or
+# when a later start finds it died), the change waits for a person's confirmation (`check_config_changes`).
+SANDBOX_RANK = {"bwrap": 0, "auto": 1, "off": 2}
+
+
+@dataclasses.dataclass(frozen=True)
+class ConfigChange:
+    """Settings of `file` that lower safety, changed during a run: what they were and which changed."""
+
+    file: str
+    keys: tuple[str, ...]
+
+    def describe(self) -> str:
+        return f"{self.file} changed during a run ({', '.join(self.keys)} now lower safety)"
+
+
+def _safety(path: Path) -> dict[str, Any]:
+    """The file's safety settings as written (absent keys: the defaults), {} when unreadable."""
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return {}
+    defaults = Settings.model_fields
+    out = {k: raw.get(k, defaults[k].get_default(call_default_factory=True)) for k in _SAFETY_KEYS}
+    servers = raw.get("mcp", {}).get("servers", {}) if isinstance(raw.get("mcp"), dict) else {}
+    out["mcp"] = {str(k): repr(v) for k, v in servers.items()} if isinstance(servers, dict) else {}
+    return out
+
+
+_SAFETY_KEYS = ("sandbox", "allow_tools", "allow_hosts", "deny_tools")
+
+
+def lowered(before: dict[str, Any], now: dict[str, Any]) -> tuple[str, ...]:
+    """The safety settings that are lower in `now` than in `before` (an MCP server added or changed counts)."""
+    if not before or not now:
+        return ()
+
+    def names(d: dict[str, Any], key: str) -> set[str]:
+        value = d.get(key)
+        return {str(v) for v in value} if isinstance(value, list) else set()
+
+    keys = []
+    if SANDBOX_RANK.get(str(now.get("sandbox")), 2) > SANDBOX_RANK.get(str(before.get("sandbox")), 2):
+        keys.append("sandbox")
+    keys += [k for k in ("allow_tools", "allow_hosts") if names(now, k) - names(before, k)]
+    if names(before, "deny_tools") - names(now, "deny_tools"):
+        keys.append("deny_tools")
+    servers_before, servers_now = before.get("mcp") or {}, now.get("mcp") or {}
+    keys += [f"mcp.servers.{n}" for n, v in servers_now.items() if servers_before.get(n) != v]
+    return tuple(keys)
+
+
+def _watch_dir() -> Path:
+    return home_dir() / "state" / "runs"
+
+
+def _pending_file() -> Path:
+    return home_dir() / "state" / "config-change.json"
+
+
+def _write_json(path: Path, data: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _proc_start(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return ""
+
+
+class RunWatch:
+    """One run's record of the safety settings it started with; `end()` flags a lowering made meanwhile."""
+
+    _ids = itertools.count(1)
+
+    def __init__(self) -> None:
+        self.record = _watch_dir() / f"{os.getpid()}-{next(self._ids)}.json"
+        data = {"pid": os.getpid(), "start": _proc_start(os.getpid()), "safety": _safety(config_file())}
+        with contextlib.suppress(OSError):
+            _write_json(self.record, data)
+
+    def end(self) -> None:
+        _settle(self.record)
+
+
+def _settle(record: Path) -> None:
+    """Compare a run's record with the file now, flag a lowering, and remove the record."""
+    try:
+        data = json.loads(record.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return
+    keys = lowered(data.get("safety") or {}, _safety(config_file()))
+    with contextlib.suppress(OSError):
+        if keys:
+            old = _read_pending()
+            before = old["before"] if old else data.get("safety")
+            _write_json(_pending_file(), {"file": str(config_file()), "before": before})
+        record.unlink()
+
+
+def _read_pending() -> dict[str, Any] | None:
+    try:
+        data = json.loads(_pending_file().read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def check_config_changes(confirm: Callable[[ConfigChange], bool] | None = None) -> None:
+    """Refuse (UserError, one line) a safety-lowering change made during a run until `confirm` says yes.
+
+    Records of runs that died without ending are settled first. A change the user has since undone is
+    forgotten; an accepted one is not asked again.
+    """
+    with contextlib.suppress(OSError):
+        for record in _watch_dir().glob("*.json"):
+            pid, _, _ = record.name.partition("-")
+            try:
+                data = json.loads(record.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            if not pid.isdigit() or _proc_start(int(pid)) != data.get("start"):
+                _settle(record)  # its process is gone
+    pending = _read_pending()
+    if pending is None:
+        return
+    keys = lowered(pending.get("before") or {}, _safety(config_file()))
+    if keys:
+        change = ConfigChange(str(pending.get("file") or config_file()), keys)
+        if confirm is None or not confirm(change):
+            raise UserError(
+                f"{change.describe()}; it is not used until you confirm it on a terminal (run any hermes-local "
+                "command there), or restore the file"
+            )
+    _pending_file().unlink(missing_ok=True)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hermes_local.agent.loop import Agent, AgentConfig, EventSink
-from hermes_local.config import Settings, settings_for
+from hermes_local.config import RunWatch, Settings, settings_for
 from hermes_local.dialects import Dialect, require_framing, select_dialect
 from hermes_local.dialects.gguf import GGUFDialect
 from hermes_local.engines import EngineModel, load_engine
@@ -26,6 +26,7 @@ from hermes_local.errors import UserError
 from hermes_local.llm import LLM
 from hermes_local.sandbox import procs
 from hermes_local.sandbox.policy import SandboxPolicy
+from hermes_local.sandbox.workspace import PinnedWorkspace
 from hermes_local.tools import Approver, Executor, Tool, ToolContext, ToolRegistry, default_registry
 from hermes_local.tools.registry import AskUser
 from hermes_local.tools.shell import SANDBOXED_TOOLS
@@ -190,13 +191,13 @@ def build_registry(
     settings: Settings | None = None,
     *,
     on_notice: Callable[[str], None] | None = None,
-    workspace: Path | None = None,
+    workspace: Path | PinnedWorkspace | None = None,
 ) -> ToolRegistry:
     """Built-ins, `remember`, `--tools-module` tools and (with `settings`) the MCP servers' tools, with sources.
 
     MCP servers start here, once for the run; `registry.close()` (called by `Agent.close()`) stops them.
     A server that fails to start is one `on_notice` line and its tools are left out. Stdio servers run in
-    the command sandbox (`settings.sandbox`), in their `cwd` or else `workspace`.
+    the command sandbox (`settings.sandbox`), in their `cwd` or else `workspace` (through its fd when pinned).
     """
     from hermes_local.longterm import LONGTERM_TOOLS
 
@@ -232,7 +233,7 @@ def build_agent(
     llm: LLM,
     settings: Settings,
     *,
-    workspace: Path,
+    workspace: Path | PinnedWorkspace,
     registry: ToolRegistry | None = None,
     approver: Approver | None = None,
     on_event: EventSink | None = None,
@@ -244,25 +245,73 @@ def build_agent(
 ) -> Agent:
     """The agent of one run: `registry`'s tools as the settings select them, confined to `workspace`.
 
+    `workspace` is pinned here (opened once, closed with the agent), or is the caller's `PinnedWorkspace`
+    (the service pins it when the run is accepted): refused when it was swapped since, never followed.
+
     `dialect` defaults to `dialect_for(settings, llm)`. The system turn carries the user's standing
     rules (`settings.instructions`), then the tool routing note, then `extra_instructions` (a request's own).
     `ask_user` answers the `ask_user` tool (None: nobody to ask); `on_notice` receives the tools' one-line
     notices (e.g. that commands run unsandboxed).
     """
-    from hermes_local.config import home_dir
-    from hermes_local.longterm import LongTermMemory
     from hermes_local.prompts import check_overrides
-    from hermes_local.tools.cache import ResultCache
 
     check_overrides()
-    if not workspace.is_dir():
-        raise UserError(f"workspace {workspace} is not a directory; create it or pass --workspace DIR")
+    pin, opened = pinned(workspace)
+    try:
+        return _build_agent(
+            llm,
+            settings,
+            pin,
+            registry,
+            approver,
+            on_event,
+            db_path,
+            dialect,
+            ask_user,
+            on_notice,
+            extra_instructions,
+            close_pin=opened,
+        )
+    except BaseException:
+        if opened:
+            pin.close()
+        raise
+
+
+def pinned(workspace: Path | PinnedWorkspace) -> tuple[PinnedWorkspace, bool]:
+    """(the pinned workspace, whether it was opened here): a path is opened now, a pin is checked (not swapped)."""
+    if isinstance(workspace, PinnedWorkspace):
+        workspace.check()
+        return workspace, False
+    return PinnedWorkspace.open(workspace), True
+
+
+def _build_agent(
+    llm: LLM,
+    settings: Settings,
+    pin: PinnedWorkspace,
+    registry: ToolRegistry | None,
+    approver: Approver | None,
+    on_event: EventSink | None,
+    db_path: Path | None,
+    dialect: Dialect | None,
+    ask_user: AskUser | None,
+    on_notice: Callable[[str], None] | None,
+    extra_instructions: str | None,
+    *,
+    close_pin: bool,
+) -> Agent:
+    from hermes_local.config import home_dir
+    from hermes_local.longterm import LongTermMemory
+    from hermes_local.tools.cache import ResultCache
+
     dialect = dialect or dialect_for(settings, llm)
     check_tool_use(dialect, settings)
     approver = approver or Approver(allow=settings.allow_tools, deny=settings.deny_tools)
     longterm, sandbox = LongTermMemory(), SandboxPolicy.from_settings(settings)
     context = ToolContext(
-        workspace=workspace.resolve(),
+        workspace=pin.path,
+        pin=pin,  # every tool reaches the workspace through its fd
         db_path=db_path,
         allow_hosts=list(settings.allow_hosts),
         output_cap=max(1000, min(8000, llm.n_ctx)),
@@ -294,6 +343,9 @@ def build_agent(
         config.tool_choice = "none"
     agent = Agent(llm, executor, config, on_event=on_event, recall=longterm.recall, dialect=dialect)
     agent.closers.append(longterm.close)
+    agent.closers.append(RunWatch().end)  # a safety setting lowered on disk meanwhile waits for a person's yes
+    if close_pin:
+        agent.closers.append(pin.close)
     try:
         agent.system_prompt()  # a prompt override that fails to render is the user's to fix, now
     except Exception as exc:  # noqa: BLE001 - jinja raises many kinds

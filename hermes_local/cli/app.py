@@ -47,8 +47,6 @@ app.command(epilog=RUN_EXAMPLES)(run)
 app.command()(chat)
 
 
-
-
 def force_hub_offline(argv: list[str]) -> None:
     """Only `models download` may reach the hub; everything else runs with huggingface-hub offline.
 

@@ -9,6 +9,8 @@ every command. Does not build agents or hold command logic.
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
@@ -16,12 +18,14 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 import typer
 from typer.core import TyperGroup
 
-from hermes_local.config import Settings, load_settings
+from hermes_local.config import ConfigChange, Settings, load_settings
 from hermes_local.errors import HermesError, UserError
 from hermes_local.textsafe import terminal_safe
 
 if TYPE_CHECKING:  # typer >= 0.29 vendors click; only the type checker needs its Context
     from typer._click.core import Context
+
+    from hermes_local.sandbox.workspace import PinnedWorkspace
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
@@ -115,6 +119,14 @@ AnswerGuardOpt = Annotated[
 ]
 
 
+def confirm_on_terminal(change: ConfigChange) -> bool:
+    """Ask the person at the terminal whether a safety-lowering config change made during a run is theirs."""
+    if not (sys.stdin.isatty() and sys.stderr.isatty()):
+        return False  # nobody to ask: refused with one line
+    question = f"{terminal_safe(change.describe())}. Was that you, and should it be used?"
+    return typer.confirm(question, default=False, err=True)
+
+
 def read_instructions(value: str | None) -> str | None:
     """`--instructions` text, or the contents of FILE for `@FILE`; None when not given."""
     if value is None or not value.startswith("@"):
@@ -162,7 +174,7 @@ def settings_from_flags(flags: Mapping[str, Any]) -> Settings:
         overrides["instructions"] = read_instructions(overrides["instructions"])
     if "tensor_split" in overrides:
         overrides["tensor_split"] = _floats(overrides["tensor_split"], "--tensor-split")
-    settings = load_settings(overrides)
+    settings = load_settings(overrides, confirm=confirm_on_terminal)
     added = {key: [*getattr(settings, key), *flags[name]] for name, key in ADDED_FLAGS.items() if flags.get(name)}
     return settings.model_copy(update=added) if added else settings
 
@@ -173,3 +185,32 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 def notice(line: str) -> None:
     """A one-line notice on stderr (e.g. an MCP server that did not start), terminal-safe."""
     typer.echo(terminal_safe(line), err=True)
+
+
+def shielded_note(folder: Path) -> str | None:
+    """One line naming the agent's own state and code a folder holds (kept from the tools), or None."""
+    from hermes_local.sandbox.protect import STATE, found_in
+
+    root = Path(os.path.realpath(folder))
+    groups: dict[str, list[str]] = {}
+    for item in found_in(root):
+        shown = os.path.relpath(item.path, root) if item.path.startswith(f"{root}/") else item.path
+        groups.setdefault(f"{item.what} [{'hidden' if item.kind == STATE else 'read-only'}]", []).append(shown)
+    if not groups:
+        return None
+    parts = [f"{what} ({', '.join(paths)})" for what, paths in groups.items()]
+    return f"the workspace {root} holds " + "; ".join(parts) + ": no tool may read or change them"
+
+
+def pin_workspace(workspace: Path) -> PinnedWorkspace:
+    """The run's workspace, opened once (UserError when it is missing or the agent's own)."""
+    from hermes_local.sandbox.workspace import PinnedWorkspace
+
+    return PinnedWorkspace.open(workspace)
+
+
+def announce_shielded(pin: PinnedWorkspace) -> None:
+    """The run's first line, when its workspace holds the agent's own state or code (kept from the tools)."""
+    line = shielded_note(pin.path)
+    if line:
+        notice(f"note: {line}")

@@ -17,10 +17,11 @@ from typing import Annotated, Any
 
 import typer
 
-from hermes_local.cli.common import settings_from_flags
+from hermes_local.cli.common import WorkspaceOpt, settings_from_flags, shielded_note
 from hermes_local.config import home_dir
 from hermes_local.errors import UserError
 from hermes_local.sandbox.policy import SandboxPolicy
+from hermes_local.sandbox.protect import covering
 
 models_app = typer.Typer(help="Model registry: list, info, download.", no_args_is_help=True)
 SPEED_SECONDS = 5.0
@@ -150,6 +151,7 @@ def doctor(
     n_ctx: NCtx = None,
     n_gpu_layers: NGpu = None,
     speed: Annotated[bool, typer.Option(help="Run the ~5 s generation speed check.")] = True,
+    workspace: WorkspaceOpt = Path("."),
 ) -> None:
     """Check this installation: Python, llama.cpp build, GPU offload, models, memory, offline status, speed."""
     from hermes_local.models.download import offline_requested
@@ -210,6 +212,11 @@ def doctor(
     show("sandbox", sandbox.describe())
     if refusal := sandbox.refusal():
         problems.append(f"{refusal}; fix: install bubblewrap (apt-get install bubblewrap) or set sandbox = auto")
+    held = covering(workspace)
+    if held is not None:  # runs refuse it
+        problems.append(f"workspace {workspace.resolve()} is inside {held.what}; fix: run in another folder")
+    note = shielded_note(workspace) if held is None else None
+    show("workspace", note or f"{workspace.resolve()} holds none of hermes-local's own state or code")
     label = choice.label if choice else path.name
     show("model", f"{label} ({info['architecture']}, {info['quant']}, {human_bytes(info['file_size'])}) {path}")
     show("memory", format_memory(memory).removeprefix("memory estimate: "))

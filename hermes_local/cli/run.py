@@ -35,8 +35,10 @@ from hermes_local.cli.common import (
     ToolsOpt,
     WorkspaceOpt,
     YesOpt,
+    announce_shielded,
     fail,
     notice,
+    pin_workspace,
     settings_from_flags,
 )
 from hermes_local.config import Settings
@@ -70,7 +72,12 @@ def _prepare(
     from hermes_local.session import SessionLog
     from hermes_local.tools.toolsets import check_spec
 
-    registry = build_registry(tools_module or [], settings, on_notice=notice, workspace=workspace.resolve())
+    pin = pin_workspace(workspace)  # opened once: tools, the sandbox and MCP servers use this fd
+    try:
+        registry = build_registry(tools_module or [], settings, on_notice=notice, workspace=pin)
+    except BaseException:
+        pin.close()
+        raise
     try:
         check_spec(registry, settings.tools)  # a mistyped --tools name is one line, exit 2, before the model loads
         source = find_model(settings)  # resolved once: the tokenizer, the dialect and the weights take it
@@ -91,7 +98,7 @@ def _prepare(
         agent = build_agent(
             llm,
             settings,
-            workspace=workspace,
+            workspace=pin,
             registry=registry,
             approver=approver,
             on_event=on_event,
@@ -100,8 +107,11 @@ def _prepare(
             ask_user=ask_user if approver.interactive else None,  # a person at the terminal can answer it
             on_notice=notice,
         )
+        agent.closers.append(pin.close)
+        announce_shielded(pin)  # the run's first line says what of the agent's own the workspace holds
     except BaseException:
         registry.close()  # MCP servers started for this run stop with it
+        pin.close()
         raise
     return llm, agent, session
 

@@ -25,6 +25,8 @@ from hermes_local.cli.common import (
     NoGrammarOpt,
     ToolsModuleOpt,
     WorkspaceOpt,
+    announce_shielded,
+    pin_workspace,
     settings_from_flags,
 )
 from hermes_local.errors import UserError
@@ -76,18 +78,21 @@ def serve(
     settings = settings_from_flags(locals())
     if not is_loopback(host) and not settings.serve_token:
         raise UserError(f"binding {host} exposes the agent to the network; pass --token (or set serve_token)")
-    if not workspace.is_dir():
-        raise UserError(f"workspace {workspace} is not a directory; create it or pass --workspace DIR")
-    registry = build_registry(  # MCP servers start once for the service and stop with it
-        tools_module or [],
-        settings,
-        on_notice=lambda line: typer.echo(terminal_safe(line), err=True),
-        workspace=workspace.resolve(),
-    )
+    pin = pin_workspace(workspace)  # the MCP servers' folder, through its fd
     try:
-        _serve(settings, registry, host, port, workspace, db, max_body)
+        registry = build_registry(  # MCP servers start once for the service and stop with it
+            tools_module or [],
+            settings,
+            on_notice=lambda line: typer.echo(terminal_safe(line), err=True),
+            workspace=pin,
+        )
+        announce_shielded(pin)
+        try:
+            _serve(settings, registry, host, port, workspace, db, max_body)
+        finally:
+            registry.close()
     finally:
-        registry.close()
+        pin.close()
 
 
 def _serve(settings: Any, registry: Any, host: str, port: int, workspace: Path, db: Path | None, max_body: int) -> None:

@@ -53,6 +53,20 @@ def _pids_cgroup_root() -> Path | None:
 _cage_root: list[Path | None] = []
 
 
+def cgroup_mounts() -> list[bytes]:
+    """Mount points of every cgroup (v1 or v2) filesystem this process sees, as bytes (for mount(2))."""
+    try:
+        lines = Path("/proc/self/mountinfo").read_text().splitlines()
+    except OSError:
+        return []
+    points = []
+    for line in lines:
+        left, _, right = line.partition(" - ")
+        if right.split(" ")[0] in ("cgroup", "cgroup2"):
+            points.append(os.fsencode(left.split(" ")[4].replace("\\040", " ")))
+    return points
+
+
 def cage_root() -> Path | None:
     if not _cage_root:
         _cage_root.append(_pids_cgroup_root())

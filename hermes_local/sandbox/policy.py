@@ -2,8 +2,10 @@
 
 `sandboxed_command(argv, workspace=...)` turns a program's argv into `(argv, env)` that run it inside
 bwrap: a fresh root holding only the system's own directories (`/usr`, `/etc`, the `/bin`/`/lib`
-links) and the Python interpreter's prefix read-only, a private `/tmp`, the workspace read-write (or
-read-only), new user/PID/IPC/UTS/network namespaces (no network unless `allow_network`),
+links) and the Python interpreter's prefix read-only, a private size-capped `/tmp`, the workspace
+read-write (or read-only; bound through its pinned fd when given), then the agent's own state hidden
+and its code read-only over every bind (`protect.py`), new user/PID/IPC/UTS/network namespaces (no
+network unless `allow_network`),
 `--die-with-parent` and a cleared environment holding only the allow-listed variables. Limits
 (processes, memory, CPU seconds, file size) ride in the argv through util-linux `prlimit`, so a
 caller that can only pass argv and env (an MCP stdio client) gets them too; callers that run
@@ -27,6 +29,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hermes_local.sandbox.protect import mask_args, program_dirs, root_only_masks
+from hermes_local.sandbox.workspace import LAUNCH_FD, PinnedWorkspace
+
 # Variables a command sees by default; everything else in the agent's environment (tokens, keys) is dropped.
 DEFAULT_ENV = ("PATH", "HOME", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "TERM", "TZ", "USER", "LOGNAME")
 # The system's own directories, mounted read-only inside the sandbox when they exist.
@@ -37,6 +42,7 @@ SYSTEM_LINKS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 HIDDEN_FILES = ("/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/sudoers", "/etc/machine-id")
 HIDDEN_DIRS = ("/etc/ssh", "/etc/sudoers.d", "/etc/ssl/private", "/etc/NetworkManager/system-connections")
 MB = 1024 * 1024
+TMP_MB = 4096  # size cap of the sandbox's /tmp and /var/tmp (a tmpfs is half the RAM otherwise)
 
 
 @dataclass(frozen=True)
@@ -47,6 +53,7 @@ class Limits:
     memory_mb: int = 4096  # address space per process
     cpu_seconds: int = 120  # CPU time per process
     file_size_mb: int = 1024  # largest file a process may write
+    tmp_mb: int = TMP_MB  # size of the sandbox's /tmp (and /var/tmp); not an rlimit
 
     def rlimits(self, running_processes: int = 0) -> list[tuple[int, int]]:
         """(resource, value) pairs for setrlimit; the process cap counts the user's `running_processes` too."""
@@ -69,6 +76,7 @@ class Limits:
             f"{self.memory_mb} MB memory" if self.memory_mb else "",
             f"{self.cpu_seconds} s CPU" if self.cpu_seconds else "",
             f"{self.file_size_mb} MB files" if self.file_size_mb else "",
+            f"{self.tmp_mb} MB /tmp" if self.tmp_mb else "",
         ]
         return ", ".join(p for p in parts if p) or "no limits"
 
@@ -111,8 +119,15 @@ def bwrap_args(
     writable: bool = True,
     allow_network: bool = False,
     extra_ro: Sequence[str] = (),
+    workspace_fd: int | None = None,
+    tmp_mb: int = TMP_MB,
 ) -> list[str]:
-    """The bwrap options (without the program) for a sandbox around `workspace`."""
+    """The bwrap options (without the program) for a sandbox around `workspace`.
+
+    With `workspace_fd` (an open directory fd bwrap inherits: a pinned workspace) the workspace is bound
+    through it (`--bind-fd`), never by its path. The agent's own state and code (`protect.py`) are masked
+    after every bind; as root, so is every file under /etc that others may not read.
+    """
     ws = os.path.realpath(workspace)
     args = [
         shutil.which("bwrap") or "bwrap",
@@ -134,11 +149,20 @@ def bwrap_args(
             args += ["--ro-bind", name, name]
     args += [a for f in HIDDEN_FILES if os.path.isfile(f) for a in ("--ro-bind", "/dev/null", f)]
     args += [a for d in HIDDEN_DIRS if os.path.isdir(d) for a in ("--tmpfs", d)]
-    args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/var/tmp"]
-    for d in [*interpreter_dirs(), *extra_ro]:
-        if os.path.exists(d):
-            args += ["--ro-bind", d, d]
-    args += ["--bind" if writable else "--ro-bind", ws, ws, "--chdir", ws]
+    if os.geteuid() == 0:
+        args += root_only_masks()  # what only root may read, by rule (the lists above are the usual ones)
+    args += ["--proc", "/proc", "--dev", "/dev"]
+    for tmp in ("/tmp", "/var/tmp"):
+        args += [*(["--size", str(tmp_mb * MB)] if tmp_mb else []), "--tmpfs", tmp]
+    visible = [d for d in [*interpreter_dirs(), *extra_ro] if os.path.exists(d)]
+    for d in visible:
+        args += ["--ro-bind", d, d]
+    if workspace_fd is not None:
+        args += ["--bind-fd" if writable else "--ro-bind-fd", str(workspace_fd), ws]
+    else:
+        args += ["--bind" if writable else "--ro-bind", ws, ws]
+    args += mask_args([(ws, writable), *((d, False) for d in visible)])  # after every bind: nothing undoes them
+    args += ["--chdir", ws]
     return args
 
 
@@ -168,6 +192,9 @@ def sandboxed_command(
     extra_ro: Sequence[str] = (),
     environ: Mapping[str, str] | None = None,
     pdeathsig: bool = True,
+    workspace_fd: int | None = None,
+    launcher: Sequence[str] = (),
+    tmp_mb: int | None = None,
 ) -> tuple[list[str], dict[str, str]]:
     """(argv, env) that run `argv` in the sandbox (or, with `use_bwrap=False`, only limited and filtered).
 
@@ -175,9 +202,10 @@ def sandboxed_command(
     `prlimit`, and without bwrap a parent-death signal by `setpriv --pdeathsig KILL` where available
     (it fires when the *thread* that spawned the program exits: spawn long-lived servers from a
     long-lived thread). The working directory is the workspace inside bwrap; without bwrap pass
-    `cwd=workspace` yourself.
+    `cwd=workspace` yourself. `workspace_fd`: bwrap binds the workspace through that inherited fd;
+    `launcher`: an argv prefix run first (`PinnedWorkspace.launcher()`, which opens that fd).
     """
-    prefix: list[str] = []
+    prefix: list[str] = list(launcher)
     if pdeathsig and not use_bwrap and shutil.which("setpriv"):
         prefix += [shutil.which("setpriv") or "setpriv", "--pdeathsig", "KILL", "--"]
     if limits is not None and shutil.which("prlimit"):
@@ -190,68 +218,18 @@ def sandboxed_command(
         prefix += [f"{by_value[res]}={value}" for res, value in limits.rlimits(running)]
         prefix += ["--"]
     if use_bwrap:
-        prefix += [*bwrap_args(workspace, writable=writable, allow_network=allow_network, extra_ro=extra_ro), "--"]
+        if tmp_mb is None:
+            tmp_mb = limits.tmp_mb if limits is not None else TMP_MB
+        options = bwrap_args(
+            workspace,
+            writable=writable,
+            allow_network=allow_network,
+            extra_ro=extra_ro,
+            workspace_fd=workspace_fd,
+            tmp_mb=tmp_mb,
+        )
+        prefix += [*options, "--"]
     return [*prefix, *argv], sandbox_env(env_allow, sandboxed=use_bwrap, environ=environ)
-
-
-def _outside_system(path: str) -> bool:
-    return not any(path == d or path.startswith(d + "/") for d in (*SYSTEM_DIRS, *SYSTEM_LINKS))
-
-
-def _python_prefix(path: str) -> str | None:
-    """The virtual environment or Python installation holding `path` (…/bin/x → …), if it is one.
-
-    Only a venv (`pyvenv.cfg`) or a prefix with its own `bin/python3` counts, so `~/.local/bin/x`
-    never exposes `~/.local`, and `/` or a system directory is never returned.
-    """
-    root = os.path.dirname(os.path.dirname(path))
-    if root in ("/", "") or not _outside_system(root) or os.path.dirname(path) != os.path.join(root, "bin"):
-        return None
-    if os.path.isfile(os.path.join(root, "pyvenv.cfg")) or os.path.exists(os.path.join(root, "bin", "python3")):
-        return root
-    return None
-
-
-def program_dirs(program: str) -> list[str]:
-    """What must be visible (read-only) inside the sandbox for `program` to start, beyond the system dirs.
-
-    For a program inside a Python virtual environment or install (e.g. `~/.venvs/x/bin/mcp-server-time`),
-    that environment's root, the base installation its `pyvenv.cfg` points at, and the same for the
-    interpreter named on its `#!` line; for any other program outside the system directories, the
-    file itself. Nothing else of the user's home becomes visible.
-    """
-    found = shutil.which(program) or program
-    if not os.path.exists(found):
-        return []
-    exe = os.path.realpath(found)
-    candidates = [os.path.abspath(found), exe]
-    try:
-        with open(exe, "rb") as fh:
-            first = fh.readline(512)
-    except OSError:
-        first = b""
-    if first.startswith(b"#!"):
-        words = first[2:].decode("utf-8", "replace").split()
-        if words and os.path.basename(words[0]) == "env" and len(words) > 1:
-            words = [shutil.which(words[1]) or words[1]]
-        if words and os.path.exists(words[0]):
-            candidates += [os.path.abspath(words[0]), os.path.realpath(words[0])]
-    dirs: list[str] = []
-    for path in candidates:
-        if not _outside_system(path):
-            continue
-        root = _python_prefix(path)
-        extra = [root] if root else [path]
-        cfg = os.path.join(root, "pyvenv.cfg") if root else ""
-        if cfg and os.path.isfile(cfg):
-            for line in Path(cfg).read_text(encoding="utf-8", errors="replace").splitlines():
-                key, _, value = line.partition("=")
-                if key.strip() == "home" and value.strip():
-                    base = os.path.dirname(os.path.realpath(value.strip()))
-                    if _outside_system(base):
-                        extra.append(base)
-        dirs += [d for d in extra if d not in dirs]
-    return dirs
 
 
 @functools.cache
@@ -323,12 +301,14 @@ class SandboxPolicy:
         writable: bool = True,
         allow_network: bool = False,
         extra_ro: Sequence[str] = (),
+        pin: PinnedWorkspace | None = None,
     ) -> tuple[list[str], dict[str, str]]:
         """(argv, env) for a long-lived program such as an MCP stdio server, under this policy.
 
         Sandboxed when bwrap is in force (its program's environment made visible by `program_dirs`),
         otherwise limited and with the filtered environment only. Raises `SandboxRefused` when
-        `sandbox = bwrap` and bwrap does not work. Start it with cwd=workspace.
+        `sandbox = bwrap` and bwrap does not work. Start it with cwd=workspace (with `pin`, the pinned
+        workspace: `pin.proc_path()`; bwrap then binds it through its fd, by the launcher prefix).
         """
         refusal = self.refusal()
         if refusal:
@@ -344,6 +324,8 @@ class SandboxPolicy:
             limits=self.limits,
             use_bwrap=sandboxed,
             extra_ro=visible,
+            workspace_fd=LAUNCH_FD if pin is not None and sandboxed else None,
+            launcher=pin.launcher() if pin is not None and sandboxed else (),
         )
 
     def approval_note(self, *, allow_network: bool = False, writable: bool = True) -> str:

@@ -33,12 +33,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hermes_local.sandbox.cgroup import PidsCage
+from hermes_local.sandbox.cgroup import PidsCage, cgroup_mounts
 from hermes_local.sandbox.policy import Limits, user_process_count
 
 PR_SET_PDEATHSIG = 1
+PR_CAPBSET_DROP, CAP_SYS_ADMIN, CAP_SYS_PTRACE = 24, 21, 19
+CLONE_NEWNS, MS_RDONLY, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 0x20000, 1, 32, 4096, 16384, 1 << 18
 _libc = ctypes.CDLL(None, use_errno=True)
 _prctl = getattr(_libc, "prctl", None)  # Linux only; elsewhere no parent-death signal (the reaper still runs)
+_unshare = getattr(_libc, "unshare", None)
+_mount = getattr(_libc, "mount", None)
 _counter = itertools.count(1)
 
 # -- the registry of live commands ----------------------------------------------------------------
@@ -191,13 +195,27 @@ def _tell_reaper(line: str) -> None:
 # -- spawning -------------------------------------------------------------------------------------
 
 
-def _child_setup(rlimits: list[tuple[int, int]], cage_fd: int, parent: int) -> Callable[[], None]:
-    """The function run in the child between fork and exec (no allocation-heavy work, no locks)."""
+def _child_setup(
+    rlimits: list[tuple[int, int]], cage_fd: int, parent: int, freeze: Sequence[bytes] = ()
+) -> Callable[[], None]:
+    """The function run in the child between fork and exec (no allocation-heavy work, no locks).
+
+    `freeze`: cgroup mount points to make read-only in a private mount namespace, for a root command
+    outside bwrap, which then also loses CAP_SYS_ADMIN and CAP_SYS_PTRACE (no remount, no /proc/1/root):
+    it cannot move itself out of its cage.
+    """
     import resource
 
     def setup() -> None:
         if cage_fd >= 0:
             os.write(cage_fd, b"0")
+        if freeze and _unshare is not None and _mount is not None and _unshare(CLONE_NEWNS) == 0:
+            _mount(None, b"/", None, MS_REC | MS_PRIVATE, None)
+            for point in freeze:
+                _mount(None, point, None, MS_REMOUNT | MS_BIND | MS_RDONLY, None)
+            if _prctl is not None:
+                for cap in (CAP_SYS_ADMIN, CAP_SYS_PTRACE):
+                    _prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)
         if _prctl is not None:
             _prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         if os.getppid() != parent:  # the agent died before the line above
@@ -260,13 +278,19 @@ def spawn(
     cwd: str | Path,
     env: dict[str, str],
     limits: Limits | None = None,
+    confine_root: bool = False,
     **popen: Any,
 ) -> Running:
-    """Start `argv` in its own session with limits, parent-death signal and cage; registered until closed."""
+    """Start `argv` in its own session with limits, parent-death signal and cage; registered until closed.
+
+    `confine_root`: the command runs outside bwrap; when the agent is root, the cage's cgroup mounts are
+    read-only for it and it loses CAP_SYS_ADMIN and CAP_SYS_PTRACE, so it cannot leave its cage.
+    """
     limits = limits or Limits(0, 0, 0, 0)
     cage = PidsCage.create(limits.processes) if limits.processes else None
     running_procs = 0 if os.geteuid() == 0 or not limits.processes else user_process_count()
-    setup = _child_setup(limits.rlimits(running_procs), cage.procs_fd if cage else -1, os.getpid())
+    freeze = cgroup_mounts() if confine_root and cage is not None and os.geteuid() == 0 else ()
+    setup = _child_setup(limits.rlimits(running_procs), cage.procs_fd if cage else -1, os.getpid(), freeze)
     try:
         proc = subprocess.Popen(
             list(argv), cwd=str(cwd), env=env, start_new_session=True, close_fds=True, preexec_fn=setup, **popen

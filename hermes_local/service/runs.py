@@ -26,6 +26,7 @@ from hermes_local.dialects.base import Dialect
 from hermes_local.errors import HermesError, UserError
 from hermes_local.events import Event
 from hermes_local.sandbox import procs
+from hermes_local.sandbox.workspace import PinnedWorkspace
 from hermes_local.service.process import SharedModel, kill_child_process_groups
 from hermes_local.service.run import Conflict, Run, RunCancelled, RunNotFound, RunRequest, WorkspaceForbidden
 from hermes_local.session import SessionLog, new_session_id
@@ -60,6 +61,7 @@ class RunManager:
         self.approval_timeout = approval_timeout
         self.kill_children = kill_children
         self.runs: collections.OrderedDict[str, Run] = collections.OrderedDict()
+        self._pins: dict[str, PinnedWorkspace] = {}  # run id -> its workspace, opened when the POST was accepted
         self.queue: collections.deque[Run] = collections.deque()
         self.running: list[Run] = []
         self._cond = threading.Condition()
@@ -103,10 +105,14 @@ class RunManager:
     def submit(self, request: RunRequest) -> Run:
         workspace = self.resolve_workspace(request.workspace)
         self.registry_for(request.tools)  # reject unknown tools now, not in the background
-        run = Run(new_session_id(), request, workspace, self.approval_timeout)
+        # Pinned now, when the run is accepted: a folder swapped while it waits is refused, never followed.
+        pin = PinnedWorkspace.open(workspace)
+        run = Run(new_session_id(), request, pin.path, self.approval_timeout)
         with self._cond:
             if self._closing:
+                pin.close()
                 raise Conflict("the server is shutting down")
+            self._pins[run.id] = pin
             self.runs[run.id] = run
             self.queue.append(run)
             self._forget_old()
@@ -137,6 +143,7 @@ class RunManager:
         with self._cond:
             if run in self.queue:
                 self.queue.remove(run)
+                self._unpin(run)
                 run.finish("cancelled", error="cancelled before it started")
                 return run
         if not run.finished:
@@ -196,7 +203,7 @@ class RunManager:
                 agent = build_agent(
                     self.model,
                     settings,
-                    workspace=run.workspace,
+                    workspace=self._pins.get(run.id) or run.workspace,  # the pin taken at POST
                     registry=self.registry_for(req.tools),
                     approver=approver,
                     on_event=on_event,
@@ -216,6 +223,13 @@ class RunManager:
         except Exception as exc:  # noqa: BLE001 - a bug must not kill the worker; it is logged
             _log.exception("run %s crashed", run.id)
             run.finish("error", error=f"internal error: {type(exc).__name__}: {exc}")
+        finally:
+            self._unpin(run)
+
+    def _unpin(self, run: Run) -> None:
+        pin = self._pins.pop(run.id, None)
+        if pin is not None:
+            pin.close()
 
     # -- shutdown --------------------------------------------------------------------------
     def shutdown(self, grace: float = 10.0) -> None:
@@ -226,6 +240,7 @@ class RunManager:
             self.queue.clear()
             self._cond.notify_all()
         for run in queued:
+            self._unpin(run)
             run.finish("cancelled", error="the server shut down before the run started")
         for run in list(self.running):
             run.request_cancel()

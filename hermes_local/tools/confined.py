@@ -10,6 +10,11 @@ unlink) is done with `dir_fd=` on that fd and `O_NOFOLLOW` on the leaf. A concur
 swaps a folder for a symlink therefore cannot redirect a read or write outside: there is no re-walk
 of the path after the check.
 
+The root is the run's pinned workspace fd when there is one (`ToolContext.pin`), so a workspace
+swapped after the run was accepted is never followed. The agent's own state and code
+(`sandbox/protect.py`: `$HERMES_LOCAL_HOME`, the interpreter, its venv and site-packages, the package)
+are refused wherever they sit in the workspace, by name and by (device, inode) of each step.
+
 Writes refuse non-regular files (FIFOs, devices, sockets, directories) and regular files with more
 than one hard link (the other name may be outside the workspace). Reads refuse non-regular files
 without blocking (`O_NONBLOCK`). Does not confine `run_shell` (a shell can go anywhere; see the
@@ -28,6 +33,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from hermes_local.sandbox.protect import Protected, covering, protected
 from hermes_local.tools.registry import ToolContext, ToolFailure
 
 MAX_SYMLINKS = 40
@@ -40,8 +46,37 @@ _DIR_FLAGS = os.O_RDONLY | _O_DIRECTORY | _O_NOFOLLOW | _O_CLOEXEC
 
 
 def workspace_root(ctx: ToolContext) -> Path:
-    """The workspace as a real path (the user chose it, so symlinks in it are followed once here)."""
+    """The workspace as a real path: the pinned one's, else resolved here (symlinks followed once)."""
+    if ctx.pin is not None:
+        return ctx.pin.path
     return Path(ctx.workspace).resolve(strict=False)
+
+
+class Shield:
+    """The agent's own state and code as seen from one workspace: by real path and by (device, inode)."""
+
+    def __init__(self, root: str) -> None:
+        self.root = root.rstrip("/") or "/"
+        self.items = protected()
+        self.ids: dict[tuple[int, int], Protected] = {}
+        for item in self.items:
+            with contextlib.suppress(OSError):
+                info = os.stat(item.path)
+                self.ids[(info.st_dev, info.st_ino)] = item
+
+    def hit(self, names: list[str], info: os.stat_result | None) -> Protected | None:
+        """The protected path that `root/names` is (or is inside), judged by name and by the file's identity."""
+        if info is not None and (info.st_dev, info.st_ino) in self.ids:
+            return self.ids[(info.st_dev, info.st_ino)]
+        return covering(os.path.join(self.root, *names), self.items) if names else None
+
+
+def _refused(name: str, item: Protected) -> ToolFailure:
+    return ToolFailure(
+        "permission_denied",
+        f"{display(name)!r} is {item.what}; no tool may read or change it (hermes-local keeps its own state "
+        "and code out of every tool's reach). Work with other files of the workspace.",
+    )
 
 
 def display(name: str) -> str:
@@ -132,7 +167,10 @@ def _under_root(ctx: ToolContext, absolute: str) -> list[str] | None:
 
 
 def _open_root(ctx: ToolContext) -> int:
+    """A fresh fd of the workspace: re-opened through the pinned fd (never its path again), else by path."""
     try:
+        if ctx.pin is not None:
+            return os.open(".", os.O_RDONLY | _O_DIRECTORY | _O_CLOEXEC, dir_fd=ctx.pin.fd)
         return os.open(workspace_root(ctx), os.O_RDONLY | _O_DIRECTORY | _O_CLOEXEC)
     except OSError as exc:
         raise ToolFailure("tool_error", f"the workspace cannot be opened: {exc.strerror}.") from exc
@@ -142,6 +180,7 @@ def _open_root(ctx: ToolContext) -> int:
 def locate(ctx: ToolContext, raw: str, *, create_parents: bool = False) -> Iterator[Location]:
     """Walk `raw` inside the workspace; yields the leaf's parent fd (closed on exit). See the module doc."""
     pending = [p for p in reversed(_relative_parts(ctx, raw)) if p not in ("", ".")]
+    shield = Shield(str(workspace_root(ctx)))
     stack: list[int] = [_open_root(ctx)]
     names: list[str] = []
     links = 0
@@ -152,6 +191,9 @@ def locate(ctx: ToolContext, raw: str, *, create_parents: bool = False) -> Itera
             "invalid_arguments", f"path {display(raw)[:200]!r} is too deep (at most {MAX_DEPTH} folders)."
         )
     try:
+        held = shield.hit([], os.fstat(stack[0])) or covering(shield.root, shield.items)
+        if held is not None:
+            raise _refused(".", held)
         while pending:
             part = pending.pop()
             seen += 1
@@ -169,8 +211,13 @@ def locate(ctx: ToolContext, raw: str, *, create_parents: bool = False) -> Itera
                 raise ToolFailure("invalid_arguments", f"a name in {display(raw)!r} is longer than 255 bytes.")
             last = not pending
             try:
-                info = os.stat(part, dir_fd=stack[-1], follow_symlinks=False)
+                info: os.stat_result | None = os.stat(part, dir_fd=stack[-1], follow_symlinks=False)
             except FileNotFoundError:
+                info = None
+            held = shield.hit([*names, part], info)
+            if held is not None:
+                raise _refused("/".join([*names, part]), held)
+            if info is None:
                 if last:
                     leaf = part
                     break
@@ -206,6 +253,9 @@ def locate(ctx: ToolContext, raw: str, *, create_parents: bool = False) -> Itera
                 raise ToolFailure("invalid_arguments", f"{where!r} is a file, not a folder.")
             stack.append(_open_dir_at(stack[-1], part, raw))
             names.append(part)
+            held = shield.hit(names, os.fstat(stack[-1]))  # the folder opened is the one checked
+            if held is not None:
+                raise _refused("/".join(names), held)
         yield Location(stack[-1], leaf, [*names, leaf] if leaf else list(names))
     finally:
         for fd in stack:

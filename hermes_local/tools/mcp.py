@@ -29,6 +29,7 @@ from urllib.parse import urlsplit
 from hermes_local.config import McpServerConfig
 from hermes_local.sandbox.net import host_allowed
 from hermes_local.sandbox.policy import SandboxPolicy, SandboxRefused
+from hermes_local.sandbox.workspace import PinnedWorkspace, folder_of
 from hermes_local.tools.mcp_results import arguments_model, clean_schema, permission_for, to_tool_result
 from hermes_local.tools.registry import Tool, ToolResult
 
@@ -38,6 +39,7 @@ PING_TIMEOUT = 3.0
 CTX_PARAM = "__hermes_ctx"  # never a valid JSON-schema argument name the model could send
 
 Notice = Callable[[str], None]
+Workspace = Path | PinnedWorkspace  # a pinned run workspace, or a folder path
 
 
 class McpStartError(Exception):
@@ -85,14 +87,15 @@ def check_url(name: str, url: str, allow_hosts: list[str]) -> None:
 
 
 def stdio_parameters(
-    name: str, config: McpServerConfig, sandbox: SandboxPolicy | None = None, workspace: Path | None = None
+    name: str, config: McpServerConfig, sandbox: SandboxPolicy | None = None, workspace: Workspace | None = None
 ) -> Any:
     """The argv, environment and working directory a stdio server is started with.
 
     With a sandbox policy and the server's `sandbox = true` (the default), the server runs under bwrap like
     `run_shell` (see `sandbox/policy.py`): its folder (`cwd`, else the run's workspace) read-write, or read-only for
     `permission = "read"`, folders named in its args read-only, no network unless the server's `allow_hosts`
-    names a host, the filtered environment plus the server's own `env`.
+    names a host, the filtered environment plus the server's own `env`, the agent's own state and code masked;
+    a pinned workspace is used through its fd (`--bind-fd`, cwd `/proc/PID/fd/N`), never by its path again.
     """
     from mcp import StdioServerParameters
 
@@ -100,7 +103,8 @@ def stdio_parameters(
     resolved = shutil.which(command) or command
     if not Path(resolved).exists():
         raise McpStartError(f"MCP server {name}: command {command!r} was not found; install it or fix the path")
-    folder = Path(config.cwd).expanduser() if config.cwd else workspace
+    pin = workspace if isinstance(workspace, PinnedWorkspace) and not config.cwd else None
+    folder = Path(config.cwd).expanduser() if config.cwd else folder_of(workspace)
     if sandbox is None or not config.sandbox or folder is None:
         return StdioServerParameters(
             command=resolved,
@@ -116,11 +120,12 @@ def stdio_parameters(
             writable=config.permission != "read",
             allow_network=bool(config.allow_hosts),
             extra_ro=named_dirs,
+            pin=pin,
         )
     except SandboxRefused as exc:
         raise McpStartError(f"MCP server {name}: {exc}") from exc
     env.update(config.env)
-    return StdioServerParameters(command=argv[0], args=argv[1:], env=env, cwd=str(folder))
+    return StdioServerParameters(command=argv[0], args=argv[1:], env=env, cwd=pin.proc_path() if pin else str(folder))
 
 
 @dataclass
@@ -132,7 +137,7 @@ class McpServer:
     runner: LoopThread
     allow_hosts: list[str] = field(default_factory=list)
     sandbox: SandboxPolicy | None = None
-    workspace: Path | None = None
+    workspace: Workspace | None = None
     status: str = "not started"  # not started | running | failed | crashed | stopped
     error: str = ""
     tools: list[Any] = field(default_factory=list)  # mcp_types.Tool
@@ -359,7 +364,7 @@ class McpManager:
         allow_hosts: list[str] | None = None,
         on_notice: Notice | None = None,
         sandbox: SandboxPolicy | None = None,
-        workspace: Path | None = None,
+        workspace: Workspace | None = None,
         on_down: Callable[[str, str], None] | None = None,
     ) -> None:
         """`on_down(server, reason)`: a server failed to start, failed its restart after a crash, or

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, create_model
 
 from hermes_local.errors import UserError
 from hermes_local.sandbox.policy import SandboxPolicy
+from hermes_local.sandbox.workspace import PinnedWorkspace
 
 Permission = Literal["read", "write", "dangerous"]
 ErrorKind = Literal[
@@ -64,6 +65,7 @@ class ToolContext:
     ask_user: AskUser | None = None  # asks the person (the caller's asker; None: nobody to ask)
     longterm: FactStore | None = None  # where `remember` writes (None: the default store)
     warned: set[str] = field(default_factory=set)  # one-time warnings already given in this run
+    pin: PinnedWorkspace | None = None  # the run's workspace, opened once (every use goes through its fd)
 
 
 class ToolFailure(Exception):

@@ -9,9 +9,11 @@ user's rights, still limited and with the filtered environment, and a warning sa
 (through the caller's `ToolContext.notice`; this module writes to no terminal).
 When the command exits, or when the time limit is reached, everything it started is killed: a
 background child that still holds the output pipes can neither hang the agent nor outlive the call.
-Output is read with `select` as it arrives and only a head and a tail are kept in memory. A command
-stopped by a resource limit is reported as `tool_error` naming the limit. This is a `dangerous` tool:
-it needs approval.
+The command starts in the run's pinned workspace through its fd (`sandbox/workspace.py`); a workspace
+swapped since the run was accepted is refused. Afterwards, set-user/group-ID bits it left on workspace
+files are removed (a note says which). Output is read with `select` as it arrives and only a head
+and a tail are kept in memory. A command stopped by a resource limit is reported as `tool_error`
+naming the limit. This is a `dangerous` tool: it needs approval.
 """
 
 from __future__ import annotations
@@ -24,8 +26,10 @@ import signal
 import subprocess
 import time
 
+from hermes_local.errors import UserError
 from hermes_local.sandbox.policy import Limits, SandboxPolicy, sandboxed_command
 from hermes_local.sandbox.procs import spawn
+from hermes_local.sandbox.workspace import PinnedWorkspace
 from hermes_local.tools.confined import workspace_root
 from hermes_local.tools.limits import HeadTailBuffer
 from hermes_local.tools.registry import ToolContext, ToolFailure, ToolResult, tool
@@ -35,6 +39,8 @@ _log = logging.getLogger(__name__)
 EXIT_GRACE = 0.2
 # Tools whose calls run through the sandbox (the approval prompt says so).
 SANDBOXED_TOOLS = frozenset({"run_shell"})
+# Files whose ctime is this much before the command started still count as its own (coarse file clocks).
+STRIP_MARGIN_NS = 2_000_000_000
 
 
 def run_captured(
@@ -44,24 +50,37 @@ def run_captured(
     out_cap: int,
     err_cap: int,
     policy: SandboxPolicy | None = None,
+    pin: PinnedWorkspace | None = None,
 ) -> tuple[int | None, HeadTailBuffer, HeadTailBuffer, str | None]:
-    """(exit code or None on timeout, stdout, stderr, limit hit or None). Everything started is dead on return."""
+    """(exit code or None on timeout, stdout, stderr, limit hit or None). Everything started is dead on return.
+
+    With `pin` (the run's pinned workspace) the command starts in that folder through its fd (bwrap's
+    `--bind-fd`, or `/proc/PID/fd/N` as cwd), whatever `cwd` names now.
+    """
     policy = policy or SandboxPolicy()
     sandboxed, _ = policy.in_force()
     # Limits, the parent-death signal and the pids cage are applied by spawn() in the child, not by argv.
     argv, env = sandboxed_command(
-        ["/bin/sh", "-c", command], workspace=cwd, env_allow=policy.env_allow, use_bwrap=sandboxed, pdeathsig=False
+        ["/bin/sh", "-c", command],
+        workspace=pin.path if pin else cwd,
+        env_allow=policy.env_allow,
+        use_bwrap=sandboxed,
+        pdeathsig=False,
+        workspace_fd=pin.fd if pin and sandboxed else None,
+        tmp_mb=policy.limits.tmp_mb,
     )
     out = HeadTailBuffer(out_cap * 2 // 3, out_cap // 3)
     err = HeadTailBuffer(err_cap * 2 // 3, err_cap // 3)
     running = spawn(
         argv,
-        cwd=cwd,
+        cwd=pin.proc_path() if pin else cwd,
         env=env,
         limits=policy.limits,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
+        pass_fds=(pin.fd,) if pin and sandboxed else (),
+        confine_root=not sandboxed,  # a root command outside bwrap cannot leave its pids cgroup
     )
     proc = running.proc
     deadline = time.monotonic() + seconds
@@ -156,7 +175,18 @@ def run_shell(command: str, ctx: ToolContext) -> ToolResult:
             "permission_denied", f"{refusal}; commands cannot run. Do without run_shell and tell the user."
         )
     warn_unsandboxed(ctx, policy)
-    code, out, err, limit = run_captured(command, str(workspace_root(ctx)), seconds, cap * 2 // 3, cap // 3, policy)
+    try:
+        pin = ctx.pin or PinnedWorkspace.open(workspace_root(ctx))  # a library context: pinned for this call
+        pin.check()  # a workspace swapped since the run began: refused, never followed
+    except UserError as exc:
+        raise ToolFailure("permission_denied", f"{exc.line}; commands cannot run.") from exc
+    try:
+        since = time.time_ns() - STRIP_MARGIN_NS
+        code, out, err, limit = run_captured(command, str(pin.path), seconds, cap * 2 // 3, cap // 3, policy, pin=pin)
+        stripped = pin.strip_set_id(since)  # everything it started is dead: nothing can put them back
+    finally:
+        if pin is not ctx.pin:
+            pin.close()
     if limit:
         partial = (out.text()[-200:] + err.text()[-200:]).strip()
         raise ToolFailure(
@@ -179,6 +209,9 @@ def run_shell(command: str, ctx: ToolContext) -> ToolResult:
             f"output truncated ({out.total} bytes stdout, {err.total} bytes stderr; head and tail shown). "
             "Filter it, e.g. with | head, | tail or grep."
         )
+    if stripped:
+        shown = ", ".join(stripped[:5]) + (f" and {len(stripped) - 5} more" if len(stripped) > 5 else "")
+        data["note"] = (data.get("note", "") + f" Set-user/group-ID bits were removed from: {shown}.").strip()
     summary = f"run_shell exit {code}" + (" (output truncated)" if truncated else "")
     if stdout.strip():
         first = " ".join(stdout.split())[:80]
