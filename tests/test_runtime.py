@@ -49,7 +49,7 @@ class TinyModel:
         class FakeLlama(ScriptedLLM):  # stands in for llama.cpp: the tokenizer load, then the weights
             remaining = 0  # like a real model, it has no recording that runs can leave unused
 
-            def __init__(self, path: Path, params: Any) -> None:
+            def __init__(self, path: Path, params: Any, threads: Any = None) -> None:
                 super().__init__(["Hello there."] * answers)
                 self.model_path, self.params = Path(path), params
                 tiny.loads.append((self.model_path.name, params.vocab_only, params.n_ctx))
