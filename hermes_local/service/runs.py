@@ -27,7 +27,7 @@ from hermes_local.errors import HermesError, UserError
 from hermes_local.events import Event
 from hermes_local.sandbox import procs
 from hermes_local.service.process import SharedModel, kill_child_process_groups
-from hermes_local.service.run import Conflict, Run, RunCancelled, RunNotFound, RunRequest, WorkspaceForbidden
+from hermes_local.service.run import Conflict, QueueFull, Run, RunCancelled, RunNotFound, RunRequest, WorkspaceForbidden
 from hermes_local.session import SessionLog, new_session_id
 from hermes_local.tools import Approver, ToolRegistry
 
@@ -81,13 +81,20 @@ class RunManager:
         """The run's workspace: the server's by default; a folder under a configured root, else 403."""
         if requested is None:
             return self.workspace
-        path = Path(requested).expanduser()
-        path = (path if path.is_absolute() else self.workspace / path).resolve()
+        try:
+            path = Path(requested).expanduser()
+            path = (path if path.is_absolute() else self.workspace / path).resolve()
+        except (OSError, RuntimeError, ValueError) as exc:  # a symlink loop, a name too long, ~nobody
+            raise UserError(f"workspace {requested[:200]!r} cannot be resolved: {exc.__class__.__name__}") from exc
         if not any(path == root or path.is_relative_to(root) for root in self.roots):
             raise WorkspaceForbidden(
                 f"workspace {requested} is not under a configured workspace root; add it to workspace_roots"
             )
-        if not path.is_dir():
+        try:
+            is_dir = path.is_dir()
+        except (OSError, ValueError):
+            is_dir = False
+        if not is_dir:
             raise UserError(f"workspace {requested} is not a directory")
         return path
 
@@ -100,13 +107,17 @@ class RunManager:
             raise UserError(f"unknown tool(s) {', '.join(unknown)}; known: {', '.join(self.registry.names())}")
         return ToolRegistry(t for t in self.registry if t.name in names)
 
-    def submit(self, request: RunRequest) -> Run:
+    def submit(self, request: RunRequest, owner: str = "") -> Run:
+        """Queue a run for `owner` (the creator's credential, see `Run.check_owner`); QueueFull past the bound."""
         workspace = self.resolve_workspace(request.workspace)
         self.registry_for(request.tools)  # reject unknown tools now, not in the background
-        run = Run(new_session_id(), request, workspace, self.approval_timeout)
+        run = Run(new_session_id(), request, workspace, self.approval_timeout, owner)
         with self._cond:
             if self._closing:
                 raise Conflict("the server is shutting down")
+            if len(self.queue) >= self.settings.serve_max_queue:
+                waiting = len(self.queue)
+                raise QueueFull(f"the run queue is full ({waiting} runs waiting); retry when runs have finished")
             self.runs[run.id] = run
             self.queue.append(run)
             self._forget_old()
@@ -126,10 +137,12 @@ class RunManager:
             raise RunNotFound(f"no run {run_id!r} in this server; see GET /v1/runs")
         return run
 
-    def recent(self) -> list[dict[str, Any]]:
+    def recent(self, owner: str | None = None) -> list[dict[str, Any]]:
+        """The remembered runs, newest first (only `owner`'s when given)."""
         return [
             {"id": r.id, "status": r.status, "task": r.request.task[:200], "created": round(r.created, 3)}
-            for r in reversed(self.runs.values())
+            for r in reversed(list(self.runs.values()))
+            if owner is None or r.owner == owner
         ]
 
     def cancel(self, run_id: str) -> Run:
@@ -141,7 +154,7 @@ class RunManager:
                 return run
         if not run.finished:
             run.request_cancel()
-            procs.kill_owned(run.id)  # its running tool command ends now, not at its time limit
+            procs.stop_owned(run.id)  # its running tool command ends now, and none of its commands starts later
             if self.kill_children and self.running == [run]:
                 kill_child_process_groups()  # and anything else it started (the only run going)
         return run
