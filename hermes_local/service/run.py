@@ -4,8 +4,10 @@
 `approval_decision`, the tools' `notice` lines and a final `status`) so late subscribers replay it from the
 start; `ask()` parks a write/dangerous call in `waiting_approval` until `decide()` or the approval timeout (a
 denial), showing what a terminal shows (`ApprovalRequest`: the sandbox note and the `approval_view`);
-`request_cancel()` makes the run stop at its next event or token. The errors the routes turn into HTTP
-statuses live here too. Does not queue or execute runs (`runs.RunManager` does), speak HTTP, or print.
+`request_cancel()` makes the run stop at its next event or token, after which no call of it can be decided;
+`check_owner()` lets only the creator's credential at the run. The errors the routes turn into HTTP statuses
+live here too, and `RunRequest` refuses a workspace path no OS call could take (NUL byte, over-long names).
+Does not queue or execute runs (`runs.RunManager` does), speak HTTP, or print.
 """
 
 from __future__ import annotations

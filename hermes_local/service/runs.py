@@ -1,12 +1,14 @@
 """Runs started over HTTP: a FIFO queue of agent runs on one shared model, with events, approvals and cancel.
 
-`RunManager.submit()` queues a run (`run.Run`) and returns it at once; `settings.parallel` worker threads (one
+`RunManager.submit()` queues a run (`run.Run`, owned by its creator's credential) and returns it at once, or
+refuses it with `QueueFull` when `serve_max_queue` runs wait already; `settings.parallel` worker threads (one
 by default) execute runs in arrival order through `runtime.build_agent`, exactly like `hermes-local run`: the
 same settings, registry, approval rules and session log (the run id IS the session id, so `sessions show ID`
 and `run --resume ID` work on it). `cancel()` stops a queued run at once and a running one at its next event
 or token (its session log stays resumable, like a killed CLI run; the tool commands its worker spawned are
-killed at once, tagged by `procs.own`, and all the server's child processes too when it is the one run
-going). `shutdown()` cancels everything, kills the process groups of tool processes this server started,
+killed at once, tagged by `procs.own`, and none of them starts afterwards, not even one approved a moment
+before: `procs.stop_owned`; all the server's child processes too when it is the one run going).
+`shutdown()` cancels everything, kills the process groups of tool processes this server started,
 and waits for the workers. `SharedModel` serializes model calls between runs and chat completions, unless the
 model decodes concurrent calls together (`parallel` > 1: `engines/inprocess/batching.py`). A crashed run is
 logged (`logging`). Does not speak HTTP, print, or hold agent logic.
