@@ -8,6 +8,7 @@ The small model is not smart: the checks are about shapes, not answers.
 from __future__ import annotations
 
 import json
+import urllib.request
 from pathlib import Path
 
 import openai
@@ -105,10 +106,13 @@ def test_a_huge_max_length_is_decoded_in_bounded_memory(real_llm, workspace: Pat
             "messages": [{"role": "user", "content": "Save a note that says: buy milk."}],
             "tools": [note],
             "tool_choice": "required",
-            "max_tokens": 40,
+            "max_tokens": 24,
         }
-        status, reply = http("POST", f"{base}/v1/chat/completions", body)
+        request = urllib.request.Request(
+            f"{base}/v1/chat/completions", json.dumps(body).encode(), {"Content-Type": "application/json"}
+        )
+        with urllib.request.urlopen(request, timeout=600) as response:  # a loaded CPU: the same as a plain string
+            reply = json.loads(response.read())
     grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
-    assert status == 200, reply
     assert reply["choices"][0]["finish_reason"] in ("tool_calls", "length")
     assert grown_mb < 500, grown_mb
