@@ -140,9 +140,13 @@ class Settings(BaseModel):
     grammar: bool = True
     tool_timeout: float = Field(30.0, gt=0, le=MAX_TOOL_TIMEOUT, allow_inf_nan=False)
     # `hermes-local serve`: extra folders runs may use as workspace (besides --workspace), the bearer
-    # token (required to bind anything but loopback), how long a call waits for approval, CORS origins.
+    # token (required to bind anything but loopback) or a file of tokens (one a line), the Host names
+    # it answers besides loopback, how many runs may wait, how long a call waits for approval, CORS origins.
     workspace_roots: list[str] = Field(default_factory=list)
     serve_token: str | None = None
+    serve_token_file: str | None = None
+    serve_hosts: list[str] = Field(default_factory=list)
+    serve_max_queue: int = Field(32, ge=1, le=500)
     approval_timeout: float = Field(300.0, gt=0)
     cors_origins: list[str] = Field(default_factory=list)
     # Pre-approved: append_to_memo only appends a line to memo.md in the workspace, and remember only

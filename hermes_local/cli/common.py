@@ -154,8 +154,9 @@ ADDED_FLAGS = {  # repeatable flags that add to the configured list
     "allow_host": "allow_hosts",
     "workspace_root": "workspace_roots",
     "cors_origin": "cors_origins",
+    "serve_host": "serve_hosts",
 }
-RENAMED_FLAGS = {"token": "serve_token"}
+RENAMED_FLAGS = {"token": "serve_token", "token_file": "serve_token_file"}
 
 
 def settings_from_flags(flags: Mapping[str, Any]) -> Settings:
@@ -163,8 +164,9 @@ def settings_from_flags(flags: Mapping[str, Any]) -> Settings:
 
     `flags` are the command's parameters (`locals()` at its top). Each one named like a setting sets it
     unless it is None (not given); `--no-grammar` / `--no-prompt-cache` turn theirs off; `--instructions
-    @FILE` reads the file; `--tensor-split 0.6,0.4` becomes numbers; `--token` is `serve_token`; the
-    repeatable `--allow`, `--allow-host`, `--workspace-root` and `--cors-origin` add to the configured
+    @FILE` reads the file; `--tensor-split 0.6,0.4` becomes numbers; `--token` is `serve_token`
+    (`--token-file`: `serve_token_file`); the repeatable `--allow`, `--allow-host`, `--workspace-root`,
+    `--cors-origin` and `--serve-host` add to the configured
     lists. Parameters that are not settings (the task, --workspace, --json, ...) are left out.
     """
     overrides = {name: value for name, value in flags.items() if name in Settings.model_fields}

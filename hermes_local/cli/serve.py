@@ -1,7 +1,10 @@
 """The `hermes-local serve` command: load the model once, build the run manager, run uvicorn.
 
-Binds 127.0.0.1 by default; any other address needs a token (`--token` or config `serve_token`),
-and with a token every request must carry `Authorization: Bearer <token>`. SIGTERM / Ctrl-C cancel
+Binds 127.0.0.1 by default; any other address needs a token (`--token-file FILE`, config
+`serve_token_file`, `HERMES_LOCAL_SERVE_TOKEN`, or `--token`, which warns: `ps` shows it to every
+local user), and with a token every request must carry `Authorization: Bearer <token>`. The guard
+(`service/guard.py`) answers only Host names that are loopback, the bound address or `serve_hosts`
+(`--serve-host`). The token is never printed. SIGTERM / Ctrl-C cancel
 queued and running runs first (their session logs stay resumable), kill the tool processes this
 server started, then stop uvicorn. Imports fastapi/uvicorn only when the command runs, so the rest of
 the CLI works without the `serve` extra. Holds no routes (see `app.py`) and no run logic (`runs.py`).
@@ -31,6 +34,7 @@ from hermes_local.cli.common import (
 )
 from hermes_local.errors import UserError
 from hermes_local.sandbox.net import is_loopback
+from hermes_local.service.guard import read_tokens, world_readable
 from hermes_local.textsafe import terminal_safe
 
 
@@ -38,7 +42,15 @@ def serve(
     host: Annotated[str, typer.Option(help="Address to bind; anything but loopback needs --token.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="TCP port.")] = 8321,
     token: Annotated[
-        str | None, typer.Option(help="Require `Authorization: Bearer TOKEN` on every request (config: serve_token).")
+        str | None,
+        typer.Option(help="Require `Authorization: Bearer TOKEN` (visible in `ps`: prefer --token-file or the env)."),
+    ] = None,
+    token_file: Annotated[
+        str | None,
+        typer.Option(help="Read the bearer token(s) from this file, one a line (config: serve_token_file)."),
+    ] = None,
+    serve_host: Annotated[
+        list[str] | None, typer.Option(help="Another Host name clients may use, e.g. a LAN name (repeatable).")
     ] = None,
     model: ModelOpt = None,
     n_ctx: NCtxOpt = None,
@@ -76,8 +88,16 @@ def serve(
     from hermes_local.runtime import build_registry
 
     settings = settings_from_flags(locals())
-    if not is_loopback(host) and not settings.serve_token:
-        raise UserError(f"binding {host} exposes the agent to the network; pass --token (or set serve_token)")
+    if token:
+        typer.echo("warning: --token is visible to every local user in `ps`; use --token-file FILE or "
+                   "HERMES_LOCAL_SERVE_TOKEN instead", err=True)  # fmt: skip
+    tokens = [t for t in (settings.serve_token,) if t]
+    if settings.serve_token_file:
+        tokens += read_tokens(settings.serve_token_file)
+        if world_readable(settings.serve_token_file):
+            typer.echo(f"warning: token file {settings.serve_token_file} is readable by others; chmod 600 it", err=True)
+    if not is_loopback(host) and not tokens:
+        raise UserError(f"binding {host} exposes the agent to the network; pass --token-file FILE (or set serve_token)")
     pin = pin_workspace(workspace)  # the MCP servers' folder, through its fd
     try:
         registry = build_registry(  # MCP servers start once for the service and stop with it
@@ -88,14 +108,23 @@ def serve(
         )
         announce_shielded(pin)
         try:
-            _serve(settings, registry, host, port, workspace, db, max_body)
+            _serve(settings, registry, tokens, host, port, workspace, db, max_body)
         finally:
             registry.close()
     finally:
         pin.close()
 
 
-def _serve(settings: Any, registry: Any, host: str, port: int, workspace: Path, db: Path | None, max_body: int) -> None:
+def _serve(
+    settings: Any,
+    registry: Any,
+    tokens: list[str],
+    host: str,
+    port: int,
+    workspace: Path,
+    db: Path | None,
+    max_body: int,
+) -> None:
     """Load the model once, check its vocabulary for the dialect, and run uvicorn until stopped."""
     import uvicorn
 
@@ -119,7 +148,8 @@ def _serve(settings: Any, registry: Any, host: str, port: int, workspace: Path, 
     )
     app = create_app(
         manager,
-        token=settings.serve_token,
+        tokens=tokens,
+        hosts=[*settings.serve_hosts, host],  # the bound address is this server's own name too
         max_body=max_body,
         cors_origins=settings.cors_origins,
         use_grammar=settings.grammar,

@@ -50,6 +50,11 @@ _counter = itertools.count(1)
 _live: dict[int, tuple[Callable[[], None], str | None]] = {}  # token -> (killer, owner)
 _lock = threading.RLock()  # re-entrant: kill_all may run in a signal handler on the thread holding it
 _owner: contextvars.ContextVar[str | None] = contextvars.ContextVar("hermes_procs_owner", default=None)
+_stopped: set[str] = set()  # owners whose commands may no longer start (a cancelled service run)
+
+
+class OwnerStopped(RuntimeError):
+    """`spawn()` under an owner that `stop_owned()` stopped: the command is not started."""
 
 
 def own(owner: str | None) -> None:
@@ -73,6 +78,17 @@ def unregister(token: int) -> None:
 def kill_owned(owner: str) -> int:
     """SIGKILL the live commands spawned under `own(owner)`; how many there were."""
     return _kill(lambda who: who == owner)
+
+
+def stop_owned(owner: str) -> int:
+    """Kill the owner's live commands and refuse every later `spawn()` under it; how many were killed.
+
+    Atomic with `spawn()`: a command is either refused or registered (and then killed here), so a
+    cancel that races an approval never lets the approved command run on.
+    """
+    with _lock:
+        _stopped.add(owner)
+    return kill_owned(owner)
 
 
 def live_count() -> int:
@@ -287,19 +303,25 @@ def spawn(
     read-only for it and it loses CAP_SYS_ADMIN and CAP_SYS_PTRACE, so it cannot leave its cage.
     """
     limits = limits or Limits(0, 0, 0, 0)
+    owner = _owner.get()
+    if owner is not None and owner in _stopped:
+        raise OwnerStopped(f"not started: run {owner} was cancelled")
     cage = PidsCage.create(limits.processes) if limits.processes else None
     running_procs = 0 if os.geteuid() == 0 or not limits.processes else user_process_count()
     freeze = cgroup_mounts() if confine_root and cage is not None and os.geteuid() == 0 else ()
     setup = _child_setup(limits.rlimits(running_procs), cage.procs_fd if cage else -1, os.getpid(), freeze)
     try:
-        proc = subprocess.Popen(
-            list(argv), cwd=str(cwd), env=env, start_new_session=True, close_fds=True, preexec_fn=setup, **popen
-        )
+        with _lock:  # with stop_owned: refused, or registered before it kills
+            if owner is not None and owner in _stopped:
+                raise OwnerStopped(f"not started: run {owner} was cancelled")
+            proc = subprocess.Popen(
+                list(argv), cwd=str(cwd), env=env, start_new_session=True, close_fds=True, preexec_fn=setup, **popen
+            )
+            running = Running(proc, cage)
+            running.token = register(running.kill)
     except BaseException:
         if cage is not None:
             cage.remove()
         raise
-    running = Running(proc, cage)
-    running.token = register(running.kill)
     _tell_reaper(f"+ {proc.pid} {cage.path if cage else ''}".rstrip())
     return running

@@ -1,34 +1,41 @@
-"""The FastAPI routes of `hermes-local serve` and its request guard (bearer token, body size, CORS).
+"""The FastAPI routes of `hermes-local serve`, wrapped in the request guard (`guard.py`).
 
 Routes: `POST /v1/runs`, `GET /v1/runs`, `GET /v1/runs/{id}`,
 `GET /v1/runs/{id}/events` (SSE, resumable with `Last-Event-ID`), `POST /v1/runs/{id}/approvals`,
 `POST /v1/runs/{id}/cancel`, `GET /v1/health`,
 `POST /v1/chat/completions`, `GET /v1/models`. Every route is a thin call into `runs.RunManager` or
-`openai_compat`; user mistakes (`HermesError`) become JSON errors `{"error": {"message", "type"}}`
-with 400, 403 (workspace outside the roots), 404 (unknown run) or 409 (wrong state). `Guard` checks
-`Authorization: Bearer <token>` on every request when a token is set (compared in constant time) and
-refuses bodies over `max_body` bytes with 413. CORS is off unless origins are configured. Does not
-bind sockets (see `command.py`) and holds no agent logic.
+`openai_compat`; user mistakes (`HermesError`, and bodies that fail validation) become JSON errors
+`{"error": {"message", "type"}}` with 400, 403 (workspace outside the roots; a run started with other
+credentials), 404 (unknown run), 409 (wrong state) or 503 (the run queue is full). A run's routes answer
+only the credentials that started it (`Run.check_owner`). Event streams and the cheap reads run on the
+event loop, so idle streams never starve `/v1/health`. CORS is off unless origins are configured. Does
+not bind sockets (see `cli/serve.py`) and holds no agent logic.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
-import secrets
-from collections.abc import AsyncIterator, Iterator
+import re
+from collections.abc import AsyncIterator, Sequence
 from typing import Any, Literal
 
 from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict
 
-from hermes_local.errors import HermesError
+from hermes_local.errors import HermesError, UserError
 from hermes_local.service import openai_compat
-from hermes_local.service.run import Conflict, RunNotFound, RunRequest, WorkspaceForbidden
+from hermes_local.service.guard import CREDENTIAL_KEY, Guard
+from hermes_local.service.run import Conflict, NotYourRun, QueueFull, Run, RunNotFound, RunRequest, WorkspaceForbidden
 from hermes_local.service.runs import RunManager
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+_EVENT_ID = re.compile(r"[0-9]{1,12}")
+_POLL_MIN, _POLL_MAX = 0.01, 0.2  # seconds between looks at an idle run's events (backing off)
+_KINDS = {403: "forbidden", 404: "not_found", 409: "conflict", 503: "queue_full"}
 
 
 class ApprovalDecision(BaseModel):
@@ -40,97 +47,77 @@ class ApprovalDecision(BaseModel):
     decision: Literal["allow", "deny"]
 
 
-class _TooLarge(Exception):
-    """The request body passed the size limit while it was being read."""
-
-
-async def _send_json(send: Any, status: int, message: str, kind: str) -> None:
-    body = json.dumps({"error": {"message": message, "type": kind}}).encode()
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-    if status == 401:
-        headers.append((b"www-authenticate", b"Bearer"))
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
-
-
-class Guard:
-    """ASGI middleware: bearer token on every request (when set) and a request body size limit."""
-
-    def __init__(self, app: Any, token: str | None, max_body: int) -> None:
-        self.app = app
-        self.expected = f"Bearer {token}".encode() if token else None
-        self.max_body = max_body
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        headers = dict(scope.get("headers") or [])
-        preflight = scope.get("method") == "OPTIONS"  # CORS preflights carry no credentials and do nothing
-        authorized = self.expected is None or secrets.compare_digest(headers.get(b"authorization", b""), self.expected)
-        if not authorized and not preflight:
-            await _send_json(send, 401, "missing or wrong Authorization: Bearer <token>", "unauthorized")
-            return
-        length = headers.get(b"content-length", b"0")
-        if not length.isdigit() or int(length) > self.max_body:
-            await _send_json(send, 413, f"request body over {self.max_body} bytes", "too_large")
-            return
-        received = 0
-        started = False
-
-        async def limited_receive() -> Any:
-            nonlocal received
-            message = await receive()
-            if message["type"] == "http.request":
-                received += len(message.get("body", b""))
-                if received > self.max_body:
-                    raise _TooLarge()
-            return message
-
-        async def tracking_send(message: Any) -> None:
-            nonlocal started
-            started = started or message["type"] == "http.response.start"
-            await send(message)
-
-        try:
-            await self.app(scope, limited_receive, tracking_send)
-        except _TooLarge:
-            if not started:
-                await _send_json(send, 413, f"request body over {self.max_body} bytes", "too_large")
-
-
 def _error_status(exc: HermesError) -> int:
-    if isinstance(exc, WorkspaceForbidden):
+    if isinstance(exc, (WorkspaceForbidden, NotYourRun)):
         return 403
     if isinstance(exc, RunNotFound):
         return 404
     if isinstance(exc, Conflict):
         return 409
+    if isinstance(exc, QueueFull):
+        return 503
     return 400
 
 
-def _sse(run_events: Iterator[tuple[str, dict[str, Any]] | None], first: int) -> Iterator[str]:
-    """SSE text: `id` is the event's number, so a reconnecting client resumes with `Last-Event-ID`."""
-    number = first
-    for item in run_events:
-        if item is None:
-            yield ": keep-alive\n\n"
+def _first_event(request: Request) -> int:
+    """The event number to stream from: 0, or one past `Last-Event-ID` (an event number, else HTTP 400)."""
+    last = request.headers.get("last-event-id", "").strip()
+    if not last:
+        return 0
+    if not _EVENT_ID.fullmatch(last):
+        raise UserError("Last-Event-ID must be the number of an event of this stream (its `id:` line)")
+    return int(last) + 1
+
+
+async def _sse(run: Run, first: int, keepalive: float = 10.0) -> AsyncIterator[str]:
+    """SSE text: `id` is the event's number, so a reconnecting client resumes with `Last-Event-ID`.
+
+    Polls the run's event list on the event loop (no thread per stream): idle streams cost nothing but a
+    timer, so they cannot take the threads the other routes need."""
+    number, pause, quiet = first, _POLL_MIN, 0.0
+    while True:
+        with run.cond:
+            batch = run.events[number:]
+            done = run.finished
+        for name, data in batch:
+            yield f"id: {number}\nevent: {name}\ndata: {json.dumps(data, ensure_ascii=True, default=str)}\n\n"
+            number += 1
+        if done:
+            return
+        if batch:
+            pause, quiet = _POLL_MIN, 0.0
             continue
-        name, data = item
-        yield f"id: {number}\nevent: {name}\ndata: {json.dumps(data, ensure_ascii=True, default=str)}\n\n"
-        number += 1
+        if quiet >= keepalive:
+            yield ": keep-alive\n\n"
+            quiet = 0.0
+        await asyncio.sleep(pause)
+        quiet += pause
+        pause = min(pause * 2, _POLL_MAX)
+
+
+def _validation_line(exc: RequestValidationError) -> str:
+    problems = []
+    for err in exc.errors()[:3]:
+        where = ".".join(str(p) for p in err.get("loc", ()) if p != "body") or "body"
+        problems.append(f"{where}: {err.get('msg', 'invalid')}")
+    return "invalid request: " + "; ".join(problems)[:500]
 
 
 def create_app(
     manager: RunManager,
     *,
     token: str | None = None,
+    tokens: Sequence[str] = (),
+    hosts: Sequence[str] | None = None,
     max_body: int = 1_000_000,
     cors_origins: list[str] | None = None,
     use_grammar: bool = True,
     dialect: Any = None,
 ) -> Any:
-    """The ASGI application: FastAPI routes wrapped in `Guard`."""
+    """The ASGI application: FastAPI routes wrapped in `guard.Guard`.
+
+    `token` and `tokens` are the accepted bearer tokens (none: no token needed); `hosts` the Host names
+    answered besides loopback (default: the settings' `serve_hosts`)."""
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -148,46 +135,55 @@ def create_app(
     @api.exception_handler(HermesError)
     async def hermes_error(request: Request, exc: HermesError) -> JSONResponse:
         status = _error_status(exc)
-        kind = {403: "forbidden", 404: "not_found", 409: "conflict"}.get(status, "invalid_request_error")
+        kind = _KINDS.get(status, "invalid_request_error")
         return JSONResponse({"error": {"message": exc.line, "type": kind}}, status_code=status)
 
+    @api.exception_handler(RequestValidationError)
+    async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+        body = {"error": {"message": _validation_line(exc), "type": "invalid_request_error"}}
+        return JSONResponse(body, status_code=400)
+
+    def own_run(run_id: str, request: Request) -> Run:
+        run = manager.get(run_id)
+        run.check_owner(request.scope.get(CREDENTIAL_KEY, ""))
+        return run
+
     @api.post("/v1/runs", status_code=202)
-    def create_run(body: RunRequest) -> dict[str, Any]:
-        run = manager.submit(body)
+    def create_run(body: RunRequest, request: Request) -> dict[str, Any]:
+        run = manager.submit(body, owner=request.scope.get(CREDENTIAL_KEY, ""))
         return {"id": run.id, "status": run.status}
 
     @api.get("/v1/runs")
-    def list_runs() -> dict[str, Any]:
-        return {"runs": manager.recent()}
+    async def list_runs(request: Request) -> dict[str, Any]:
+        return {"runs": manager.recent(owner=request.scope.get(CREDENTIAL_KEY, ""))}
 
     @api.get("/v1/runs/{run_id}")
-    def get_run(run_id: str) -> dict[str, Any]:
-        return manager.get(run_id).view()
+    async def get_run(run_id: str, request: Request) -> dict[str, Any]:
+        return own_run(run_id, request).view()
 
     @api.get("/v1/runs/{run_id}/events")
-    def run_events(run_id: str, request: Request) -> StreamingResponse:
-        run = manager.get(run_id)
-        last = request.headers.get("last-event-id", "")
-        first = int(last) + 1 if last.isdigit() else 0
-        return StreamingResponse(_sse(run.follow(first), first), media_type="text/event-stream", headers=SSE_HEADERS)
+    async def run_events(run_id: str, request: Request) -> StreamingResponse:
+        run = own_run(run_id, request)
+        first = _first_event(request)
+        return StreamingResponse(_sse(run, first), media_type="text/event-stream", headers=SSE_HEADERS)
 
     @api.post("/v1/runs/{run_id}/approvals")
-    def decide(run_id: str, body: ApprovalDecision) -> dict[str, Any]:
-        run = manager.get(run_id)
+    def decide(run_id: str, body: ApprovalDecision, request: Request) -> dict[str, Any]:
+        run = own_run(run_id, request)
         run.decide(body.call, body.decision)
         return {"id": run.id, "call": body.call, "decision": body.decision}
 
     @api.post("/v1/runs/{run_id}/cancel")
-    def cancel(run_id: str) -> dict[str, Any]:
-        run = manager.cancel(run_id)
+    def cancel(run_id: str, request: Request) -> dict[str, Any]:
+        run = manager.cancel(own_run(run_id, request).id)
         return {"id": run.id, "status": run.status, "cancel_requested": True}
 
     @api.get("/v1/health")
-    def health() -> dict[str, Any]:
+    async def health() -> dict[str, Any]:  # on the event loop: answers while every worker thread is busy
         return manager.health()
 
     @api.get("/v1/models")
-    def models() -> dict[str, Any]:
+    async def models() -> dict[str, Any]:
         entry = {"id": manager.model.description, "object": "model", "created": 0, "owned_by": "hermes-local"}
         return {"object": "list", "data": [entry]}
 
@@ -207,4 +203,6 @@ def create_app(
             return StreamingResponse(stream, media_type="text/event-stream", headers=SSE_HEADERS)
         return openai_compat.complete_chat(manager.model, body, prepared)
 
-    return Guard(api, token, max_body)
+    accepted = [t for t in (token, *tokens) if t]
+    names = manager.settings.serve_hosts if hosts is None else hosts
+    return Guard(api, tokens=accepted, max_body=max_body, hosts=names, cors_origins=cors_origins or ())

@@ -26,6 +26,7 @@ from typing import Any, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from hermes_local.calls.grammar import check_schema
 from hermes_local.calls.parse import ToolCall
 from hermes_local.dialects.base import Dialect
 from hermes_local.dialects.hermes import HermesDialect
@@ -64,6 +65,9 @@ class _SchemaTool:
         params = fn.get("parameters") or {"type": "object", "properties": {}}
         if not isinstance(params, dict):
             raise UserError(f"tools[{index}].function.parameters must be a JSON schema object")
+        if len(fn["name"]) > 128:
+            raise UserError(f"tools[{index}].function.name is longer than 128 characters")
+        check_schema(params, f"tools[{index}].function.parameters")
         self.name: str = fn["name"]
         self._schema: dict[str, Any] = {
             "type": "function",
@@ -99,7 +103,7 @@ def _arguments(raw: Any, where: str) -> dict[str, Any]:
         return raw
     try:
         value = json.loads(raw or "{}")
-    except (TypeError, json.JSONDecodeError) as exc:
+    except (TypeError, ValueError) as exc:  # ValueError: also a number past Python's 4,300-digit limit
         raise UserError(f"{where}.function.arguments must be a JSON object string ({exc})") from exc
     if not isinstance(value, dict):
         raise UserError(f"{where}.function.arguments must be a JSON object")
@@ -148,7 +152,7 @@ def render_messages(messages: list[dict[str, Any]], dialect: Dialect = DIALECT) 
             content = _text(m.get("content"), f"{where}.content")
             try:
                 shown: Any = json.loads(content)
-            except json.JSONDecodeError:
+            except (ValueError, RecursionError):  # not JSON, a 5,000-digit number, nesting too deep: plain text
                 shown = content
             name = m.get("name") or names.get(str(m.get("tool_call_id")), "tool")
             responses.append({"name": str(name), "content": shown})
@@ -184,7 +188,10 @@ def prepare(
     choice_raw = req.tool_choice if req.tool_choice is not None else ("auto" if tools else "none")
     allowed = tools
     if isinstance(choice_raw, dict):
-        wanted = (choice_raw.get("function") or {}).get("name")
+        function = choice_raw.get("function")
+        if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+            raise UserError('tool_choice must be {"type": "function", "function": {"name": NAME}}')
+        wanted = function["name"]
         allowed = [t for t in tools if t.name == wanted]
         if not allowed:
             raise UserError(f"tool_choice names function {wanted!r}, which is not in tools")

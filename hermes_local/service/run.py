@@ -4,12 +4,15 @@
 `approval_decision`, the tools' `notice` lines and a final `status`) so late subscribers replay it from the
 start; `ask()` parks a write/dangerous call in `waiting_approval` until `decide()` or the approval timeout (a
 denial), showing what a terminal shows (`ApprovalRequest`: the sandbox note and the `approval_view`);
-`request_cancel()` makes the run stop at its next event or token. The errors the routes turn into HTTP
-statuses live here too. Does not queue or execute runs (`runs.RunManager` does), speak HTTP, or print.
+`request_cancel()` makes the run stop at its next event or token, after which no call of it can be decided;
+`check_owner()` lets only the creator's credential at the run. The errors the routes turn into HTTP statuses
+live here too, and `RunRequest` refuses a workspace path no OS call could take (NUL byte, over-long names).
+Does not queue or execute runs (`runs.RunManager` does), speak HTTP, or print.
 """
 
 from __future__ import annotations
 
+import hmac
 import itertools
 import logging
 import threading
@@ -19,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from hermes_local.errors import UserError
 from hermes_local.tools.approval import ApprovalRequest
@@ -41,6 +44,14 @@ class Conflict(UserError):
     """The request does not fit the run's state, e.g. an approval for a call that is not waiting (HTTP 409)."""
 
 
+class NotYourRun(UserError):
+    """The request's credentials are not those the run was started with (HTTP 403)."""
+
+
+class QueueFull(UserError):
+    """The run queue holds `serve_max_queue` runs already (HTTP 503)."""
+
+
 class RunCancelled(Exception):  # noqa: N818 - control flow: unwinds the agent loop of a cancelled run
     """Raised inside a run's event sink (or approval wait) to stop it."""
 
@@ -52,10 +63,24 @@ class RunRequest(BaseModel):
 
     task: str = Field(min_length=1, max_length=100_000)
     workspace: str | None = None
-    tools: list[str] | None = None
+    tools: list[str] | None = Field(None, max_length=200)
     max_steps: int | None = Field(None, ge=1, le=100)
     tool_choice: Literal["auto", "required", "none"] | None = None
     instructions: str | None = Field(None, max_length=20_000)
+
+    @field_validator("workspace")
+    @classmethod
+    def _plain_path(cls, value: str | None) -> str | None:
+        """A path the OS can take: no NUL byte, not over PATH_MAX, no name over NAME_MAX (else HTTP 400)."""
+        if value is None:
+            return value
+        if "\x00" in value:
+            raise ValueError("a workspace path cannot contain a NUL byte")
+        if len(value.encode("utf-8", "surrogatepass")) > 4095:
+            raise ValueError("the workspace path is longer than 4095 bytes")
+        if any(len(part.encode("utf-8", "surrogatepass")) > 255 for part in value.split("/")):
+            raise ValueError("a name in the workspace path is longer than 255 bytes")
+        return value
 
 
 @dataclass
@@ -76,8 +101,11 @@ class PendingApproval:
 class Run:
     """One run: its request, status, result and the events published so far."""
 
-    def __init__(self, run_id: str, request: RunRequest, workspace: Path, approval_timeout: float) -> None:
+    def __init__(
+        self, run_id: str, request: RunRequest, workspace: Path, approval_timeout: float, owner: str = ""
+    ) -> None:
         self.id = run_id
+        self.owner = owner  # the creator's credential (a token digest; "" without tokens): see `check_owner`
         self.request = request
         self.workspace = workspace
         self.approval_timeout = approval_timeout
@@ -111,6 +139,11 @@ class Run:
             self.pending.clear()
             self.events.append(("status", {"id": self.id, "status": status, "error": error}))
             self.cond.notify_all()
+
+    def check_owner(self, credential: str) -> None:
+        """Only the run's creator (the same credentials) may see it, decide its calls or cancel it."""
+        if not hmac.compare_digest(self.owner, credential):
+            raise NotYourRun(f"run {self.id} was started with other credentials; use the token that started it")
 
     @property
     def finished(self) -> bool:
@@ -180,6 +213,8 @@ class Run:
 
     def decide(self, call: str, decision: str) -> None:
         with self.cond:
+            if self.cancel_requested:  # a cancel already won: nothing it stopped may be allowed afterwards
+                raise Conflict(f"run {self.id} is cancelled; its calls can no longer be decided")
             pending = self.pending.get(call)
             if pending is None:
                 waiting = ", ".join(self.pending) or "none"

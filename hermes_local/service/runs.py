@@ -1,12 +1,14 @@
 """Runs started over HTTP: a FIFO queue of agent runs on one shared model, with events, approvals and cancel.
 
-`RunManager.submit()` queues a run (`run.Run`) and returns it at once; `settings.parallel` worker threads (one
+`RunManager.submit()` queues a run (`run.Run`, owned by its creator's credential) and returns it at once, or
+refuses it with `QueueFull` when `serve_max_queue` runs wait already; `settings.parallel` worker threads (one
 by default) execute runs in arrival order through `runtime.build_agent`, exactly like `hermes-local run`: the
 same settings, registry, approval rules and session log (the run id IS the session id, so `sessions show ID`
 and `run --resume ID` work on it). `cancel()` stops a queued run at once and a running one at its next event
 or token (its session log stays resumable, like a killed CLI run; the tool commands its worker spawned are
-killed at once, tagged by `procs.own`, and all the server's child processes too when it is the one run
-going). `shutdown()` cancels everything, kills the process groups of tool processes this server started,
+killed at once, tagged by `procs.own`, and none of them starts afterwards, not even one approved a moment
+before: `procs.stop_owned`; all the server's child processes too when it is the one run going).
+`shutdown()` cancels everything, kills the process groups of tool processes this server started,
 and waits for the workers. `SharedModel` serializes model calls between runs and chat completions, unless the
 model decodes concurrent calls together (`parallel` > 1: `engines/inprocess/batching.py`). A crashed run is
 logged (`logging`). Does not speak HTTP, print, or hold agent logic.
@@ -28,7 +30,7 @@ from hermes_local.events import Event
 from hermes_local.sandbox import procs
 from hermes_local.sandbox.workspace import PinnedWorkspace
 from hermes_local.service.process import SharedModel, kill_child_process_groups
-from hermes_local.service.run import Conflict, Run, RunCancelled, RunNotFound, RunRequest, WorkspaceForbidden
+from hermes_local.service.run import Conflict, QueueFull, Run, RunCancelled, RunNotFound, RunRequest, WorkspaceForbidden
 from hermes_local.session import SessionLog, new_session_id
 from hermes_local.tools import Approver, ToolRegistry
 
@@ -83,13 +85,20 @@ class RunManager:
         """The run's workspace: the server's by default; a folder under a configured root, else 403."""
         if requested is None:
             return self.workspace
-        path = Path(requested).expanduser()
-        path = (path if path.is_absolute() else self.workspace / path).resolve()
+        try:
+            path = Path(requested).expanduser()
+            path = (path if path.is_absolute() else self.workspace / path).resolve()
+        except (OSError, RuntimeError, ValueError) as exc:  # a symlink loop, a name too long, ~nobody
+            raise UserError(f"workspace {requested[:200]!r} cannot be resolved: {exc.__class__.__name__}") from exc
         if not any(path == root or path.is_relative_to(root) for root in self.roots):
             raise WorkspaceForbidden(
                 f"workspace {requested} is not under a configured workspace root; add it to workspace_roots"
             )
-        if not path.is_dir():
+        try:
+            is_dir = path.is_dir()
+        except (OSError, ValueError):
+            is_dir = False
+        if not is_dir:
             raise UserError(f"workspace {requested} is not a directory")
         return path
 
@@ -102,16 +111,21 @@ class RunManager:
             raise UserError(f"unknown tool(s) {', '.join(unknown)}; known: {', '.join(self.registry.names())}")
         return ToolRegistry(t for t in self.registry if t.name in names)
 
-    def submit(self, request: RunRequest) -> Run:
+    def submit(self, request: RunRequest, owner: str = "") -> Run:
+        """Queue a run for `owner` (the creator's credential, see `Run.check_owner`); QueueFull past the bound."""
         workspace = self.resolve_workspace(request.workspace)
         self.registry_for(request.tools)  # reject unknown tools now, not in the background
         # Pinned now, when the run is accepted: a folder swapped while it waits is refused, never followed.
         pin = PinnedWorkspace.open(workspace)
-        run = Run(new_session_id(), request, pin.path, self.approval_timeout)
+        run = Run(new_session_id(), request, pin.path, self.approval_timeout, owner)
         with self._cond:
             if self._closing:
                 pin.close()
                 raise Conflict("the server is shutting down")
+            if len(self.queue) >= self.settings.serve_max_queue:
+                waiting = len(self.queue)
+                pin.close()
+                raise QueueFull(f"the run queue is full ({waiting} runs waiting); retry when runs have finished")
             self._pins[run.id] = pin
             self.runs[run.id] = run
             self.queue.append(run)
@@ -132,10 +146,12 @@ class RunManager:
             raise RunNotFound(f"no run {run_id!r} in this server; see GET /v1/runs")
         return run
 
-    def recent(self) -> list[dict[str, Any]]:
+    def recent(self, owner: str | None = None) -> list[dict[str, Any]]:
+        """The remembered runs, newest first (only `owner`'s when given)."""
         return [
             {"id": r.id, "status": r.status, "task": r.request.task[:200], "created": round(r.created, 3)}
-            for r in reversed(self.runs.values())
+            for r in reversed(list(self.runs.values()))
+            if owner is None or r.owner == owner
         ]
 
     def cancel(self, run_id: str) -> Run:
@@ -148,7 +164,7 @@ class RunManager:
                 return run
         if not run.finished:
             run.request_cancel()
-            procs.kill_owned(run.id)  # its running tool command ends now, not at its time limit
+            procs.stop_owned(run.id)  # its running tool command ends now, and none of its commands starts later
             if self.kill_children and self.running == [run]:
                 kill_child_process_groups()  # and anything else it started (the only run going)
         return run

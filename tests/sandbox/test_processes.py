@@ -128,6 +128,35 @@ def test_registry_kill_all_and_reaper_cover_every_live_command(tmp_path: Path) -
     assert procs.live_count() == 0
 
 
+def test_a_stopped_owner_starts_no_command_and_loses_the_live_one(tmp_path: Path) -> None:
+    import contextvars
+    import threading
+
+    env = {"PATH": "/usr/bin:/bin"}
+    outcome: dict[str, object] = {}
+
+    def a_run(owner: str) -> None:  # a service run's worker thread: its commands are tagged with its id
+        procs.own(owner)
+        live = procs.spawn(["/bin/sh", "-c", "sleep 48.21"], cwd=tmp_path, env=env, limits=Limits())
+        outcome["live"] = live
+        assert wait_for(lambda: bool(alive("sleep 48.21")), 5)
+        procs.stop_owned(owner)  # the run is cancelled
+        assert wait_for(lambda: not alive("sleep 48.21"), 5)
+        live.close()
+        try:
+            procs.spawn(["/bin/sh", "-c", "touch late.txt"], cwd=tmp_path, env=env, limits=Limits())
+        except procs.OwnerStopped as exc:
+            outcome["refused"] = str(exc)
+
+    worker = threading.Thread(target=contextvars.Context().run, args=(a_run, "run-x"))
+    worker.start()
+    worker.join(30)
+    assert "run-x was cancelled" in str(outcome.get("refused")) and not (tmp_path / "late.txt").exists()
+    other = procs.spawn(["/bin/true"], cwd=tmp_path, env=env, limits=Limits())  # other owners are not stopped
+    other.proc.wait(5)
+    other.close()
+
+
 def test_limits_apply_to_spawned_programs_without_the_sandbox(tmp_path: Path) -> None:
     code = "import resource as r; print(*(r.getrlimit(x)[0] for x in (r.RLIMIT_AS, r.RLIMIT_CPU, r.RLIMIT_FSIZE)))"
     limits = Limits(processes=10, memory_mb=700, cpu_seconds=9, file_size_mb=3)

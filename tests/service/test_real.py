@@ -8,6 +8,7 @@ The small model is not smart: the checks are about shapes, not answers.
 from __future__ import annotations
 
 import json
+import urllib.request
 from pathlib import Path
 
 import openai
@@ -83,3 +84,35 @@ def test_openai_client_on_the_real_model(real_llm, workspace: Path) -> None:
     assert chunks[-1].choices[0].finish_reason in ("stop", "length")
     streamed = "".join(ch.choices[0].delta.content or "" for ch in chunks)
     assert streamed == (plain.choices[0].message.content or "")  # greedy: the same text
+
+
+def test_a_huge_max_length_is_decoded_in_bounded_memory(real_llm, workspace: Path) -> None:
+    import resource
+
+    note = {
+        "type": "function",
+        "function": {
+            "name": "save_note",
+            "parameters": {
+                "type": "object",
+                "properties": {"text": {"type": "string", "maxLength": 50_000_000}},  # grew serve past 3.3 GB
+                "required": ["text"],
+            },
+        },
+    }
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with served(real_llm, workspace) as (base, _):
+        body = {
+            "messages": [{"role": "user", "content": "Save a note that says: buy milk."}],
+            "tools": [note],
+            "tool_choice": "required",
+            "max_tokens": 24,
+        }
+        request = urllib.request.Request(
+            f"{base}/v1/chat/completions", json.dumps(body).encode(), {"Content-Type": "application/json"}
+        )
+        with urllib.request.urlopen(request, timeout=600) as response:  # a loaded CPU: the same as a plain string
+            reply = json.loads(response.read())
+    grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    assert reply["choices"][0]["finish_reason"] in ("tool_calls", "length")
+    assert grown_mb < 500, grown_mb

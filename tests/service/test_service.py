@@ -15,6 +15,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -313,7 +314,9 @@ def _origin_header(base: str, token: str | None = None) -> str | None:
 
 def test_no_cors_unless_configured(workspace: Path) -> None:
     with served(ScriptedLLM([]), workspace) as (base, _):
-        assert _origin_header(base) is None
+        with pytest.raises(urllib.error.HTTPError) as refused:  # a foreign origin is refused, not served
+            _origin_header(base)
+        assert refused.value.code == 403 and refused.value.headers.get("access-control-allow-origin") is None
     with served(ScriptedLLM([]), workspace, token="t", cors_origins=["http://app.example"]) as (base, _):
         assert _origin_header(base, token="t") == "http://app.example"
         preflight = urllib.request.Request(

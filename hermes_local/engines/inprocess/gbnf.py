@@ -2,7 +2,8 @@
 
 Covers literals, character classes, rule references, groups and `| ? * + {m} {m,n}`, the syntax
 `calls/grammar.py` emits; repetitions become helper rules. `automaton.py` follows the rules; this module
-only parses, and raises `GrammarSyntaxError` for syntax outside the subset.
+only parses, and raises `GrammarSyntaxError` for syntax outside the subset, and for a grammar that would
+expand past `MAX_RULES` rules (`x{0,50000000}` is 50 million nested rules: refused, never built).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import re
 
 # An element is ("c", ranges, negated) for a character class or ("r", rule name) for a reference.
 Element = tuple
+MAX_RULES = 50_000  # rules after expansion; our tool-call grammars need a few hundred
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", '"': '"', "[": "[", "]": "]", "-": "-", "/": "/"}
 
 
@@ -35,6 +37,8 @@ class GbnfParser:
 
     def _new_rule(self, base: str, alts: list[list[Element]]) -> Element:
         self._fresh += 1
+        if self._fresh > MAX_RULES:
+            raise GrammarSyntaxError(f"the grammar expands past {MAX_RULES} rules (a repetition bound too large?)")
         name = f"{base}~{self._fresh}"
         self.rules[name] = alts
         return ("r", name)
@@ -127,6 +131,8 @@ class GbnfParser:
             lo = int(lo_s)
             hi: int | None = lo if "," not in self.src[self.i : end] else (int(hi_s) if hi_s.strip() else None)
             self.i = end + 1
+            if max(lo, hi or 0) > MAX_RULES:
+                raise GrammarSyntaxError(f"repetition {{{lo_s},{hi_s}}} is over {MAX_RULES}")
         else:
             self.i += 1
             lo, hi = {"?": (0, 1), "*": (0, None), "+": (1, None)}[c]

@@ -7,6 +7,7 @@ import random
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
+import pytest
 from pydantic import Field
 
 from hermes_local.calls.grammar import tool_call_grammar
@@ -14,6 +15,7 @@ from hermes_local.calls.parse import parse_tool_calls
 from hermes_local.config import load_settings
 from hermes_local.engines.inprocess.automaton import GrammarAutomaton, TokenTexts, automaton_for
 from hermes_local.engines.inprocess.decoding import LOOP_MIN_TOKENS, GrammarTracker
+from hermes_local.engines.inprocess.gbnf import GrammarSyntaxError
 from hermes_local.runtime import build_agent, build_registry
 from hermes_local.testing import ScriptedLLM, tool_call_text
 from hermes_local.tools import Approver, ToolRegistry, default_registry, tool
@@ -256,3 +258,63 @@ def test_calls_that_finish_on_their_own_carry_no_truncated_key(workspace: Path) 
     llm = TruncatingLLM([tool_call_text("get_current_time"), "ok"], cut=set())
     result = build_agent(llm, load_settings({}), workspace=workspace, registry=default_registry()).run("t")
     assert "truncated" not in result.to_json()["tool_calls"][0]
+
+
+class _SchemaTool:
+    """A tool known only by its JSON schema (as an HTTP client or an MCP server sends it)."""
+
+    def __init__(self, name: str, parameters: Any) -> None:
+        self.name, self._parameters = name, parameters
+
+    def parameters_schema(self) -> Any:
+        return self._parameters
+
+    def schema(self) -> dict[str, Any]:
+        return {"type": "function", "function": {"name": self.name, "parameters": self._parameters}}
+
+
+def _long_text_tool(limit: int) -> _SchemaTool:
+    params = {"type": "object", "properties": {"text": {"type": "string", "maxLength": limit}}, "required": ["text"]}
+    return _SchemaTool("long_text", params)
+
+
+def test_a_huge_max_length_is_one_rule_bounded_by_the_decoder() -> None:
+    for limit in (5000, 50_000_000):  # 5,000 took 43 s for 40 tokens; 50,000,000 grew serve past 3.3 GB
+        grammar = tool_call_grammar([_long_text_tool(limit)])
+        a = GrammarAutomaton(grammar)
+        assert len(grammar) < 5000 and len(a.rules) < 200, limit
+        state = a.advance(a.initial, '{"name": "long_text", "arguments": {"text": "abc')
+        assert a.in_string(state) and a.string_limit(state) == limit
+    v = CharVocab()
+    t = GrammarTracker(automaton_for(tool_call_grammar([_long_text_tool(5000)])), v.tokenize, v.texts())
+    feed(t, '{"name": "long_text", "arguments": {"text": "')
+    feed(t, "ab" * 2499 + "c")
+    assert t.closing_reason(remaining=100_000) is None
+    feed(t, "d")  # the 5,000th character: the decoder closes the string here
+    assert t.closing_reason(remaining=100_000) == "max_length"
+
+
+def test_the_gbnf_parser_refuses_an_expansion_instead_of_building_it() -> None:
+    with pytest.raises(GrammarSyntaxError, match="over"):
+        GrammarAutomaton('root ::= "x" [a-z]{0,50000000}\n')
+
+
+def test_malformed_schemas_make_a_grammar_not_a_crash() -> None:
+    recursive = {
+        "type": "object",
+        "properties": {"root": {"$ref": "#/$defs/node"}},
+        "$defs": {"node": {"type": "object", "properties": {"child": {"$ref": "#/$defs/node"}}}},
+    }
+    odd = [
+        recursive,
+        {"type": "object", "properties": ["a", "b"]},
+        {"type": "object", "properties": {"a": {"$ref": "http://127.0.0.1:9/schema.json"}}},
+        {"type": "object", "properties": {"a": {"enum": "x"}, "b": {"anyOf": {}}}, "required": "a"},
+        "not a schema",
+    ]
+    for i, params in enumerate(odd):
+        a = GrammarAutomaton(tool_call_grammar([_SchemaTool(f"odd_{i}", params)]))
+        assert a.is_finished(a.advance(a.initial, f'{{"name": "odd_{i}", "arguments": {{}}}}</tool_call>')), params
+    a = GrammarAutomaton(tool_call_grammar([_SchemaTool("tree", recursive)]))
+    call = '{"name": "tree", "arguments": {"root": {"child": {"child": {"leaf": 1}}}}}</tool_call>'
+    assert a.is_finished(a.advance(a.initial, call))  # the recursive part takes any JSON value
