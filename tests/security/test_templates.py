@@ -80,7 +80,8 @@ def test_a_chat_template_syntax_error_is_one_line() -> None:
 
 
 def test_content_markers_in_tool_definitions_are_refused() -> None:
-    source = "{% for t in tools %}{{ t.function.description }}{% endfor %}{% for m in messages %}{{ m.content }}{% endfor %}"
+    source = "{% for t in tools %}{{ t.function.description }}{% endfor %}"
+    source += "{% for m in messages %}{{ m.content }}{% endfor %}"
     tools = [{"type": "function", "function": {"name": "x", "description": "\ue0020\ue003\ue0029\ue003"}}]
     with pytest.raises(UserError, match="private-use"):
         GGUFDialect(source).render(USER, tools)
