@@ -374,7 +374,7 @@ def test_mcp_list_and_tools_list(hermetic_home: Path, notes_url: str) -> None:
     res = runner.invoke(app, ["mcp", "list"])
     assert res.exit_code == 0, res.stderr
     lines = res.stdout.splitlines()
-    assert lines[0].split()[:4] == ["notes", "running", "19", "tools"]
+    assert lines[0].split()[:4] == ["notes", "running", "20", "tools"]
     assert lines[1].split()[:4] == ["broken", "failed", "0", "tools"] and "missing API token" in lines[2]
     rows = json.loads(runner.invoke(app, ["mcp", "list", "--json"]).stdout)
     assert rows[0]["tool_names"][0] == "notes__add" and rows[1]["status"] == "failed"
