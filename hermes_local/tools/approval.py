@@ -27,9 +27,11 @@ Does not run tools and writes nothing: the asker shows the question.
 from __future__ import annotations
 
 import fnmatch
+import functools
 import json
 import os
 import posixpath
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -81,26 +83,33 @@ def executes_later(path: str, patterns: Iterable[str], workspace: Path | None = 
 
     The path is normalised (`a/../.git/x` is `.git/x`); each pattern is matched, case-insensitively, against
     the whole path and every trailing part of it (`sub/.git/hooks/x` matches `.git/*`). With `workspace`,
-    the path with its symlinks resolved is checked too (`hooks -> .git/hooks`).
+    the path with its folders' symlinks resolved is checked too (`hooks -> .git/hooks`).
     """
     candidates = [path]
-    if workspace is not None:
+    folder, leaf = posixpath.split(path.replace("\\", "/").lstrip("/"))
+    if workspace is not None and folder.strip("./"):  # the leaf itself is replaced, never followed, by a write
         try:
             root = os.path.realpath(workspace)
-            real = os.path.realpath(os.path.join(root, path.lstrip("/")))
+            real = os.path.realpath(os.path.join(root, folder))
             if real == root or real.startswith(root + os.sep):
-                candidates.append(os.path.relpath(real, root))
+                candidates.append(posixpath.join(os.path.relpath(real, root), leaf))
         except (OSError, ValueError):
             pass
-    lowered = [p.lower() for p in patterns]
+    patterns = tuple(patterns)
+    matcher = _matcher(patterns)
     for candidate in candidates:
         parts = [p for p in posixpath.normpath(candidate.replace("\\", "/")).split("/") if p not in ("", ".")]
-        for i in range(len(parts)):
-            tail = "/".join(parts[i:]).lower()
-            for pattern, low in zip(patterns, lowered, strict=False):
-                if fnmatch.fnmatchcase(tail, low):
-                    return pattern
+        found = matcher.search("/".join(parts).lower())
+        if found:
+            return patterns[int(next(k for k, v in found.groupdict().items() if v is not None)[1:])]
     return None
+
+
+@functools.lru_cache(maxsize=16)
+def _matcher(patterns: tuple[str, ...]) -> re.Pattern[str]:
+    """One regex for all patterns, each anchored at a path component: `(?:^|/)` + the glob, to the end."""
+    alternatives = "|".join(f"(?P<p{i}>{fnmatch.translate(p.lower())})" for i, p in enumerate(patterns))
+    return re.compile(f"(?:^|/)(?:{alternatives or '(?!)'})")
 
 
 def _describe(t: Tool, arguments: dict[str, Any]) -> str:
