@@ -382,7 +382,7 @@ def test_mcp_list_and_tools_list(hermetic_home: Path, notes_url: str) -> None:
     assert "notes__add(a: integer, b: integer)  [read] [notes, mcp:notes]" in listed.stdout
     assert "get_current_time()  [read] [time, builtin]" in listed.stdout
     only = runner.invoke(app, ["tools", "list", "--tools", "notes,get_current_time"])
-    assert len(only.stdout.splitlines()) == 21  # 20 tools > 8: open_toolset is offered too
+    assert len(only.stdout.splitlines()) == 22  # 21 tools > 8: open_toolset is offered too
     assert only.stdout.splitlines()[-1].startswith("open_toolset(toolset: string)  [read] [routing, builtin]")
 
 
