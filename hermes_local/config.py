@@ -30,6 +30,40 @@ ENV_PREFIX = "HERMES_LOCAL_"
 T = TypeVar("T")
 MAX_TOOL_TIMEOUT = 86_400.0  # one day: larger values (inf, 1e308) overflow timers and would never fire
 _PACKAGE_DIR = Path(__file__).resolve().parent
+# Workspace files that run code later, outside any sandbox and without asking (a git hook at the next commit,
+# .envrc on `cd`, VS Code tasks on opening the folder, shell rc files at the next shell, *.pth at the next
+# Python start, CI workflows on push): writing one always asks, even under --yes / --allow. Glob patterns
+# matched against the path and every trailing part of it, case-insensitively. A Makefile is not listed: it
+# runs only when the user types `make`, like any script the agent writes (add "Makefile" to ask for it too).
+EXECUTE_LATER_FILES = (
+    ".git/*",
+    ".husky/*",
+    ".pre-commit-config.yaml",
+    ".envrc",
+    ".vscode/tasks.json",
+    ".vscode/settings.json",
+    ".vscode/launch.json",
+    ".idea/*",
+    ".bashrc",
+    ".bash_profile",
+    ".bash_login",
+    ".bash_logout",
+    ".profile",
+    ".zshrc",
+    ".zshenv",
+    ".zprofile",
+    ".zlogin",
+    ".config/fish/*",
+    "*.pth",
+    "sitecustomize.py",
+    "usercustomize.py",
+    ".github/workflows/*",
+    ".gitlab-ci.yml",
+    ".circleci/*",
+    ".travis.yml",
+    "azure-pipelines.yml",
+    "Jenkinsfile",
+)
 
 
 def home_dir() -> Path:
@@ -73,6 +107,9 @@ class McpServerConfig(BaseModel):
     cache: bool = False  # results may be served from a read cache (never unless set)
     sandbox: bool = True  # stdio servers run in the command sandbox (bwrap) unless set false
     allow_hosts: list[str] = Field(default_factory=list)  # network for a sandboxed stdio server (none if empty)
+    # Believe its tool annotations all the way down: readOnlyHint may make a tool `read`. Untrusted servers'
+    # annotations may only raise a tool above `write` (a lying server cannot skip approval).
+    trusted: bool = False
 
     @model_validator(mode="after")
     def _one_transport(self) -> McpServerConfig:
@@ -154,6 +191,11 @@ class Settings(BaseModel):
     allow_tools: list[str] = Field(default_factory=lambda: ["append_to_memo", "remember"])
     deny_tools: list[str] = Field(default_factory=list)
     allow_hosts: list[str] = Field(default_factory=list)
+    # After a run has read untrusted content (files, web pages, command output, MCP results), dangerous calls,
+    # `remember` and open-world MCP tools need a fresh approval even when allowed; true trusts all content
+    # instead (a file or page can then make the agent run what --allow allows, unasked).
+    trust_content: bool = False
+    execute_later_files: list[str] = Field(default_factory=lambda: list(EXECUTE_LATER_FILES))
     # Commands run in bubblewrap: auto = when it works (else unsandboxed, with a warning), bwrap = required.
     sandbox: str = Field("auto", pattern="^(auto|bwrap|off)$")
     sandbox_env: list[str] = Field(default_factory=lambda: list(DEFAULT_ENV))  # variables commands may see

@@ -83,6 +83,7 @@ class ToolOutcome:
             "arguments": abbreviate_arguments(self.arguments),
             "digest": self.digest,
             "approval": self.result.approval,
+            "provenance": self.result.provenance,  # trusted / untrusted: where the result's content came from
             **({"truncated": True} if self.truncated else {}),
             **self.result.envelope(),
             **({"cached": True} if self.result.cached else {}),

@@ -104,7 +104,9 @@ class LongTermMemory:
         self._db.close()
 
 
-@tool(permission="write")
+# Trusted result (it echoes the fact); a fresh approval after untrusted content, so a file or page cannot
+# plant an instruction that every later run recalls.
+@tool(permission="write", provenance="trusted", fresh_after_untrusted=True)
 def remember(fact: str, ctx: ToolContext) -> dict:
     """Remember a fact or preference about the user for future sessions.
 

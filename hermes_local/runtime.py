@@ -308,6 +308,9 @@ def _build_agent(
     dialect = dialect or dialect_for(settings, llm)
     check_tool_use(dialect, settings)
     approver = approver or Approver(allow=settings.allow_tools, deny=settings.deny_tools)
+    # content provenance (tools/approval.py): the config's opt-out and its list of files that run code later
+    approver.trust_content = approver.trust_content or settings.trust_content
+    approver.execute_later = list(settings.execute_later_files)
     longterm, sandbox = LongTermMemory(), SandboxPolicy.from_settings(settings)
     context = ToolContext(
         workspace=pin.path,

@@ -1,7 +1,7 @@
 """Routing figures: prompt tokens with 40+ tools flat vs routed, KV reuse with routing, tool-choice accuracy.
 
 Starts real MCP servers: `mcp-server-git` on a temporary repository and `mcp-server-time` over stdio,
-and the test server `tests/fixtures/mcp_test_server.py` over streamable HTTP on 127.0.0.1 (19 tools). With
+and the test server `tests/fixtures/mcp_test_server.py` over streamable HTTP on 127.0.0.1 (20 tools). With
 the 10 built-ins that is 43 tools. Prints:
 
 1. system-prompt tokens (embedded model's tokenizer) for 10 and 43 tools, flat and routed;
@@ -164,9 +164,18 @@ def main() -> None:
     figures: dict[str, Any] = {"model": llm.description}
     with mcp_test_server.serve_http() as url:
         servers = {
-            "git": {"command": sys.executable, "args": ["-m", "mcp_server_git", "--repository", str(repo)]},
-            "time": {"command": sys.executable, "args": ["-m", "mcp_server_time", "--local-timezone", "UTC"]},
-            "notes": {"url": url},
+            # trusted: their read-only tools stay `read` (an untrusted server's floor is `write`)
+            "git": {
+                "command": sys.executable,
+                "args": ["-m", "mcp_server_git", "--repository", str(repo)],
+                "trusted": True,
+            },
+            "time": {
+                "command": sys.executable,
+                "args": ["-m", "mcp_server_time", "--local-timezone", "UTC"],
+                "trusted": True,
+            },
+            "notes": {"url": url, "trusted": True},
         }
         many = build_registry([], settings_for(servers), on_notice=print)
         few = build_registry()

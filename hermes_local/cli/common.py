@@ -62,6 +62,14 @@ YesOpt = Annotated[
     bool, typer.Option("--yes", "-y", help="Approve write tool calls (dangerous ones need --allow NAME).")
 ]
 AllowOpt = Annotated[list[str] | None, typer.Option(help="Approve this tool without asking (repeatable).")]
+TrustContentOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--trust-content",
+        help="Trust what the run reads (files, web pages, command output, MCP results): --allow'ed dangerous "
+        "calls then run unasked even after it, so text planted there can run them (config: trust_content).",
+    ),
+]
 ToolsModuleOpt = Annotated[
     list[str] | None, typer.Option(help="Load @tool functions from a .py file or module (repeatable).")
 ]

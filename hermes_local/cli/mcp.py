@@ -1,7 +1,10 @@
-"""`hermes-local mcp list`: the configured MCP servers, whether they start, and how many tools they offer.
+"""`hermes-local mcp list` and `mcp trust NAME`: the configured MCP servers, and accepting changed tools.
 
 Thin: starts the servers of `[mcp.servers.NAME]` the way a run does (`tools.mcp.McpManager`), prints
-one line per server, stops them. `app.py` mounts `mcp_app`. Does not change configuration.
+one line per server (tools whose definition changed since it was pinned are named: runs leave them out),
+stops them. `mcp trust NAME` shows the current definition of each changed tool of server NAME (or of the
+one tool NAME) and pins it, so runs use it again (`tools/mcp_pins.py`). `app.py` mounts `mcp_app`. Does
+not change configuration.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ def mcp_list(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")
         rows = []
         for server in manager.servers.values():
             offered = server.as_tools() if server.status == "running" else []
+            changed = manager.pins.changed((t, f"mcp:{server.name}") for t in offered)
             target = server.config.url or " ".join([server.config.command or "", *server.config.args])
             rows.append(
                 {
@@ -52,6 +56,7 @@ def mcp_list(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")
                     "tools": len(offered),
                     "tool_names": [t.name for t in offered],
                     "error": server.error or None,
+                    "changed": changed,
                 }
             )
     finally:
@@ -67,3 +72,53 @@ def mcp_list(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")
         )
         if row["error"]:
             typer.echo(terminal_safe(f"    {row['error']}"))
+        if row["changed"]:
+            names, fix = ", ".join(changed_names(row)), f"hermes-local mcp trust {row['name']}"
+            typer.echo(terminal_safe(f"    changed since pinned, left out of runs: {names} (accept: {fix})"))
+
+
+def changed_names(row: dict[str, object]) -> list[str]:
+    value = row["changed"]
+    return [str(v) for v in value] if isinstance(value, list) else []
+
+
+@mcp_app.command("trust")
+def mcp_trust(
+    name: Annotated[str, typer.Argument(help="A configured server (all its tools) or one SERVER__TOOL.")],
+) -> None:
+    """Accept the current definitions of a server's tools (after reviewing them): runs use them again."""
+    from hermes_local.errors import UserError
+    from hermes_local.tools.mcp import McpManager
+
+    settings = load_settings()
+    server_name = name.split("__", 1)[0]
+    if server_name not in settings.mcp.servers:
+        known = ", ".join(settings.mcp.servers) or "none"
+        raise UserError(f"no MCP server {server_name!r} in {config_file()} (configured: {known})")
+    manager = McpManager(
+        {server_name: settings.mcp.servers[server_name]},
+        allow_hosts=list(settings.allow_hosts),
+        sandbox=SandboxPolicy.from_settings(settings),
+        workspace=Path.cwd(),
+    )
+    try:
+        manager.start()
+        server = manager.servers[server_name]
+        if server.status != "running":
+            raise UserError(f"{server.error}; it must start for its tools to be trusted")
+        found = [(t, f"mcp:{server_name}") for t in server.as_tools()]
+        if name != server_name and not any(t.name == name for t, _ in found):
+            raise UserError(f"MCP server {server_name} has no tool {name!r}; see `hermes-local mcp list`")
+        changed = set(manager.pins.changed(found))
+        for t, _ in found:
+            if t.name in changed and name in (server_name, t.name):
+                schema = json.dumps(t.input_schema, ensure_ascii=False)
+                typer.echo(terminal_safe(f"{t.name} ({t.permission}): {t.description}"))
+                typer.echo(terminal_safe(f"    arguments: {schema[:2000]}"))
+        accepted = manager.pins.trust(found, name)
+    finally:
+        manager.close()
+    if accepted:
+        typer.echo(f"accepted the new definition of {', '.join(accepted)}")
+    else:
+        typer.echo(f"nothing had changed; the current definitions of {name} are pinned")

@@ -10,18 +10,36 @@ shows: the note above the question (e.g. whether the call runs sandboxed) and `a
 argument whole: long whitespace runs collapsed to a visible marker, control, format and bidi
 characters escaped, each line of a multi-line value behind a `│` gutter so an argument cannot fake
 the prompt; None when the view would be too long to review.
+
+Provenance: the executor shows every result to `observe`. From the first result whose content is
+`untrusted` (a file, query rows, command output, a web body, an MCP result; see `ToolResult.provenance`),
+a dangerous call, a `remember` and an open-world MCP tool (`Tool.fresh_after_untrusted`) need a fresh
+answer from the person even when `--allow`, `allow_tools` or an earlier "always" approved them: text the
+model read may be an instruction planted for it. An `http_get` to a host this run already reached
+(`Tool.reaches`) is exempt. With nobody to ask the call is denied, and the model is told why
+(`untrusted_content`). `trust_content` (config `trust_content`, `--trust-content`) turns this off. A write
+to a file that runs code later (`execute_later_files`: git hooks, .envrc, shell rc files, *.pth, CI
+workflows, ...; `Tool.writes_path` names the path argument) always asks, whatever the flags, the policy or
+`trust_content` say, and is denied with nobody to ask (`executes_later`).
 Does not run tools and writes nothing: the asker shows the question.
 """
 
 from __future__ import annotations
 
+import fnmatch
+import functools
 import json
+import os
+import posixpath
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from hermes_local.config import EXECUTE_LATER_FILES
 from hermes_local.textsafe import collapse_runs, terminal_safe
-from hermes_local.tools.registry import Tool
+from hermes_local.tools.registry import Tool, ToolResult
 
 # Longer views are not shown (nobody reviews them): a terminal denies the call instead.
 MAX_VIEW_CHARS = 20_000
@@ -60,6 +78,47 @@ class ApprovalRequest:
 AskFunction = Callable[[ApprovalRequest], str]
 
 
+def executes_later(path: str, patterns: Iterable[str], workspace: Path | None = None) -> str | None:
+    """The `execute_later_files` pattern `path` (relative to the workspace) matches, or None.
+
+    The path is normalised (`a/../.git/x` is `.git/x`); each pattern is matched, case-insensitively, against
+    the whole path and every trailing part of it (`sub/.git/hooks/x` matches `.git/*`). With `workspace`,
+    the path with its folders' symlinks resolved is checked too (`hooks -> .git/hooks`).
+    """
+    candidates = [path]
+    folder, leaf = posixpath.split(path.replace("\\", "/").lstrip("/"))
+    if workspace is not None and folder.strip("./"):  # the leaf itself is replaced, never followed, by a write
+        try:
+            root = os.path.realpath(workspace)
+            real = os.path.realpath(os.path.join(root, folder))
+            if real == root or real.startswith(root + os.sep):
+                candidates.append(posixpath.join(os.path.relpath(real, root), leaf))
+        except (OSError, ValueError):
+            pass
+    patterns = tuple(patterns)
+    matcher = _matcher(patterns)
+    for candidate in candidates:
+        parts = [p for p in posixpath.normpath(candidate.replace("\\", "/")).split("/") if p not in ("", ".")]
+        found = matcher.search("/".join(parts).lower())
+        if found:
+            return patterns[int(next(k for k, v in found.groupdict().items() if v is not None)[1:])]
+    return None
+
+
+@functools.lru_cache(maxsize=16)
+def _matcher(patterns: tuple[str, ...]) -> re.Pattern[str]:
+    """One regex for all patterns, each anchored at a path component: `(?:^|/)` + the glob, to the end."""
+    alternatives = "|".join(f"(?P<p{i}>{fnmatch.translate(p.lower())})" for i, p in enumerate(patterns))
+    return re.compile(f"(?:^|/)(?:{alternatives or '(?!)'})")
+
+
+def _describe(t: Tool, arguments: dict[str, Any]) -> str:
+    """Terminal-safe words for the call that brought untrusted content in, e.g. `read_file README.md`."""
+    first = next((v for v in arguments.values() if isinstance(v, str) and v.strip()), "")
+    first = " ".join(first.split())
+    return terminal_safe(f"{t.name} {first[:60]}{'…' if len(first) > 60 else ''}".strip())
+
+
 class Approver:
     """Decides whether a write or dangerous call may run (flags, policy, or asking through `ask`)."""
 
@@ -71,31 +130,85 @@ class Approver:
         deny: Iterable[str] = (),
         interactive: bool | None = None,
         ask: AskFunction | None = None,
+        trust_content: bool = False,
+        execute_later: Iterable[str] = EXECUTE_LATER_FILES,
     ) -> None:
         """`ask` is who answers questions (None: nobody, calls not pre-approved are denied); `interactive=False`
-        never asks even with an `ask`."""
+        never asks even with an `ask`. `trust_content` and `execute_later`: see the module docstring."""
         self.approve_all = approve_all
         self.allowed = set(allow)
         self.denied = set(deny)
         self.interactive = ask is not None and interactive is not False
         self.ask = ask
         self.notes: Callable[[Tool], str] = lambda t: ""  # e.g. whether the call runs sandboxed (runtime sets it)
+        self.trust_content = trust_content
+        self.execute_later = list(execute_later)
+        self.untrusted_from = ""  # the first call whose result was untrusted ("" while there was none)
+        self.reached: set[str] = set()  # `Tool.reaches` targets of calls that ran (http_get's hosts)
+        self.fresh_allowed: set[str] = set()  # "always", answered after untrusted content had come in
 
-    def decide(self, t: Tool, arguments: dict[str, Any]) -> tuple[bool, str]:
-        """(approved, how): how is read, denied_by_policy, flag, policy, user, no_terminal, needs_allow or timeout."""
+    def observe(self, t: Tool, arguments: dict[str, Any], result: ToolResult) -> None:
+        """Note a result the model will read (the executor calls this for every call that ran)."""
+        if t.reaches is not None:
+            target = t.reaches(arguments)
+            if target:
+                self.reached.add(target)
+        if result.provenance == "untrusted" and not self.untrusted_from:
+            self.untrusted_from = _describe(t, arguments)
+
+    def fresh_reason(self, t: Tool, arguments: dict[str, Any]) -> str:
+        """Why this call needs a fresh approval because of untrusted content ("" when it does not)."""
+        if self.trust_content or not self.untrusted_from or t.name in self.fresh_allowed:
+            return ""
+        if t.permission != "dangerous" and not t.fresh_after_untrusted:
+            return ""
+        if t.reaches is not None and t.reaches(arguments) in self.reached:
+            return ""
+        return (
+            f"This run has read untrusted content (first from {self.untrusted_from}): text in files, web pages "
+            f"and command output can carry instructions for the model, so this call is asked again even if "
+            f"--allow or the config approves it. Approve it only if it is what you asked for."
+        )
+
+    def later_reason(self, t: Tool, arguments: dict[str, Any], workspace: Path | None = None) -> str:
+        """Why this write always asks: it writes a file that runs code later ("" when it does not)."""
+        path = arguments.get(t.writes_path) if t.writes_path else None
+        if not isinstance(path, str):
+            return ""
+        pattern = executes_later(path, self.execute_later, workspace)
+        if pattern is None:
+            return ""
+        return (
+            f"{terminal_safe(path)} is a file that runs code later, outside any sandbox (it matches "
+            f"{terminal_safe(pattern)!r} in execute_later_files), so writing it is always asked."
+        )
+
+    def decide(self, t: Tool, arguments: dict[str, Any], workspace: Path | None = None) -> tuple[bool, str]:
+        """(approved, how): how is read, denied_by_policy, flag, policy, user, no_terminal, needs_allow,
+        timeout, untrusted_content or executes_later. `workspace` lets symlinked paths be resolved."""
         if t.name in self.denied:
             return False, "denied_by_policy"
-        if t.permission == "read":
-            return True, "read"
-        if self.approve_all and t.permission == "write":
-            return True, "flag"
-        if t.name in self.allowed:
-            return True, "policy"
+        later = self.later_reason(t, arguments, workspace)
+        fresh = "" if later else self.fresh_reason(t, arguments)
+        if not later and not fresh:
+            if t.permission == "read":
+                return True, "read"
+            if self.approve_all and t.permission == "write":
+                return True, "flag"
+            if t.name in self.allowed:
+                return True, "policy"
         if not self.interactive or self.ask is None:
+            if later:
+                return False, "executes_later"
+            if fresh:
+                return False, "untrusted_content"
             return False, "needs_allow" if t.permission == "dangerous" else "no_terminal"
-        answer = self.ask(ApprovalRequest(t, dict(arguments), self.notes(t)))
+        note = "\n".join(text for text in (self.notes(t), later or fresh) if text)
+        answer = self.ask(ApprovalRequest(t, dict(arguments), note))
         if answer == "t":
             return False, "timeout"
         if answer == "a":
             self.allowed.add(t.name)
+            if fresh:
+                self.fresh_allowed.add(t.name)
         return answer in ("y", "a"), "user"

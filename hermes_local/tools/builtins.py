@@ -21,13 +21,13 @@ from hermes_local.tools.web import http_get
 MEMO_FILE = "memo.md"
 
 
-@tool(volatile=True)
+@tool(volatile=True, provenance="trusted")  # the agent's own value
 def get_current_time() -> str:
     """Get the current local date and time (ISO 8601, with timezone)."""
     return datetime.now().astimezone().isoformat(timespec="seconds")
 
 
-@tool(permission="write")
+@tool(permission="write", provenance="trusted")  # its result only echoes the line it appended
 def append_to_memo(content: str, ctx: ToolContext) -> dict:
     """Append one line to the memo file in the workspace.
 

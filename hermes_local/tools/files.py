@@ -187,7 +187,7 @@ def list_dir(ctx: ToolContext, path: str = ".") -> ToolResult:
     return ToolResult.success(data, f"list_dir {name}: {count} entries")
 
 
-@tool(permission="write", repeatable=True)
+@tool(permission="write", repeatable=True, provenance="trusted", writes_path="path")
 def write_file(path: str, content: str, ctx: ToolContext) -> ToolResult:
     """Create or replace a text file in the workspace.
 

@@ -18,7 +18,7 @@ FINAL_ANSWER = "final_answer"
 
 
 
-@tool(volatile=True, exclusive=True, timeout=600)
+@tool(volatile=True, exclusive=True, timeout=600, provenance="trusted")  # the user's own words
 def ask_user(question: str, ctx: ToolContext) -> ToolResult:
     """Ask the user a question when the goal is ambiguous and return the reply.
 
@@ -33,7 +33,7 @@ def ask_user(question: str, ctx: ToolContext) -> ToolResult:
     return ToolResult.success(reply, f"ask_user: the user replied {reply[:80]!r}")
 
 
-@tool(name=FINAL_ANSWER, volatile=True)
+@tool(name=FINAL_ANSWER, volatile=True, provenance="trusted")
 def final_answer(answer: str) -> str:
     """Give the final answer to the user's goal and end the task. Call this once the goal is met.
 

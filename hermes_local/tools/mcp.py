@@ -30,7 +30,8 @@ from hermes_local.config import McpServerConfig
 from hermes_local.sandbox.net import host_allowed
 from hermes_local.sandbox.policy import SandboxPolicy, SandboxRefused
 from hermes_local.sandbox.workspace import PinnedWorkspace, folder_of
-from hermes_local.tools.mcp_results import arguments_model, clean_schema, permission_for, to_tool_result
+from hermes_local.tools.mcp_pins import PinStore, definition_hash
+from hermes_local.tools.mcp_results import arguments_model, clean_schema, open_world, permission_for, to_tool_result
 from hermes_local.tools.registry import Tool, ToolResult
 
 STDERR_TAIL = 400  # characters of a server's stderr quoted when it fails
@@ -339,7 +340,9 @@ class McpServer:
             description=description[:400],
             function=call,
             arguments_model=arguments_model(f"{self.name}__{remote}", schema),
-            permission=self.config.permission or permission_for(spec.annotations),
+            permission=permission_for(spec.annotations, self.config),  # annotations may raise it, never lower it
+            fresh_after_untrusted=open_world(spec.annotations),
+            pin=definition_hash(spec),
             timeout=self.config.timeout,
             context_param=CTX_PARAM,
             input_schema=schema,
@@ -366,15 +369,17 @@ class McpManager:
         sandbox: SandboxPolicy | None = None,
         workspace: Workspace | None = None,
         on_down: Callable[[str, str], None] | None = None,
+        pins: PinStore | None = None,
     ) -> None:
         """`on_down(server, reason)`: a server failed to start, failed its restart after a crash, or
-        crashed again; its tools are gone for the rest of the run."""
+        crashed again; its tools are gone for the rest of the run. `pins`: the accepted tool definitions."""
         self.runner = LoopThread()
         self.servers = {
             name: McpServer(name, config, self.runner, list(allow_hosts or []), sandbox, workspace, on_down=on_down)
             for name, config in servers.items()
         }
         self.on_notice = on_notice or (lambda line: None)
+        self.pins = pins or PinStore()
         self._started = False
 
     def start(self) -> None:
@@ -389,9 +394,10 @@ class McpManager:
                 self.on_notice(f"{server.error}; continuing without its tools")
 
     def tools(self) -> list[tuple[Tool, str]]:
-        """(tool, source) for every running server's allowed tools."""
+        """(tool, source) for every running server's allowed tools whose definition matches its pin (mcp_pins.py)."""
         self.start()
-        return [(t, f"mcp:{s.name}") for s in self.servers.values() if s.status == "running" for t in s.as_tools()]
+        found = [(t, f"mcp:{s.name}") for s in self.servers.values() if s.status == "running" for t in s.as_tools()]
+        return self.pins.admit(found, self.on_notice)
 
     def close(self) -> None:
         for server in self.servers.values():

@@ -3,7 +3,10 @@
 `to_tool_result` turns a `CallToolResult` into a `ToolResult`: text blocks joined, structured content
 kept (not repeated when the text is just its JSON), images, audio and resources described in words
 rather than dropped or pasted as base64, `isError` as a `tool_error`. `permission_for` reads a tool's
-annotations (open-world or destructive -> dangerous, read-only -> read, otherwise write).
+annotations (open-world or destructive -> dangerous, read-only -> read, otherwise write), which may raise
+its permission but never lower it below the server's floor: its `permission` setting, else `write`, or
+`read` for a server marked `trusted = true` (a lying readOnlyHint cannot skip approval). `open_world`: a
+tool not marked `openWorldHint: false` (MCP's default is open) needs a fresh approval after untrusted content.
 `arguments_model` validates the model's arguments against the server's JSON schema before any call.
 Does not talk to servers (see `mcp.py`).
 """
@@ -15,18 +18,30 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
+from hermes_local.config import McpServerConfig
 from hermes_local.tools.registry import Permission, ToolResult
 
+_RANK: dict[Permission, int] = {"read": 0, "write": 1, "dangerous": 2}
 
-def permission_for(annotations: Any) -> Permission:
-    """dangerous if openWorldHint or destructiveHint, read if readOnlyHint, otherwise write."""
+
+def permission_for(annotations: Any, server: McpServerConfig | None = None) -> Permission:
+    """dangerous if openWorldHint or destructiveHint, read if readOnlyHint, otherwise write; never below the
+    floor of `server` (its `permission`, else `read` when `trusted`, else `write`)."""
+    floor: Permission = (server.permission or ("read" if server.trusted else "write")) if server else "write"
     if annotations is None:
-        return "write"
-    if annotations.open_world_hint or annotations.destructive_hint:
-        return "dangerous"
-    if annotations.read_only_hint:
-        return "read"
-    return "write"
+        hinted: Permission = "write"
+    elif annotations.open_world_hint or annotations.destructive_hint:
+        hinted = "dangerous"
+    elif annotations.read_only_hint:
+        hinted = "read"
+    else:
+        hinted = "write"
+    return max(hinted, floor, key=_RANK.__getitem__)
+
+
+def open_world(annotations: Any) -> bool:
+    """Whether the tool may reach outside (MCP's `openWorldHint`, true unless the server says false)."""
+    return annotations is None or annotations.open_world_hint is not False
 
 
 def clean_schema(schema: dict[str, Any] | None) -> dict[str, Any]:

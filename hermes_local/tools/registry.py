@@ -3,7 +3,10 @@
 `@tool` turns a typed, docstring-documented function into a tool: a JSON schema for the model and a
 pydantic model that validates arguments before the function runs. A parameter annotated
 `ToolContext` is injected, never shown to the model. Every outcome is a `ToolResult` envelope
-`{"ok", "data" | "error", "error_kind", "summary"}`. This module does not decide approval policy or
+`{"ok", "data" | "error", "error_kind", "summary"}`, and carries its `provenance`: "trusted" for the
+user's own words and the agent's own values (the clock, what a write did), "untrusted" for anything read
+from outside (files, query rows, shell output, web bodies, MCP results), the tool's `provenance` stamped on
+every result it produced by the executor. This module does not decide approval policy or
 run the agent loop; see `tools/execution.py` for how a call is checked and run.
 """
 
@@ -25,6 +28,9 @@ from hermes_local.sandbox.policy import SandboxPolicy
 from hermes_local.sandbox.workspace import PinnedWorkspace
 
 Permission = Literal["read", "write", "dangerous"]
+# Where a result's content came from: "trusted" (the user, the agent itself) or "untrusted" (data from outside
+# that may carry instructions: files, rows, command output, web pages, MCP servers). See tools/approval.py.
+Provenance = Literal["trusted", "untrusted"]
 ErrorKind = Literal[
     "invalid_arguments", "permission_denied", "timeout", "not_found", "tool_error", "loop", "truncated", "guarded"
 ]
@@ -87,6 +93,9 @@ class ToolResult:
     error_kind: ErrorKind | None = None
     approval: str = ""
     cached: bool = False  # an earlier identical call's result, returned without running the tool again
+    # Unknown origin counts as untrusted; the executor stamps the tool's own `provenance` on what it returns,
+    # and its own refusals (`failure`: not found, invalid arguments, denied) are trusted text.
+    provenance: Provenance = "untrusted"
 
     @classmethod
     def success(cls, data: Any, summary: str) -> ToolResult:
@@ -94,11 +103,11 @@ class ToolResult:
 
     @classmethod
     def failure(cls, kind: ErrorKind, error: str, summary: str | None = None) -> ToolResult:
-        return cls(ok=False, error=error, error_kind=kind, summary=summary or f"{kind}: {error}")
+        return cls(ok=False, error=error, error_kind=kind, summary=summary or f"{kind}: {error}", provenance="trusted")
 
     @classmethod
     def from_envelope(cls, d: dict[str, Any]) -> ToolResult:
-        """The result from its envelope (as logged); extra keys are ignored."""
+        """The result from its envelope (as logged); extra keys are ignored; no `provenance` reads as untrusted."""
         return cls(
             bool(d.get("ok")),
             str(d.get("summary", "")),
@@ -107,6 +116,7 @@ class ToolResult:
             d.get("error_kind"),
             str(d.get("approval") or ""),
             bool(d.get("cached")),
+            "trusted" if d.get("provenance") == "trusted" else "untrusted",
         )
 
     def envelope(self) -> dict[str, Any]:
@@ -137,6 +147,19 @@ class Tool:
     input_schema: dict[str, Any] | None = None
     # Whether a read cache may serve this tool's results again (MCP tools: only with `cache = true`).
     cacheable: bool = True
+    # Where its results' content comes from (see `Provenance`): tools are untrusted unless they say otherwise.
+    provenance: Provenance = "untrusted"
+    # After untrusted content, each call needs a fresh approval even though the tool is not dangerous
+    # (dangerous tools always do): `remember` (it outlives the run), open-world MCP tools.
+    fresh_after_untrusted: bool = False
+    # What a call reaches, e.g. http_get's host: after untrusted content, a target already reached in this
+    # run needs no fresh approval (None: every call does).
+    reaches: Callable[[dict[str, Any]], str | None] | None = None
+    # The argument that names a workspace file the tool writes (write_file: "path"): a file that runs code
+    # later (`execute_later_files`) always asks first.
+    writes_path: str | None = None
+    # The hash of the definition its server gave (MCP tools; `tools/mcp_pins.py`): a changed one is refused.
+    pin: str | None = None
 
     def schema(self) -> dict[str, Any]:
         """OpenAI/Hermes function signature shown to the model inside <tools>."""
@@ -204,11 +227,17 @@ def tool(
     volatile: bool = False,
     cache_ttl: float | None = None,
     exclusive: bool = False,
+    provenance: Provenance = "untrusted",
+    fresh_after_untrusted: bool = False,
+    reaches: Callable[[dict[str, Any]], str | None] | None = None,
+    writes_path: str | None = None,
 ) -> Any:
     """Decorator: `@tool` or `@tool(permission="write", timeout=10)`. Returns the `Tool`.
 
     `volatile` read tools are never cached; `cache_ttl` (seconds) lets a read tool's results be
     reused across runs; `exclusive` tools never run concurrently with other calls of the same turn.
+    `provenance="trusted"` declares results that hold no outside text (the agent's own values, the
+    user's words); `fresh_after_untrusted`, `reaches` and `writes_path`: see `Tool`.
     """
 
     def wrap(fn: Callable[..., Any]) -> Tool:
@@ -240,6 +269,10 @@ def tool(
             volatile=volatile,
             cache_ttl=cache_ttl,
             exclusive=exclusive,
+            provenance=provenance,
+            fresh_after_untrusted=fresh_after_untrusted,
+            reaches=reaches,
+            writes_path=writes_path,
         )
 
     return wrap(function) if function is not None else wrap

@@ -155,4 +155,5 @@ def open_toolset_tool(registry: ToolRegistry) -> Tool:
         arguments_model=model,
         permission="read",
         repeatable=True,
+        provenance="trusted",  # the configured tools' own schemas, as the system prompt shows them
     )

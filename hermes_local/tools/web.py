@@ -81,7 +81,15 @@ class _CheckedRedirects(urllib.request.HTTPRedirectHandler):
         return super().redirect_request(req, fp, code, msg, headers, newurl)
 
 
-@tool(permission="dangerous", repeatable=True)
+def reached_host(arguments: dict) -> str | None:
+    """The host an http_get call contacts (None when the URL has none): approval's `Tool.reaches`."""
+    try:
+        return (urlsplit(str(arguments.get("url", "")).strip()).hostname or "").lower().rstrip(".") or None
+    except ValueError:
+        return None
+
+
+@tool(permission="dangerous", repeatable=True, reaches=reached_host)
 def http_get(url: str, ctx: ToolContext) -> ToolResult:
     """HTTP GET a URL (only hosts the user allowed).
 

@@ -1,7 +1,8 @@
 """Running workflows: tool steps in dependency order without the model (`hermes-local workflow run`).
 
 Steps (see `spec.py` for the file format and validation) run through the same `Executor` and
-approval rules as the agent; each step's result is a `StepOutcome` holding one `events.ToolOutcome`. An
+approval rules as the agent (except the fresh approval after untrusted content: a workflow's calls are
+its author's, not chosen by a model); each step's result is a `StepOutcome` holding one `events.ToolOutcome`. An
 optional `summarize = true` step asks the model once (no tools) for a report from its dependencies' outputs and
 can write it to `params.output`. A failed step stops its dependents while independent branches still run; the
 state file `$HERMES_LOCAL_HOME/workflows/<name>.json` lets `--resume` reuse completed outputs. Results go to a
@@ -167,6 +168,10 @@ def run_workflow(
         notice=on_notice,
         sandbox=SandboxPolicy.from_settings(settings),  # run_shell steps honour the sandbox settings
     )
+    # The steps are the file's calls, not a model's: untrusted step outputs cannot choose them, so the fresh
+    # approval after untrusted content does not apply (writes to files that run code later still ask).
+    approver.trust_content = True
+    approver.execute_later = list(settings.execute_later_files)
     executor = Executor(registry=wf.registry, context=context, approver=approver)
     session = SessionLog()
     result = WorkflowResult(wf.name, session.id)

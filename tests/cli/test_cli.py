@@ -42,6 +42,7 @@ def test_unsandboxed_commands_are_announced_once_on_stderr(tmp_path: Path, works
     commands = [call("run_shell", command="echo a"), call("run_shell", command="echo b"), "Done."]
     replay = write_replay(tmp_path / "r.jsonl", commands)
     args = ["--model", f"replay:{replay}", "--workspace", str(workspace), "--sandbox", "off", "--allow", "run_shell"]
+    args.append("--trust-content")  # the first command's output is untrusted: the second would be asked again
     code, out, err = run_json(TASK, *args)
     assert code == 0 and [c["ok"] for c in out["tool_calls"]] == [True, True], err
     warnings = [line for line in err.splitlines() if "WITHOUT a sandbox" in line]

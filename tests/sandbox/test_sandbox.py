@@ -51,7 +51,8 @@ def shell(
         llm,
         load_settings({"tool_timeout": 4.0, "max_steps": 20, **settings}),
         workspace=ws,
-        approver=approver or Approver(approve_all=True, allow=["run_shell"]),
+        # trust_content: each command's output is untrusted, and these tests are about the sandbox, not approval
+        approver=approver or Approver(approve_all=True, allow=["run_shell"], trust_content=True),
         on_notice=on_notice,
     )
     result = agent.run("Run the commands.")

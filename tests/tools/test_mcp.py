@@ -35,7 +35,12 @@ from tests.fixtures import mcp_test_server  # noqa: E402
 call = tool_call_text
 runner = CliRunner()
 TEST_SERVER = str(Path(__file__).parents[1] / "fixtures" / "mcp_test_server.py")
-TIME_SERVER = {"command": sys.executable, "args": ["-m", "mcp_server_time", "--local-timezone", "UTC"]}
+# trusted: the user believes its annotations, so read-only tools are `read` (an untrusted server's floor is `write`)
+TIME_SERVER = {
+    "command": sys.executable,
+    "args": ["-m", "mcp_server_time", "--local-timezone", "UTC"],
+    "trusted": True,
+}
 BROKEN_SERVER = {
     "command": sys.executable,
     "args": ["-c", "import sys; sys.stderr.write('missing API token\\n'); sys.exit(2)"],
@@ -114,7 +119,7 @@ def test_time_server_over_stdio(workspace: Path) -> None:
 
 
 def test_git_server_on_a_temporary_repository(workspace: Path, git_repo: Path) -> None:
-    git = {"command": sys.executable, "args": ["-m", "mcp_server_git", "--repository", str(git_repo)]}
+    git = {"command": sys.executable, "args": ["-m", "mcp_server_git", "--repository", str(git_repo)], "trusted": True}
     m = manager({"git": git})
     try:
         ex = executor_for(m, workspace)
@@ -138,7 +143,13 @@ def test_git_server_on_a_temporary_repository(workspace: Path, git_repo: Path) -
 
 
 def test_own_server_over_http_permissions_and_results(workspace: Path, notes_url: str) -> None:
-    m = manager({"notes": {"url": notes_url}})
+    untrusted = manager({"notes": {"url": notes_url}})
+    try:  # annotations of a server not marked trusted may raise a permission, never lower it below write
+        perms = {t.name: t.permission for t, _ in untrusted.tools()}
+        assert perms["notes__add"] == "write" and perms["notes__fetch_remote"] == "dangerous"
+    finally:
+        untrusted.close()
+    m = manager({"notes": {"url": notes_url, "trusted": True}})
     try:
         ex = executor_for(m, workspace)
         perms = {t.name: t.permission for t in ex.registry}
@@ -161,7 +172,7 @@ def test_own_server_over_http_permissions_and_results(workspace: Path, notes_url
 def test_timeout_and_resource_results(workspace: Path, notes_url: str) -> None:
     from mcp import types
 
-    m = manager({"notes": {"url": notes_url, "timeout": 1}})
+    m = manager({"notes": {"url": notes_url, "timeout": 1, "trusted": True}})
     try:
         ex = executor_for(m, workspace)
         slow = ex.execute("notes__slow", {"seconds": 5})
@@ -207,7 +218,7 @@ def test_only_loopback_or_allow_listed_urls(notes_url: str) -> None:
 
 def test_crash_gives_tool_error_then_one_restart_and_close_stops_it(tmp_path: Path, workspace: Path) -> None:
     pids = tmp_path / "pids.txt"
-    m = manager({"own": {"command": sys.executable, "args": [TEST_SERVER, str(pids)]}})
+    m = manager({"own": {"command": sys.executable, "args": [TEST_SERVER, str(pids)], "trusted": True}})
     try:
         ex = executor_for(m, workspace)
         first = ex.execute("own__die", {})
@@ -229,7 +240,8 @@ def test_a_server_that_crashes_for_good_mid_run_is_an_mcp_failed_event(
 ) -> None:
     pids = tmp_path / "pids.txt"
     write_config(
-        hermetic_home, {"own": {"command": sys.executable, "args": [TEST_SERVER, str(pids)], "sandbox": False}}
+        hermetic_home,
+        {"own": {"command": sys.executable, "args": [TEST_SERVER, str(pids)], "sandbox": False, "trusted": True}},
     )
     script = [call("own__die"), call("own__die"), call("own__add", a=1, b=2), "It is gone."]
     replay = write_replay(tmp_path / "r.jsonl", script)
@@ -291,7 +303,7 @@ def test_end_to_end_replay_approval_cap_log_and_resume(
 ) -> None:
     pids = tmp_path / "pids.txt"
     own = {"command": sys.executable, "args": [TEST_SERVER, str(pids)], "sandbox": False}  # writes its pid here
-    write_config(hermetic_home, {"notes": {"url": notes_url}, "time": TIME_SERVER, "own": own})
+    write_config(hermetic_home, {"notes": {"url": notes_url, "trusted": True}, "time": TIME_SERVER, "own": own})
     script = [
         call("notes__save_note", text="first"),
         call("notes__big_output", lines=3000),
@@ -343,6 +355,7 @@ def test_end_to_end_replay_approval_cap_log_and_resume(
             str(workspace),
             "--allow",
             "notes__save_note",
+            "--trust-content",  # the logged MCP results are untrusted: save_note (open-world) would be asked again
             "--model",
             f"replay:{write_replay(tmp_path / 'c.jsonl', [call('notes__save_note', text='first'), 'Resumed.'])}",
         ],
@@ -357,11 +370,11 @@ def test_end_to_end_replay_approval_cap_log_and_resume(
 def test_mcp_list_and_tools_list(hermetic_home: Path, notes_url: str) -> None:
     empty = runner.invoke(app, ["mcp", "list"])
     assert empty.exit_code == 0 and "no MCP servers configured" in empty.stdout
-    write_config(hermetic_home, {"notes": {"url": notes_url}, "broken": BROKEN_SERVER})
+    write_config(hermetic_home, {"notes": {"url": notes_url, "trusted": True}, "broken": BROKEN_SERVER})
     res = runner.invoke(app, ["mcp", "list"])
     assert res.exit_code == 0, res.stderr
     lines = res.stdout.splitlines()
-    assert lines[0].split()[:4] == ["notes", "running", "19", "tools"]
+    assert lines[0].split()[:4] == ["notes", "running", "20", "tools"]
     assert lines[1].split()[:4] == ["broken", "failed", "0", "tools"] and "missing API token" in lines[2]
     rows = json.loads(runner.invoke(app, ["mcp", "list", "--json"]).stdout)
     assert rows[0]["tool_names"][0] == "notes__add" and rows[1]["status"] == "failed"
@@ -369,7 +382,7 @@ def test_mcp_list_and_tools_list(hermetic_home: Path, notes_url: str) -> None:
     assert "notes__add(a: integer, b: integer)  [read] [notes, mcp:notes]" in listed.stdout
     assert "get_current_time()  [read] [time, builtin]" in listed.stdout
     only = runner.invoke(app, ["tools", "list", "--tools", "notes,get_current_time"])
-    assert len(only.stdout.splitlines()) == 21  # 20 tools > 8: open_toolset is offered too
+    assert len(only.stdout.splitlines()) == 22  # 21 tools > 8: open_toolset is offered too
     assert only.stdout.splitlines()[-1].startswith("open_toolset(toolset: string)  [read] [routing, builtin]")
 
 
@@ -377,7 +390,7 @@ def test_mcp_list_and_tools_list(hermetic_home: Path, notes_url: str) -> None:
 def test_embedded_model_calls_an_mcp_tool_through_the_loop(
     real_llm: Any, workspace: Path, hermetic_home: Path, notes_url: str
 ) -> None:
-    write_config(hermetic_home, {"notes": {"url": notes_url, "tools": ["add"]}})
+    write_config(hermetic_home, {"notes": {"url": notes_url, "tools": ["add"], "trusted": True}})
     settings = load_settings(
         {
             "tools": ["notes"],

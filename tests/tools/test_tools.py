@@ -28,7 +28,11 @@ def make_executor(
 ) -> Executor:
     ctx = ToolContext(workspace=workspace.resolve(), **{"timeout": 2.0, **context})  # type: ignore[arg-type]
     dangerous = ["run_shell", "http_get"]  # --yes alone does not approve dangerous tools
-    approver = Approver(approve_all=True, allow=dangerous) if approve else Approver(interactive=False)
+    # trust_content: these tests are about the tools; tests/security/test_provenance.py is about approval after
+    # untrusted content (where a second run_shell is asked again)
+    approver = (
+        Approver(approve_all=True, allow=dangerous, trust_content=True) if approve else Approver(interactive=False)
+    )
     return Executor(registry or default_registry(), ctx, approver)
 
 
