@@ -45,12 +45,12 @@ def fake_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def run_calls(ws: Path, *calls: tuple[str, dict], **settings: object) -> list[str]:
-    """Run the calls through the real agent (every call approved); the tool responses as text."""
+    """Run the calls through the real agent (all approved, trust_content for several commands); the tool results."""
     outputs = [tool_call_text(name, **args) for name, args in calls] + ["Done."]
     llm = ScriptedLLM(outputs, n_ctx=200_000)
     agent = build_agent(
         llm,
-        load_settings({"tool_timeout": 8.0, "max_steps": 20, **settings}),
+        load_settings({"tool_timeout": 8.0, "max_steps": 20, "trust_content": True, **settings}),
         workspace=ws,
         approver=Approver(approve_all=True, allow=["run_shell", "write_file"]),
     )
