@@ -4,7 +4,6 @@ before generating, the step limit said plainly, token budgets, and the CLI's lin
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from pathlib import Path
 
 from typer.testing import CliRunner
@@ -13,9 +12,8 @@ from hermes_local.agent.result import EXIT_CODES, exit_code_for
 from hermes_local.cli.app import app
 from hermes_local.config import load_settings
 from hermes_local.events import BudgetWarning, Event, Guarded
-from hermes_local.llm import DEFAULT_OPTIONS, CallOptions, Completion, TokenCallback
 from hermes_local.runtime import build_agent
-from hermes_local.testing import ScriptedLLM, tool_call_text, write_replay
+from hermes_local.testing import ScriptedLLM, TalkativeLLM, tool_call_text, write_replay
 from hermes_local.tools import Approver, default_registry
 
 call = tool_call_text
@@ -103,20 +101,9 @@ def test_a_plain_question_still_gets_a_free_first_step(workspace: Path) -> None:
     assert llm.calls[0].lazy  # the guard switched off decides nothing either
 
 
-class FreeTalker(ScriptedLLM):
-    """A stand-in for a small model: unconstrained it talks at length; under a grammar it writes the call."""
-
-    def complete(
-        self, tokens: Sequence[int], options: CallOptions = DEFAULT_OPTIONS, *, on_token: TokenCallback | None = None
-    ) -> Completion:
-        if not options.constrained:
-            self.outputs.insert(self._cursor, " ".join(["It is probably ten o'clock."] * 60))
-        return super().complete(tokens, options, on_token=on_token)
-
-
 def step_one_completion_tokens(goal: str, workspace: Path) -> int:
-    """Completion tokens of step 1 on `FreeTalker` (the scripted path of the step-1 measurement)."""
-    llm = FreeTalker([call("get_current_time"), "It is noon."])
+    """Completion tokens of step 1 on `TalkativeLLM` (the scripted path of scripts/step1_tokens.py)."""
+    llm = TalkativeLLM([call("get_current_time"), "It is noon."])
     result = make_agent(llm, workspace, max_steps=3).run(goal)
     return result.llm_calls[0].completion_tokens
 
