@@ -306,6 +306,7 @@ class _Parser:
             return end
         self.calls += sub.calls
         self.errors += sub.errors
+        self.echoed = self.echoed or sub.echoed
         self.parts += [_HOLE, *sub.parts, _HOLE]
         return end
 
