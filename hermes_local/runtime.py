@@ -281,6 +281,7 @@ def build_agent(
         if on_notice is not None and set(parse_spec(settings.tools)) & {name, group_of(registry, name)}:
             on_notice(f"{name} is left out of this run: it {why}")  # asked for by --tools: say why it is not there
     registry = registry.subset([n for n in registry.names() if n not in missing])
+    registry.left_out = missing  # a call to one of them is told why it is not there
     plan = route(registry, settings.max_tools_in_prompt)
     executor = Executor(
         registry=registry,

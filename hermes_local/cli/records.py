@@ -51,7 +51,7 @@ def tools_list(
             ]
             typer.echo(json.dumps(rows, indent=2))
             return
-        for t in registry:
+        for t in [*registry, *(u for u in usable if registry.get(u.name) is None)]:  # open_toolset when routed
             props = t.parameters_schema().get("properties", {})
             required = set(t.parameters_schema().get("required", []))
             args = ", ".join(f"{p}: {s.get('type', 'any')}{'' if p in required else '?'}" for p, s in props.items())

@@ -70,6 +70,9 @@ class Executor:
         t = self.registry.get(name)
         if t is None:
             known = ", ".join(self.registry.names()) or "none"
+            if name in self.registry.left_out:
+                why = f"{name} is not available in this run: it {self.registry.left_out[name]}. Do not call it again"
+                return ToolResult.failure("not_found", f"{why}; tell the user. Available tools: {known}.")
             return ToolResult.failure("not_found", f"There is no tool named {name!r}. Available tools: {known}.")
         if truncated and t.permission != "read":
             return ToolResult.failure("truncated", truncated_message(t.name, arguments), "cut off, not run")

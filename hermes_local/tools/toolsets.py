@@ -39,7 +39,7 @@ BUILTIN_GROUPS: dict[str, tuple[tuple[str, ...], str]] = {
 NEEDS: dict[str, str] = {
     "query_database": "needs a database: pass --db FILE",
     "http_get": "needs an allowed host: pass --allow-host HOST or set allow_hosts in config.toml",
-    "ask_user": "nobody to ask: only a run at a terminal (run, chat) can ask the user",
+    "ask_user": "needs someone to ask: only a run at a terminal (run, chat) can ask the user",
 }
 ROUTING_NOTE = (
     "Tools are grouped in toolsets, listed below one per line. To see the full description and arguments "

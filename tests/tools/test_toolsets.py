@@ -211,7 +211,7 @@ def test_tools_list_marks_tools_that_cannot_work_with_what_turns_them_on() -> No
     line = {row.split("(", 1)[0]: row for row in lines}
     assert line["query_database"].endswith("(off: needs a database: pass --db FILE)")
     assert "(off: needs an allowed host: pass --allow-host HOST or set allow_hosts" in line["http_get"]
-    assert "(off: nobody to ask" in line["ask_user"] and "(off" not in line["read_file"]
+    assert "(off: needs someone to ask" in line["ask_user"] and "(off" not in line["read_file"]
     on = runner.invoke(app, ["tools", "list", "--db", "shop.sqlite", "--allow-host", "127.0.0.1"]).stdout
     assert "(off" not in on.split("query_database", 1)[1].split("\n", 1)[0] and "http_get" in on
     js = json.loads(runner.invoke(app, ["tools", "list", "--json"]).stdout)
