@@ -171,6 +171,10 @@ class Settings(BaseModel):
     cache_ttl: dict[str, float] = Field(default_factory=dict)  # tool name -> seconds its read results are reused
     max_tokens: int = Field(512, ge=1)
     max_steps: int = Field(8, ge=1)
+    # token budgets (evaluated prompt + generated tokens), off by default: one run, and all runs of a day
+    # (counted in $HERMES_LOCAL_HOME/usage); a run that reaches one ends with stopped "budget" (exit 5)
+    max_run_tokens: int | None = Field(None, ge=1)
+    max_day_tokens: int | None = Field(None, ge=1)
     reminder_every: int = Field(3, ge=0)  # goal reminder every N steps; 0 = never
     tool_choice: str = Field("auto", pattern="^(auto|required|none)$")
     dialect: str | None = None  # prompt format (hermes, qwen, mistral, llama3, gguf...); default: from the model

@@ -242,12 +242,24 @@ class ToolFinished(Event):
 
 @dataclass
 class Guarded(Event):
-    """An answer given without any tool call was sent back once, naming the likely tool."""
+    """A reply was sent back once, naming the likely tool ("" when none): `reason` is "no_tool" (an answer
+    given without the tool the goal needs), "empty" (nothing left after parsing) or "echoed" (only a tool
+    result the model made up)."""
 
     kind: ClassVar[str] = "guarded"
     step: int
     tool: str
     answer: str
+    reason: str = "no_tool"
+
+
+@dataclass
+class BudgetWarning(Event):
+    """A token budget (`max_run_tokens`, `max_day_tokens`) is 80 % used."""
+
+    kind: ClassVar[str] = "budget_warning"
+    step: int
+    message: str
 
 
 @dataclass
@@ -331,6 +343,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         ToolCallStarted,
         ToolFinished,
         Guarded,
+        BudgetWarning,
         Compaction,
         McpServerFailed,
         RunEnd,

@@ -30,7 +30,7 @@ from hermes_local.sandbox.workspace import PinnedWorkspace
 from hermes_local.tools import Approver, Executor, Tool, ToolContext, ToolRegistry, default_registry
 from hermes_local.tools.registry import AskUser
 from hermes_local.tools.shell import SANDBOXED_TOOLS
-from hermes_local.tools.toolsets import route, select_tools
+from hermes_local.tools.toolsets import group_of, parse_spec, route, select_tools, unusable
 
 if TYPE_CHECKING:
     from hermes_local.models.gguf import GGUFHeader
@@ -327,6 +327,13 @@ def _build_agent(
     procs.install_signal_handlers()  # Ctrl-C / SIGTERM kill every live command first (main thread only)
     # --tools / config `tools` and deny_tools decide what exists for this run; routing decides what the prompt shows.
     registry = select_tools(registry or default_registry(), settings.tools, settings.deny_tools, strict=False)
+    # Tools that cannot work in this run (no --db, no allowed host, nobody to ask) are not offered at all.
+    missing = unusable(registry, db=db_path is not None, hosts=bool(settings.allow_hosts), person=ask_user is not None)
+    for name, why in missing.items():
+        if on_notice is not None and set(parse_spec(settings.tools)) & {name, group_of(registry, name)}:
+            on_notice(f"{name} is left out of this run: it {why}")  # asked for by --tools: say why it is not there
+    registry = registry.subset([n for n in registry.names() if n not in missing])
+    registry.left_out = missing  # a call to one of them is told why it is not there
     plan = route(registry, settings.max_tools_in_prompt)
     executor = Executor(
         registry=registry,

@@ -28,6 +28,7 @@ from typing import Any
 from hermes_local.config import home_dir
 from hermes_local.errors import UserError
 from hermes_local.events import (
+    BudgetWarning,
     Compaction,
     Event,
     Guarded,
@@ -231,7 +232,12 @@ def describe_event(e: Event) -> str | None:
         cached = " (cached)" if e.outcome.result.cached else ""
         return f"     {'✓' if e.outcome.ok else '✗'} {_one_line(e.outcome.summary)}{cached}"
     if isinstance(e, Guarded):
+        if e.reason != "no_tool":
+            what = "an empty reply" if e.reason == "empty" else "a reply of only a made-up tool result"
+            return f"   ({what} sent back" + (f"; asked for {_one_line(e.tool, 80)})" if e.tool else ")")
         return f"   (answer sent back: the goal needs a tool such as {_one_line(e.tool, 80)})"
+    if isinstance(e, BudgetWarning):
+        return f"   (warning: {_one_line(e.message)})"
     if isinstance(e, Compaction):
         return f"   (memory compacted through step {e.through_step})"
     if isinstance(e, McpServerFailed):

@@ -1,4 +1,7 @@
-"""Test-only helpers: `ScriptedLLM` (the replay model with test assertions) and script writers.
+"""Test-only helpers: `ScriptedLLM` (the replay model with test assertions), `TalkativeLLM` and script writers.
+
+`TalkativeLLM` stands in for a small model on the decide-before-generating path: left free it writes a
+long guess, under a grammar from the first token it writes its scripted call.
 
 `ScriptedLLM` is `replay.ReplayLLM` plus `assert_all_used()`; `ScriptExhausted` is the replay
 model's exhaustion error. Nothing under `hermes_local/` imports this module: the product's replay
@@ -7,13 +10,23 @@ mode lives in `replay.py`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from hermes_local.engines.replay import ReplayExhausted, ReplayLLM, WordTokenizer, tool_call_text, write_replay
 from hermes_local.events import ToolOutcome
+from hermes_local.llm import DEFAULT_OPTIONS, CallOptions, Completion, TokenCallback
 from hermes_local.tools.registry import ToolResult
 
-__all__ = ["ScriptExhausted", "ScriptedLLM", "WordTokenizer", "outcome", "tool_call_text", "write_replay"]
+__all__ = [
+    "ScriptExhausted",
+    "ScriptedLLM",
+    "TalkativeLLM",
+    "WordTokenizer",
+    "outcome",
+    "tool_call_text",
+    "write_replay",
+]
 
 ScriptExhausted = ReplayExhausted
 
@@ -24,6 +37,20 @@ class ScriptedLLM(ReplayLLM):
     def assert_all_used(self) -> None:
         if self.remaining:
             raise AssertionError(f"ScriptedLLM: {self.remaining} scripted output(s) were never requested")
+
+
+class TalkativeLLM(ScriptedLLM):
+    """Unconstrained (free, or a lazy grammar) it answers with `guess` (a long made-up answer, as a small
+    model does); constrained from the first token it replays its scripted outputs in order."""
+
+    guess = " ".join(["It is probably ten o'clock."] * 60)
+
+    def complete(
+        self, tokens: Sequence[int], options: CallOptions = DEFAULT_OPTIONS, *, on_token: TokenCallback | None = None
+    ) -> Completion:
+        if not options.constrained:
+            self.outputs.insert(self._cursor, self.guess)
+        return super().complete(tokens, options, on_token=on_token)
 
 
 def outcome(step: int, name: str, arguments: dict[str, Any], ok: bool, error_kind: str | None = None) -> ToolOutcome:

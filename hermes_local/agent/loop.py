@@ -3,15 +3,16 @@
 `Agent.run(goal)` returns a `RunResult`; `Agent.resume(events)` continues a logged session;
 `Agent.chat(memory, message)` runs one turn of a multi-turn chat. Model mistakes (bad JSON,
 unknown tools, bad arguments) go back to the model as tool results and the loop continues. Guards:
-the context budget (compaction before ~75% of n_ctx), a goal reminder every few steps, the loop
-guard (identical repeats, call cycles, results already seen twice: `guards.LoopGuard`), the no-tool
-answer guard (one bounce of an answer given without any tool call when the goal needs a tool; the
-next step must call a tool), a cap on consecutive failures, and one final-answer request at
-max_steps. Under tool_choice=required the model ends the run with the `final_answer` tool (guarded
-like an answer when no tool has answered yet). The
-calls of one turn run through `execution.run_grouped` (reads concurrently, others in order).
-Progress is reported as typed `events.Event` objects through `on_event`; every tool call becomes one
-`events.ToolOutcome`. This module never formats terminal output.
+the context budget (compaction before ~75% of n_ctx), token budgets (`budget.TokenBudget`: stopped
+"budget"), a goal reminder every few steps, the loop guard (`guards.LoopGuard`), the no-tool answer
+guard (one bounce of an answer given without any tool call when the goal needs a tool; the next step
+must call a tool; a goal that needs one starts with the call grammar on), the empty-reply guard (a
+reply empty after parsing, or only a made-up tool result, is sent back once; the second ends the run
+with stopped "empty"), a cap on consecutive failures, and one final-answer request at max_steps
+(stopped "max_steps", a parroted request is no answer). Under tool_choice=required the model ends
+the run with the `final_answer` tool (guarded like an answer when no tool has answered yet). One
+turn's calls run through `turn.execute_turn`. Progress is reported as typed `events.Event` objects
+through `on_event`. This module never formats terminal output.
 """
 
 from __future__ import annotations
@@ -19,15 +20,19 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from hermes_local.agent.budget import DayUsage, TokenBudget
 from hermes_local.agent.guards import LoopGuard, bounce_note, needs_tool
 from hermes_local.agent.memory import Memory, Turn, extract_plan
-from hermes_local.agent.result import AgentConfig, RunResult
+from hermes_local.agent.result import AgentConfig, RunResult, step_limit_line
 from hermes_local.agent.resume import STOPPED_CALLS, rebuild_memory
-from hermes_local.calls.parse import ToolCall
+from hermes_local.agent.turn import execute_turn, is_parroted
+from hermes_local.calls.parse import ParseResult, ToolCall
+from hermes_local.config import home_dir
 from hermes_local.dialects import Dialect, require_same_dialect
 from hermes_local.dialects.hermes import HermesDialect
 from hermes_local.events import (
     AssistantText,
+    BudgetWarning,
     Compaction,
     Event,
     Guarded,
@@ -37,14 +42,13 @@ from hermes_local.events import (
     RunStart,
     StepStart,
     Token,
-    ToolCallStarted,
     ToolFinished,
     ToolOutcome,
     TurnAdded,
 )
 from hermes_local.llm import DEFAULT_STOP, LLM, CallOptions, common_prefix_length
 from hermes_local.prompts import Segments, render
-from hermes_local.tools.execution import Executor, run_grouped
+from hermes_local.tools.execution import Executor
 from hermes_local.tools.interaction import FINAL_ANSWER, final_answer
 from hermes_local.tools.registry import ToolResult
 
@@ -84,6 +88,8 @@ class Agent:
         self.closers: list[Callable[[], None]] = []
         self._failures_logged: set[str] = set()  # MCP servers logged as down (once per agent: a chat logs them once)
         self.loop_guard = LoopGuard(max_identical=self.config.max_identical_calls)
+        day = DayUsage(home_dir() / "usage") if self.config.max_day_tokens else None
+        self.budget = TokenBudget(self.config.max_run_tokens, self.config.max_day_tokens, day)
         denied: set[str] = executor.approver.denied  # deny_tools = ["final_answer"]: every step calls a tool
         if (
             self.config.tool_choice == "required"
@@ -151,8 +157,7 @@ class Agent:
         `last` call of a run (the final answer at the step limit) has none to come: it compacts only
         what does not fit, and keeps the KV prefix of the whole run instead of re-evaluating it.
         """
-        n_ctx = self.llm.n_ctx
-        max_new = self.config.max_tokens
+        n_ctx, max_new = self.llm.n_ctx, self.config.max_tokens
         limit = int(n_ctx * self.config.budget_fraction) - max_new
         target = int(n_ctx * self.config.compact_to_fraction) - max_new
         if last:
@@ -206,6 +211,9 @@ class Agent:
         new = len(tokens) - common_prefix_length(tokens, self._previous_tokens)
         self._previous_tokens = tokens + completion.tokens
         self.on_event(result.add_call(step, completion.usage, new, completion.finish_reason))
+        self.budget.charge(completion.usage.prompt_tokens_evaluated + completion.usage.completion_tokens)
+        if (warning := self.budget.warning()) is not None:
+            self.on_event(BudgetWarning(step, warning))
         return prefill + completion.text
 
     # -- entry points ----------------------------------------------------------------------
@@ -262,11 +270,15 @@ class Agent:
         limit = step_limit or self.config.max_steps
         tool_names = self.executor.registry.names()
         self.executor.cache.invalidate()  # the per-run result cache starts empty
-        failures, force_tool = 0, False
+        # Decide before generating: a goal that needs a tool starts with the call grammar on (the trigger
+        # pre-fired), so no free text is generated only for the answer guard to throw away.
+        failures, force_tool = 0, first_step == 1 and self._guard_answer(memory, result) is not None
         try:
             for step in range(first_step, limit + 1):
                 result.steps = step
                 self.on_event(StepStart(step))
+                if self._out_of_budget(result):
+                    break
                 if self.config.reminder_every and step > 1 and (step - 1) % self.config.reminder_every == 0:
                     memory.add_user_note(step, memory.reminder_note())
                 choice = "required" if force_tool and self._grammar() else self.config.tool_choice
@@ -277,22 +289,17 @@ class Agent:
                 self.on_event(AssistantText(step, text))
                 parsed = self.dialect.parse(text, tool_names)
                 if self.config.tool_choice == "none" or (not parsed.calls and not parsed.errors):
-                    tool = self._guard_answer(memory, result)
-                    if tool is None:
-                        result.answer, result.stopped = parsed.text, "answer"
+                    bounce = self._answer_or_bounce(memory, step, parsed, result)
+                    if bounce is None:
                         break
-                    result.guarded += 1
-                    self.on_event(Guarded(step, tool, parsed.text))
-                    memory.add_assistant(step, parsed.text, [])
-                    memory.add_user_note(step, Segments.untrusted(bounce_note(tool)))
-                    force_tool = True
+                    force_tool = bounce
                     continue
                 if self._bounce_final_answer(memory, step, parsed.calls, parsed.errors, result):
                     force_tool = True
                     continue
                 memory.add_assistant(step, parsed.text, parsed.calls)
                 cut = parsed.calls[-1] if self._last_truncated and parsed.calls else None
-                outcomes = self._execute_turn(step, parsed.calls, result, cut)
+                outcomes = execute_turn(self.executor, self.loop_guard, self.on_event, step, parsed.calls, result, cut)
                 self._report_mcp_failures(result)  # a server that crashed for good during the turn
                 for error in parsed.errors:
                     failure = ToolResult.failure("invalid_arguments", error, "unreadable tool call")
@@ -311,18 +318,49 @@ class Agent:
                     result.answer = self._final_answer(memory, step, result)
                     break
             else:
-                result.answer = self._final_answer(memory, result.steps, result)
+                result.error = step_limit_line(self.config.max_steps)
+                if self.budget.exhausted() is None:
+                    result.answer = self._final_answer(memory, result.steps, result)
         except ContextTooSmall as exc:
             result.stopped, result.error = "error", str(exc)
         self.on_event(RunEnd(result.to_json()))
         return result
+
+    def _out_of_budget(self, result: RunResult) -> bool:
+        """Whether a token budget is spent: then the run ends with stopped="budget" and says why."""
+        if (why := self.budget.exhausted()) is not None:
+            result.stopped, result.error = "budget", why
+        return why is not None
+
+    def _answer_or_bounce(self, memory: Memory, step: int, parsed: ParseResult, result: RunResult) -> bool | None:
+        """A reply without calls: accept it (None; the run ends), or send it back once (whether the next step
+        must call a tool). An empty reply, or one that was only a made-up tool result, is never an answer:
+        sent back once, and the second ends the run with stopped="empty"."""
+        if parsed.text.strip():
+            tool = self._guard_answer(memory, result)
+            if tool is None:
+                result.answer, result.stopped = parsed.text, "answer"
+                return None
+            reason = "no_tool"
+        else:
+            if result.bounced("empty", "echoed"):
+                result.answer, result.stopped = None, "empty"
+                result.error = "the model gave an empty reply again after it was asked for an answer"
+                return None
+            reason = "echoed" if parsed.echoed else "empty"
+            tool = self._guard_answer(memory, result, again=True)
+        result.guarded.append({"step": step, "reason": reason, "tool": tool})
+        self.on_event(Guarded(step, tool or "", parsed.text, reason))
+        memory.add_assistant(step, parsed.text, [])
+        memory.add_user_note(step, Segments.untrusted(bounce_note(tool, reason)))
+        return tool is not None
 
     def _final_answer(self, memory: Memory, step: int, result: RunResult) -> str | None:
         memory.add_user_note(step, Segments.untrusted(FINAL_ANSWER_REQUEST))
         text = self._complete(memory, step, "none", result, last=True)
         answer = self.dialect.parse(extract_plan(text)[2]).text or None
         self.on_event(AssistantText(step, text, final=True))
-        return answer
+        return None if answer is None or is_parroted(answer, FINAL_ANSWER_REQUEST) else answer
 
     def _bounce_final_answer(
         self, memory: Memory, step: int, calls: list[ToolCall], errors: list[str], result: RunResult
@@ -337,7 +375,7 @@ class Agent:
         tool = self._guard_answer(memory, result)
         if tool is None:
             return False
-        result.guarded += 1
+        result.guarded.append({"step": step, "reason": "no_tool", "tool": tool})
         self.on_event(Guarded(step, tool, str(calls[0].arguments.get("answer", ""))))
         memory.add_assistant(step, "", calls)
         bounced = ToolResult.failure("guarded", bounce_note(tool), "answer bounced: a tool is needed first")
@@ -348,49 +386,13 @@ class Agent:
         memory.add_tool_results(step, outcomes)
         return True
 
-    def _guard_answer(self, memory: Memory, result: RunResult) -> str | None:
-        """The tool to name when bouncing this tool-less answer, or None to accept it."""
-        if not self.config.answer_guard or self.config.tool_choice == "none" or result.guarded:
+    def _guard_answer(self, memory: Memory, result: RunResult, *, again: bool = False) -> str | None:
+        """The tool to name when bouncing this tool-less answer, or None to accept it (`again`: even when an
+        answer was already bounced once)."""
+        if not self.config.answer_guard or self.config.tool_choice == "none" or (result.guarded and not again):
             return None
         if any(o.ok or o.error_kind == "permission_denied" or o.result.error in STOPPED_CALLS for o in memory.ledger):
             # a tool answered (a denial is an answer too: bouncing cannot change it), or a resumed run's
             # call was cut off by a crash or a cancel: the model did reach for the tool
             return None
         return needs_tool(memory.goal, self.executor.registry)
-
-    def _execute_turn(
-        self, step: int, calls: list[ToolCall], result: RunResult, cut: ToolCall | None = None
-    ) -> list[ToolOutcome]:
-        """Run one turn's calls: guarded in order, reads concurrently, outcomes in call order.
-
-        `cut` is the call the output limit cut off (closing mode ended it): the executor refuses it
-        when it writes, and its outcome is marked truncated.
-        """
-        refusals: list[str | None] = []
-        pending: list[str] = []
-        for call in calls:
-            refusal = self.loop_guard.refusal(result.tool_calls, pending, call.name, call.arguments)
-            refusals.append(refusal)
-            if refusal is None:
-                pending.append(ToolOutcome(step, call.name, call.arguments, ToolResult(True, "")).digest)
-
-        def job(i: int) -> Callable[[], ToolResult]:
-            refusal, call = refusals[i], calls[i]
-            if refusal is not None:
-                return lambda: ToolResult.failure("loop", refusal, "refused: looping")
-            return lambda: self.executor.execute(call.name, call.arguments, truncated=call is cut)
-
-        def finish(i: int, res: ToolResult) -> None:
-            outcome = ToolOutcome(step, calls[i].name, calls[i].arguments, res, truncated=calls[i] is cut)
-            result.tool_calls.append(outcome)
-            outcomes.append(outcome)
-            self.on_event(ToolFinished(outcome))
-
-        outcomes: list[ToolOutcome] = []
-        run_grouped(
-            [job(i) for i in range(len(calls))],
-            [refusals[i] is None and self.executor.concurrent(c.name) for i, c in enumerate(calls)],
-            before=lambda i: self.on_event(ToolCallStarted(step, calls[i].name, calls[i].arguments, calls[i] is cut)),
-            after=finish,
-        )
-        return outcomes

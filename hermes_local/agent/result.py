@@ -9,8 +9,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from hermes_local.agent.ledger import key_argument
 from hermes_local.events import LLMCall, ToolOutcome
 from hermes_local.llm import Usage
+
+# Why a reply was sent back once (`RunResult.guarded`): an answer given without the tool the goal needs, a reply
+# that was empty after parsing, or one whose only content was a tool result the model made up itself.
+BOUNCE_REASONS = ("no_tool", "empty", "echoed")
 
 # How a run ended -> the process exit code a script can rely on (README "Exit codes").
 # 2 is a refused input (a bad flag, name, file or setting: `UserError`), 130 an interrupt.
@@ -46,6 +51,8 @@ class AgentConfig:
     max_consecutive_failures: int = 5
     budget_fraction: float = 0.75  # compaction starts past this share of n_ctx
     compact_to_fraction: float = 0.5  # ...and shrinks the prompt to this share
+    max_run_tokens: int | None = None  # tokens one run may use (evaluated prompt + generated); None = no limit
+    max_day_tokens: int | None = None  # tokens all runs of one day may use (kept under $HERMES_LOCAL_HOME/usage)
 
 
 @dataclass
@@ -61,7 +68,7 @@ class RunResult:
     error: str | None = None
     session_id: str | None = None
     compactions: int = 0
-    guarded: int = 0  # answers sent back by the no-tool answer guard
+    guarded: list[dict[str, Any]] = field(default_factory=list)  # bounces: {step, reason, tool} (see BOUNCE_REASONS)
     mcp_failed: dict[str, str] = field(default_factory=dict)  # MCP server -> why it is down (start or crash)
 
     def add_call(self, step: int, usage: Usage, prompt_tokens_new: int, finish_reason: str) -> LLMCall:
@@ -81,6 +88,19 @@ class RunResult:
             setattr(self.usage, key, getattr(self.usage, key) + getattr(usage, key))
         return record
 
+    def bounced(self, *reasons: str) -> bool:
+        """Whether a reply of this run was already sent back for one of `reasons`."""
+        return any(g["reason"] in reasons for g in self.guarded)
+
+    def ending_line(self) -> str:
+        """One line for a run that ended without an answer: why, and what the run did do (its tool calls)."""
+        why = {
+            "empty": "the model gave an empty reply, also after it was asked again",
+            "max_steps": "the task took more steps than allowed",
+            "budget": "the token budget ran out",
+        }.get(self.stopped, self.error or self.stopped)
+        return f"(no answer: {why}; {done_line(self.tool_calls)})"
+
     def to_json(self) -> dict[str, Any]:
         return {
             "answer": self.answer,
@@ -95,8 +115,26 @@ class RunResult:
             },
             "llm_calls": [c.record() for c in self.llm_calls],
             "compactions": self.compactions,
-            "guarded": self.guarded,
+            "guarded": list(self.guarded),
             "mcp_failed": [{"server": name, "error": error} for name, error in self.mcp_failed.items()],
             "error": self.error,
             "session_id": self.session_id,
         }
+
+
+def done_line(calls: list[ToolOutcome]) -> str:
+    """What a run did, in a few words: "it called read_file notes.txt (ok), write_file report.md (failed)"."""
+    if not calls:
+        return "it made no tool calls"
+    states = ["ok" if c.ok else c.error_kind or "failed" for c in calls]
+    shown = [f"{c.name} {key_argument(c)}".strip() + f" ({state})" for c, state in zip(calls[:6], states, strict=False)]
+    more = f" and {len(calls) - 6} more" if len(calls) > 6 else ""
+    return f"it called {', '.join(shown)}{more}"
+
+
+def step_limit_line(max_steps: int) -> str:
+    """What the user reads when a run reached its step limit (stopped="max_steps")."""
+    return (
+        f"the task took more steps than allowed (--max-steps {max_steps}); split it into smaller tasks, "
+        "or raise --max-steps"
+    )

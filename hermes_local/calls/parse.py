@@ -102,6 +102,7 @@ class ParseResult:
     calls: list[ToolCall] = field(default_factory=list)
     text: str = ""
     errors: list[str] = field(default_factory=list)
+    echoed: bool = False  # the reply held a tool result or a new turn the model wrote itself (dropped)
 
 
 def _error(why: str, shape: bool = False) -> str:
@@ -183,6 +184,7 @@ class _Parser:
         self.calls: list[ToolCall] = []
         self.errors: list[str] = []
         self.parts: list[str] = []
+        self.echoed = False
         self.braces = bool(names) or _STRONG_CLOSER.search(text) is not None  # bare JSON can matter at all
         self.budget = 10 * len(text) + 100_000  # characters bare-brace scans may read: keeps odd text linear
 
@@ -304,6 +306,7 @@ class _Parser:
             return end
         self.calls += sub.calls
         self.errors += sub.errors
+        self.echoed = self.echoed or sub.echoed
         self.parts += [_HOLE, *sub.parts, _HOLE]
         return end
 
@@ -312,6 +315,7 @@ class _Parser:
         return len(self.s) if end is None else end.end()
 
     def _on_response(self, m: re.Match[str]) -> int:
+        self.echoed = True
         return len(self.s)  # the model made up a tool's answer or a new turn: it and all after it are dropped
 
     def _on_brace(self, m: re.Match[str]) -> int:
@@ -375,7 +379,7 @@ def parse_tool_calls(text: str, tool_names: Iterable[str] | None = None, dialect
         calls = calls[:MAX_CALLS]
     if len(errors) > MAX_ERRORS:
         errors = [*errors[: MAX_ERRORS - 1], f"... and {len(errors) - MAX_ERRORS + 1} more unreadable tool calls."]
-    return ParseResult(calls=calls, text=_clean(parser.parts), errors=errors)
+    return ParseResult(calls=calls, text=_clean(parser.parts), errors=errors, echoed=parser.echoed)
 
 
 def _too_many(n: int) -> str:

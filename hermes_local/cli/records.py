@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from hermes_local.cli.common import ToolsOpt, fail, notice, settings_from_flags
+from hermes_local.cli.common import AllowHostOpt, DbOpt, ToolsOpt, fail, notice, settings_from_flags
 from hermes_local.textsafe import terminal_safe
 
 tools_app = typer.Typer(help="Inspect the tools the agent can call.", no_args_is_help=True)
@@ -23,34 +23,44 @@ memory_app = typer.Typer(help="Long-term memory: facts kept across sessions.", n
 def tools_list(
     tools_module: Annotated[list[str] | None, typer.Option(help="Also load @tool functions from here.")] = None,
     tools: ToolsOpt = None,
+    db: DbOpt = None,
+    allow_host: AllowHostOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the full JSON schemas.")] = False,
 ) -> None:
-    """Show every tool the model can use: toolset, source (builtin / module / mcp:NAME), permission, arguments."""
+    """Show every tool the model can use: toolset, source (builtin / module / mcp:NAME), permission, arguments;
+    a tool that cannot work in a run like this (no --db, no allowed host, nobody to ask) is marked off, with what
+    turns it on."""
+    import sys
+
     from hermes_local.runtime import build_registry
-    from hermes_local.tools.toolsets import group_of, route, select_tools
+    from hermes_local.tools.toolsets import group_of, route, select_tools, unusable
 
     settings = settings_from_flags(locals())
     full = build_registry(tools_module or [], settings, on_notice=notice)
     registry = select_tools(full, settings.tools, settings.deny_tools)
     try:
-        plan = route(registry, settings.max_tools_in_prompt)
+        off = unusable(registry, db=db is not None, hosts=bool(settings.allow_hosts), person=sys.stdin.isatty())
+        usable = registry.subset([n for n in registry.names() if n not in off])
+        plan = route(usable, settings.max_tools_in_prompt)
         if as_json:
             rows = [
                 t.schema()
                 | {"permission": t.permission, "source": registry.source(t.name), "toolset": group_of(registry, t.name)}
+                | ({"off": off[t.name]} if t.name in off else {})
                 for t in registry
             ]
             typer.echo(json.dumps(rows, indent=2))
             return
-        for t in registry:
+        for t in [*registry, *(u for u in usable if registry.get(u.name) is None)]:  # open_toolset when routed
             props = t.parameters_schema().get("properties", {})
             required = set(t.parameters_schema().get("required", []))
             args = ", ".join(f"{p}: {s.get('type', 'any')}{'' if p in required else '?'}" for p, s in props.items())
             where = f"{group_of(registry, t.name)}, {registry.source(t.name)}"
-            typer.echo(terminal_safe(f"{t.name}({args})  [{t.permission}] [{where}]  {t.description}"))
+            state = f"  (off: {off[t.name]})" if t.name in off else ""
+            typer.echo(terminal_safe(f"{t.name}({args})  [{t.permission}] [{where}]  {t.description}{state}"))
         if plan.routed:
             typer.echo(
-                f"({len(registry) - 1} tools > max_tools_in_prompt={settings.max_tools_in_prompt}: the prompt lists "
+                f"({len(usable) - 1} tools > max_tools_in_prompt={settings.max_tools_in_prompt}: the prompt lists "
                 f"toolsets and offers {plan.offered[0] if plan.offered else ''})",
                 err=True,
             )

@@ -164,6 +164,7 @@ def run(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object with the result.")] = False,
 ) -> None:
     """Run the agent on TASK until it answers or reaches --max-steps (or continue one with --resume ID)."""
+    from hermes_local.agent.result import exit_code_for
     from hermes_local.session import events_to_resume, recorded_dialect
 
     if (task is None) == (resume is None):
@@ -186,18 +187,15 @@ def run(
     if as_json:
         typer.echo(json.dumps(result.to_json(), ensure_ascii=True))
     else:
-        typer.echo(
-            terminal_safe(result.answer, keep_newlines=True)
-            if result.answer is not None
-            else f"(no answer: stopped at {result.stopped})"
-        )
+        answered = bool(result.answer and result.answer.strip())  # never a blank line on stdout
+        typer.echo(terminal_safe(result.answer or "", keep_newlines=True) if answered else result.ending_line())
         if result.error:
             typer.echo(f"stopped: {terminal_safe(result.error)}", err=True)
     leftover = getattr(llm, "remaining", 0)
     if leftover:
         fail(f"the replay file has {leftover} unused output(s); the run diverged from the recording", 1)
-    if result.stopped == "error":
-        raise typer.Exit(1)
+    if exit_code_for(result.stopped):
+        raise typer.Exit(exit_code_for(result.stopped))
 
 
 def chat(
@@ -248,7 +246,7 @@ def chat(
         except KeyboardInterrupt:
             typer.echo("\n(interrupted)", err=True)
             continue
-        shown = result.answer if result.answer is not None else f"(no answer: {result.error or result.stopped})"
+        shown = result.answer if result.answer and result.answer.strip() else result.ending_line()
         typer.echo(terminal_safe(shown, keep_newlines=True))
     session.close()
     agent.close()

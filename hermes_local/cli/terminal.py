@@ -11,11 +11,21 @@ from __future__ import annotations
 import sys
 from typing import TextIO
 
-from hermes_local.events import Compaction, Event, Guarded, LLMCall, StepStart, Token, ToolCallStarted, ToolFinished
+from hermes_local.events import (
+    BudgetWarning,
+    Compaction,
+    Event,
+    Guarded,
+    LLMCall,
+    StepStart,
+    Token,
+    ToolCallStarted,
+    ToolFinished,
+)
 from hermes_local.session import describe_event
 from hermes_local.textsafe import terminal_safe
 
-SHOWN_LIVE = (StepStart, LLMCall, ToolCallStarted, ToolFinished, Guarded, Compaction)
+SHOWN_LIVE = (StepStart, LLMCall, ToolCallStarted, ToolFinished, Guarded, BudgetWarning, Compaction)
 
 
 class TerminalPrinter:

@@ -1,14 +1,15 @@
-"""What the HTTP engines share above the transport: token caches, the special-token test, the model check,
-and the one completion path.
+"""What the HTTP engines share above the transport: token caches, the special-token test, the model check, and
+the one completion path.
 
 `RemoteTokenizer` keeps the `LLM` protocol's tokenizer contract for a remote engine: `tokenize(text,
 special=False)` never yields a special id (the injection rule), `special_token_id` answers from two
 tokenizations, and results are cached (the agent re-tokenizes the same system prompt every step).
-`model_matches` decides whether a server serves the model the user asked for. `RemoteLLM` is the
-`LLM` protocol's completion for both engines (prompt checks, the budget the context leaves, the
-streaming request loop with pieces to `on_token`, token ids, timing, the error for a stream that ends
-early, the evaluated-token count); each engine gives its request body, its stream event reader and
-how its server reports usage. Does not do HTTP itself (it iterates what `EngineHTTP.stream` yields).
+`model_matches` decides whether a server serves the model the user asked for. `RemoteLLM` is the `LLM`
+protocol's completion for both engines (prompt checks, the budget the context leaves, the streaming
+request loop with pieces to `on_token`, token ids, timing, the error for a stream that ends early (tried
+again, as a dropped connection is, while nothing has been shown), the evaluated-token count); each
+engine gives its request body, its stream event reader and how its server reports usage. Does not do
+HTTP itself (it iterates what `EngineHTTP.stream` yields).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import Any
 
-from hermes_local.engines.http import EngineError, EngineHTTP
+from hermes_local.engines.http import EngineError, EngineHTTP, with_retries
 from hermes_local.llm import DEFAULT_OPTIONS, CallOptions, Completion, TokenCallback, Usage, check_prompt
 
 TokenizeFn = Callable[[str, bool], list[int]]
@@ -150,15 +151,27 @@ class RemoteLLM(ABC):
     ) -> Completion:
         prompt = check_prompt(tokens, self.n_ctx)
         body = self.request_body(prompt, options.replace(max_tokens=min(options.max_tokens, self.n_ctx - len(prompt))))
-        out = Streamed(on_token)
-        for event in self.http.stream(self.completion_path, body):
-            if self.read_event(event, out):
-                break
-        if out.finish is None:
-            raise EngineError(
-                f"{self.http.name} at {self.http.base_url} closed the stream before the completion finished; "
-                "check the server, then resume the run"
-            )
+        outs: list[Streamed] = []
+
+        def attempt() -> Streamed:
+            out = Streamed(on_token)
+            outs.append(out)
+            try:
+                for event in self.http.stream(self.completion_path, body):
+                    if self.read_event(event, out):
+                        break
+            except EngineError as exc:
+                exc.retriable = exc.retriable and not out.text  # pieces already shown are not shown twice
+                raise
+            if out.finish is None:
+                raise EngineError(
+                    f"{self.http.name} at {self.http.base_url} closed the stream before the completion finished; "
+                    "check the server, then resume the run",
+                    retriable=not out.text,
+                )
+            return out
+
+        out = with_retries(attempt, self.http.backoff)
         generated, usage = self.usage(prompt, out)
         self.tokens_evaluated_total += usage.prompt_tokens_evaluated + len(generated)
         finish = "length" if out.finish == "length" else "stop"

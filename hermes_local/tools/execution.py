@@ -6,7 +6,9 @@ or `ToolContext.timeout`); the tool sees that limit as `ctx.timeout` so it can s
 why, and a tool that does not is abandoned shortly after. Results longer than the context's
 `output_cap` are cut to a head and a tail with a notice. A write/dangerous call repeated with
 identical arguments in one run returns the first result instead of running twice, unless the tool
-is `repeatable` (failed calls may be retried). Identical read calls within a run come from the
+is `repeatable` (failed calls may be retried). An unknown argument name with exactly one close match
+among the tool's (`startDate` for `start_date`) is renamed, said in the result for the model and in a
+notice line. Identical read calls within a run come from the
 `ResultCache` (`tools/cache.py`), which any write or dangerous call clears. Every result the tool
 produced carries the tool's `provenance`, and the approver sees each one (`Approver.observe`) before
 the next call is decided, so a dangerous call after untrusted content is asked again. `run_grouped` runs one
@@ -19,7 +21,9 @@ from __future__ import annotations
 
 import contextvars
 import dataclasses
+import difflib
 import json
+import re
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -71,14 +75,29 @@ class Executor:
         t = self.registry.get(name)
         if t is None:
             known = ", ".join(self.registry.names()) or "none"
+            if name in self.registry.left_out:
+                why = f"{name} is not available in this run: it {self.registry.left_out[name]}. Do not call it again"
+                return ToolResult.failure("not_found", f"{why}; tell the user. Available tools: {known}.")
             return ToolResult.failure("not_found", f"There is no tool named {name!r}. Available tools: {known}.")
         if truncated and t.permission != "read":
             return ToolResult.failure("truncated", truncated_message(t.name, arguments), "cut off, not run")
+        corrected, renamed = correct_names(t, arguments)
         try:
-            validated = t.arguments_model.model_validate(arguments)
+            validated = t.arguments_model.model_validate(corrected)
         except ValidationError as exc:
             return ToolResult.failure("invalid_arguments", _validation_message(t, exc))
         args = validated.model_dump()
+        if renamed:
+            note = "; ".join(f"argument {wrong!r} was read as {right!r}" for wrong, right in renamed.items())
+            if self.context.notice is not None:
+                self.context.notice(f"{t.name}: {note} (a misspelled argument name, corrected)")
+            result = self._approved_run(t, args, arguments)
+            return dataclasses.replace(result, summary=f"({note}: use the exact names next time) {result.summary}")
+        return self._approved_run(t, args, arguments)
+
+    def _approved_run(self, t: Tool, args: dict[str, Any], arguments: dict[str, Any]) -> ToolResult:
+        """Approve, then serve from the cache, refuse a repeat write, or run: the validated call's result
+        (`arguments` as the model wrote them: what a finished write is known by, also across a resume)."""
         approved, how = self.approver.decide(t, args, self.context.workspace)
         if not approved:
             return dataclasses.replace(
@@ -147,6 +166,27 @@ class Executor:
         if isinstance(value, ToolResult):
             return dataclasses.replace(value, provenance=t.provenance)
         return dataclasses.replace(ToolResult.success(value, _summarize(t.name, value)), provenance=t.provenance)
+
+
+def _squash(name: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", name.lower())
+
+
+def correct_names(t: Tool, arguments: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    """Arguments with each unknown name that has exactly one close match among the tool's missing ones
+    renamed to it (`startDate` -> `start_date`, `pth` -> `path`), and the renames made."""
+    known = list(t.parameters_schema().get("properties", {}))
+    unknown = [k for k in arguments if k not in known]
+    free = [k for k in known if k not in arguments]
+    renamed: dict[str, str] = {}
+    for key in unknown:
+        same = [k for k in free if _squash(k) == _squash(key)]
+        close = same or difflib.get_close_matches(key, free, n=2, cutoff=0.75)
+        if len(close) == 1 and close[0] not in renamed.values():
+            renamed[key] = close[0]
+    if not renamed:
+        return arguments, {}
+    return {renamed.get(k, k): v for k, v in arguments.items()}, renamed
 
 
 def _summarize(name: str, value: Any) -> str:

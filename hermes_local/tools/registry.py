@@ -293,6 +293,7 @@ class ToolRegistry:
         self._sources: dict[str, str] = {}
         self._closers: list[Callable[[], None]] = []
         self.failed_sources: dict[str, str] = {}
+        self.left_out: dict[str, str] = {}  # tool -> why it is not offered in this run (toolsets.unusable)
         for t in tools:
             self.register(t, source=source)
 
@@ -319,6 +320,7 @@ class ToolRegistry:
                 out.register(t, source=self._sources[t.name])
         out._closers = self._closers
         out.failed_sources = self.failed_sources
+        out.left_out = self.left_out
         return out
 
     def add_closer(self, closer: Callable[[], None]) -> None:

@@ -3,7 +3,9 @@
 Built-in toolsets are `files`, `db`, `shell`, `web`, `memory` and `time`; each MCP server is a toolset
 named after it and each `--tools-module` file one named after the file. `select_tools` keeps the
 tools named by `--tools` / config `tools` (toolset or tool names; empty = all) minus `deny_tools`,
-so denied tools are absent from the prompt and the grammar, not just refused. When more than
+so denied tools are absent from the prompt and the grammar, not just refused; `unusable` names the
+built-ins that cannot work in a run (`query_database` without `--db`, `http_get` without an allowed
+host, `ask_user` with nobody to ask), which are left out the same way. When more than
 `max_tools_in_prompt` tools remain, `route()` offers only `open_toolset` plus one line per toolset in
 the system prompt; calling `open_toolset(toolset)` returns that toolset's full schemas as a tool
 result, appended where new tokens go, so the cached prompt prefix survives. Routing never refuses a
@@ -31,6 +33,13 @@ BUILTIN_GROUPS: dict[str, tuple[tuple[str, ...], str]] = {
     "memory": (("append_to_memo", "remember"), "note things in memo.md or remember facts across sessions"),
     "time": (("get_current_time",), "the current local date and time"),
     "user": (("ask_user", "final_answer"), "ask the user a question; end the run with the final answer"),
+}
+# Built-in tools that cannot work without something the user gives, and what enables each (issue 27): left out
+# of the prompt and the grammar when it is missing, and said so in `tools list`.
+NEEDS: dict[str, str] = {
+    "query_database": "needs a database: pass --db FILE",
+    "http_get": "needs an allowed host: pass --allow-host HOST or set allow_hosts in config.toml",
+    "ask_user": "needs someone to ask: only a run at a terminal (run, chat) can ask the user",
 }
 ROUTING_NOTE = (
     "Tools are grouped in toolsets, listed below one per line. To see the full description and arguments "
@@ -102,6 +111,17 @@ def select_tools(
             elif registry.get(entry) is not None:
                 chosen.add(entry)
     return registry.subset(chosen - set(deny or []))
+
+
+def unusable(registry: ToolRegistry, *, db: bool, hosts: bool, person: bool) -> dict[str, str]:
+    """The built-in tools of `registry` that cannot work in this run -> why, naming what enables them
+    (`db`: a database was given, `hosts`: an allowed host, `person`: someone to ask)."""
+    have = {"query_database": db, "http_get": hosts, "ask_user": person}
+    return {
+        name: NEEDS[name]
+        for name, ok in have.items()
+        if not ok and registry.get(name) is not None and registry.source(name) == "builtin"
+    }
 
 
 @dataclass

@@ -124,7 +124,7 @@ def test_tool_choice_auto_uses_a_lazy_grammar_and_none_offers_no_tools(workspace
     llm = ScriptedLLM(["hello"])
     make_agent(llm, workspace).run("t")
     assert llm.calls[0].grammar_trigger == "<tool_call>"
-    llm = ScriptedLLM([call("get_current_time")])
+    llm = ScriptedLLM([call("get_current_time"), "It is noon."])  # a call is no answer: sent back once (issue 27)
     result = make_agent(llm, workspace, tool_choice="none").run("t")
     assert "<tools>" not in llm.prompt_texts[0] and llm.calls[0].grammar is None
-    assert result.tool_calls == [] and result.stopped == "answer"
+    assert result.tool_calls == [] and result.stopped == "answer" and result.answer == "It is noon."

@@ -77,7 +77,8 @@ def make_agent(llm: ScriptedLLM, workspace: Path, events: list[Event] | None = N
     )
 
 
-# Goals labelled with the tool they need (None: answerable from knowledge). English and Chinese.
+# Goals labelled with the tool they need first (None: answerable from knowledge), English and Chinese,
+# with every built-in offered (a database given with --db, an allowed host). The first 22 are issue 11's.
 GUARD_CORPUS: list[tuple[str, str | None]] = [
     ("What time is it?", "get_current_time"),
     ("What time is it? Note it in my memo.", "get_current_time"),
@@ -101,18 +102,71 @@ GUARD_CORPUS: list[tuple[str, str | None]] = [
     ("Explain what a linked list is.", None),
     ("写一首关于春天的短诗", None),
     ("What is the capital of Italy?", None),
+    # issue 27: write/report/save -> a write tool; the source comes first when there is one
+    ("Write 'hello world' into hello.txt", "write_file"),
+    ("Create a file called todo.md with three items", "write_file"),
+    ("Save a haiku about autumn to poem.txt", "write_file"),
+    ("把 hello 写入 hello.txt", "write_file"),
+    ("Summarise notes.txt into report.md", "read_file"),
+    ("Write a report of the top 5 customers by revenue from the database into report.md", "query_database"),
+    ("Create report.md summarising sales from the database", "query_database"),
+    ("Write the result of the query on orders into orders.md", "query_database"),
+    ("Save the current time into time.txt", "get_current_time"),
+    # "the time of X" inside a file task is not a clock question
+    ("Note the time of the next meeting from notes.txt in my memo", "read_file"),
+    ("Put the time of the standup in agenda.md into my memo", "read_file"),
+    ("What is the date of the meeting in notes.txt?", "read_file"),
+    ("What's the weather tomorrow in Rome?", "get_weather"),
+    # database words (a database is given)
+    ("Top 5 customers by revenue", "query_database"),
+    ("Run the SQL query SELECT count(*) FROM orders", "query_database"),
+    ("Which tables are in the database?", "query_database"),
+    ("How many rows does data.csv have?", "read_file"),
+    # the rest of the built-ins
+    ("What is in the workspace folder?", "list_dir"),
+    ("List the files in the docs folder", "list_dir"),
+    ("Read config.toml and tell me the port", "read_file"),
+    ("Remember that my favourite colour is blue", "remember"),
+    ("Jot down in my memo that the printer is fixed", "append_to_memo"),
+    ("Run the command `ls -la` in the shell", "run_shell"),
+    ("Download http://127.0.0.1:8000/data.json and summarise it", "http_get"),
+    ("把今天的日期记在备忘里", "get_current_time"),
+    # knowledge
+    ("Write a short poem about the sea.", None),
+    ("Explain what SQL is.", None),
+    ("What does 'carpe diem' mean?", None),
+    ("How many days are in a leap year?", None),
+    ("Tell me a joke.", None),
 ]
 
 
-def test_guard_detection_on_the_labelled_corpus(capsys) -> None:
+def guard_registry() -> ToolRegistry:
+    """Every built-in, `remember` and the weather tool: the corpus is labelled against these."""
+    from hermes_local.longterm import LONGTERM_TOOLS
+
     registry = default_registry()
-    registry.register(get_weather)
+    for t in (*LONGTERM_TOOLS, get_weather):
+        registry.register(t)
+    return registry
+
+
+def test_guard_detection_on_the_labelled_corpus(capsys) -> None:
+    registry = guard_registry()
     right = [needs_tool(goal, registry) == expected for goal, expected in GUARD_CORPUS]
     needing = [ok for ok, (_, expected) in zip(right, GUARD_CORPUS, strict=True) if expected]
     plain = [ok for ok, (_, expected) in zip(right, GUARD_CORPUS, strict=True) if not expected]
     with capsys.disabled():
-        print(f"\nanswer guard: {sum(needing)}/{len(needing)} tool goals caught, {sum(plain)}/{len(plain)} plain kept")
-    assert all(right), [g for ok, (g, _) in zip(right, GUARD_CORPUS, strict=True) if not ok]
+        print(f"\nanswer guard: {sum(needing)}/{len(needing)} tool goals named right, {sum(plain)}/{len(plain)} kept")
+    assert len(GUARD_CORPUS) >= 40
+    wrong = [(g, needs_tool(g, registry), e) for ok, (g, e) in zip(right, GUARD_CORPUS, strict=True) if not ok]
+    assert not wrong, wrong
+
+
+def test_database_words_name_query_database_only_when_a_database_is_offered() -> None:
+    with_db = guard_registry()
+    without = with_db.subset([n for n in with_db.names() if n != "query_database"])
+    assert needs_tool("Top 5 customers by revenue", with_db) == "query_database"
+    assert needs_tool("Write a report of sales from the database into report.md", without) == "write_file"
 
 
 def test_guard_only_names_registered_tools() -> None:
@@ -125,7 +179,7 @@ def test_answer_without_a_tool_is_bounced_once_and_the_next_step_must_call_a_too
     result = make_agent(llm, workspace, events).run("What time is it?")
     llm.assert_all_used()
     assert result.stopped == "answer" and result.answer == "It is the time shown."
-    assert result.guarded == 1 and result.to_json()["guarded"] == 1
+    assert result.to_json()["guarded"] == [{"step": 1, "reason": "no_tool", "tool": "get_current_time"}]
     assert [c.name for c in result.tool_calls] == ["get_current_time"]
     bounced = llm.prompt_texts[1]
     assert "answered without calling any tool" in bounced and "call get_current_time" in bounced
@@ -140,25 +194,25 @@ def test_answer_without_a_tool_is_bounced_once_and_the_next_step_must_call_a_too
 def test_only_one_bounce_per_run(workspace: Path) -> None:
     llm = ScriptedLLM(["It is noon.", "<tool_call>\n{broken", "Still noon."])
     result = make_agent(llm, workspace).run("What time is it?")
-    assert result.guarded == 1 and result.answer == "Still noon."
+    assert len(result.guarded) == 1 and result.answer == "Still noon."
 
 
 def test_guard_can_be_switched_off(workspace: Path) -> None:
     llm = ScriptedLLM(["It is noon."])
     result = make_agent(llm, workspace, answer_guard=False).run("What time is it?")
-    assert result.guarded == 0 and result.answer == "It is noon."
+    assert len(result.guarded) == 0 and result.answer == "It is noon."
 
 
 def test_no_bounce_for_knowledge_or_after_a_tool_worked(workspace: Path) -> None:
     llm = ScriptedLLM(["4"])
-    assert make_agent(llm, workspace).run("What is 2 + 2? Answer with the number.").guarded == 0
+    assert make_agent(llm, workspace).run("What is 2 + 2? Answer with the number.").guarded == []
     llm = ScriptedLLM([call("get_current_time"), "It is noon."])
-    assert make_agent(llm, workspace).run("What time is it?").guarded == 0
+    assert make_agent(llm, workspace).run("What time is it?").guarded == []
 
 
 def test_no_bounce_in_none_mode(workspace: Path) -> None:
     llm = ScriptedLLM(["It is noon."])
-    assert make_agent(llm, workspace, tool_choice="none").run("What time is it?").guarded == 0
+    assert make_agent(llm, workspace, tool_choice="none").run("What time is it?").guarded == []
 
 
 def test_required_mode_bounces_a_final_answer_given_before_any_tool(workspace: Path) -> None:
@@ -171,7 +225,7 @@ def test_required_mode_bounces_a_final_answer_given_before_any_tool(workspace: P
     events: list[Event] = []
     result = make_agent(llm, workspace, events, tool_choice="required", max_steps=5).run("What time is it?")
     llm.assert_all_used()
-    assert result.guarded == 1 and result.stopped == "answer" and result.answer == "It is noon."
+    assert len(result.guarded) == 1 and result.stopped == "answer" and result.answer == "It is noon."
     assert [(c.name, c.error_kind) for c in result.tool_calls] == [
         ("final_answer", "guarded"),
         ("get_current_time", None),
@@ -181,19 +235,21 @@ def test_required_mode_bounces_a_final_answer_given_before_any_tool(workspace: P
     assert "call get_current_time" in llm.prompt_texts[1]  # the bounce is the call's tool result
     assert [e.tool for e in events if isinstance(e, Guarded)] == ["get_current_time"]
     grammars = [c.grammar or "" for c in llm.calls]
-    assert "final_answer" in grammars[0] and "final_answer" not in grammars[1]  # a real tool must come next
+    # the goal needs a tool: decided before step 1, so final_answer is left out from the start (issue 27);
+    # the scripted model ignores grammars, so the bounce still shows: after it, too, a real tool must come
+    assert "final_answer" not in grammars[0] and "final_answer" not in grammars[1]
     assert "get_current_time" in grammars[1] and "final_answer" in grammars[2]
 
 
 def test_required_mode_bounces_once_and_never_for_knowledge(workspace: Path) -> None:
     twice = [call("final_answer", answer="10:59"), call("final_answer", answer="11:00")]
     result = make_agent(ScriptedLLM(twice), workspace, tool_choice="required").run("What time is it?")
-    assert result.guarded == 1 and result.answer == "11:00" and result.steps == 2
+    assert len(result.guarded) == 1 and result.answer == "11:00" and result.steps == 2
     knowledge = [call("final_answer", answer="4")]
     result = make_agent(ScriptedLLM(knowledge), workspace, tool_choice="required").run("What is 2 + 2?")
-    assert result.guarded == 0 and result.answer == "4" and result.steps == 1
+    assert len(result.guarded) == 0 and result.answer == "4" and result.steps == 1
     off = make_agent(ScriptedLLM(knowledge), workspace, tool_choice="required", answer_guard=False)
-    assert off.run("What time is it?").guarded == 0
+    assert off.run("What time is it?").guarded == []
 
 
 def test_required_mode_can_finish_with_final_answer(workspace: Path) -> None:
@@ -202,7 +258,7 @@ def test_required_mode_can_finish_with_final_answer(workspace: Path) -> None:
     llm.assert_all_used()
     assert result.stopped == "answer" and result.answer == "It is noon." and result.steps == 2
     assert [c.name for c in result.tool_calls] == ["get_current_time", "final_answer"]
-    assert '"name": "final_answer"' in llm.prompt_texts[0] and "final_answer" in (llm.calls[0].grammar or "")
+    assert '"name": "final_answer"' in llm.prompt_texts[0] and "final_answer" in (llm.calls[1].grammar or "")
     assert result.to_json()["tool_calls"][1]["name"] == "final_answer"
 
 

@@ -162,10 +162,12 @@ def test_gguf_with_mistral_calls_constrains_with_the_json_array_grammar(workspac
 # -- none: the model cannot call tools ---------------------------------------------------------
 def test_call_format_none_runs_without_tools(workspace: Path) -> None:
     dialect = get_dialect("hermes", tool_call_format="none")
-    llm = ScriptedLLM(['<tool_call>\n{"name": "get_current_time", "arguments": {}}\n</tool_call>'])
+    # a call-only reply is no answer here: sent back once for a plain one (issue 27)
+    llm = ScriptedLLM(['<tool_call>\n{"name": "get_current_time", "arguments": {}}\n</tool_call>', "Il est midi."])
     agent = agent_for(dialect, llm, workspace, instructions="Answer in French.")
     result = agent.run("What time is it?")
     assert agent.config.tool_choice == "none" and result.tool_calls == [] and result.stopped == "answer"
+    assert result.answer == "Il est midi."
     assert "<tools>" not in llm.prompt_texts[0] and "get_current_time" not in llm.prompt_texts[0]
     assert llm.calls[0].grammar is None and "Answer in French." in llm.prompt_texts[0]
     with pytest.raises(UserError, match=r'tool_call_format = "none".*--tool-choice required'):

@@ -329,3 +329,9 @@ def test_unknown_tool_names_inside_tags_are_kept_for_the_agent() -> None:
 def test_a_tag_only_mentioned_in_prose_is_text() -> None:
     text = "Tools are called with a <tool_call> tag followed by JSON."
     assert parse(text) == ParseResult([], text, [])
+
+
+def test_a_made_up_tool_result_is_flagged_and_the_text_before_it_kept() -> None:
+    echoed = parse_tool_calls('The time is shown.\n<tool_response>\n{"content": "10:00"}\n</tool_response>\nIt is 10.')
+    assert echoed.echoed and echoed.text == "The time is shown." and echoed.calls == []
+    assert not parse_tool_calls("It is 10:00.").echoed

@@ -371,7 +371,9 @@ def test_http_get_refuses_hosts_not_allowed(arena: dict[str, Path], url: str, no
 
 
 def test_http_get_is_offline_by_default(arena: dict[str, Path], no_dns: None) -> None:
-    assert_attack_failed(arena, [("http_get", {"url": "http://127.0.0.1:1/"})], "permission_denied")
+    # with no allowed host it is not even offered (issue 27); a call to it is told what enables it
+    result, llm = assert_attack_failed(arena, [("http_get", {"url": "http://127.0.0.1:1/"})], "not_found")
+    assert '"name": "http_get"' not in llm.prompt_texts[0] and "--allow-host" in llm.prompt_texts[1]
 
 
 @pytest.mark.parametrize("url", ["file:///etc/passwd", "ftp://127.0.0.1/x"])
@@ -488,7 +490,7 @@ def test_cli_run_shell_grandchild_and_http_get(arena: dict[str, Path], cli_env: 
     ]
     out = run_cli(arena, calls, "--allow", "run_shell", "--allow", "http_get")
     assert time.monotonic() - started < TIMEOUT + 1
-    assert [(c["ok"], c["error_kind"]) for c in out["tool_calls"]] == [(True, None), (False, "permission_denied")]
+    assert [(c["ok"], c["error_kind"]) for c in out["tool_calls"]] == [(True, None), (False, "not_found")]  # no host
     assert not _processes_with("sleep 30.671")
 
 
@@ -496,7 +498,7 @@ def test_cli_http_get_allowed_host_by_flag_or_setting(
     arena: dict[str, Path], cli_env: None, local_server: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     get = [("http_get", {"url": local_server + "/"})]
-    assert run_cli(arena, get, "--allow", "http_get")["tool_calls"][0]["error_kind"] == "permission_denied"
+    assert run_cli(arena, get, "--allow", "http_get")["tool_calls"][0]["error_kind"] == "not_found"  # not offered
     assert run_cli(arena, get, "--allow", "http_get", "--allow-host", "127.0.0.1")["tool_calls"][0]["ok"]
     monkeypatch.setenv("HERMES_LOCAL_ALLOW_HOSTS", "127.0.0.1")
     assert run_cli(arena, get, "--allow", "http_get")["tool_calls"][0]["ok"]

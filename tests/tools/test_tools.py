@@ -471,3 +471,31 @@ def test_envelopes_are_json(workspace: Path) -> None:
     for result in (ex.execute("get_current_time", {}), ex.execute("read_file", {"path": "../x"})):
         envelope = json.loads(result.to_json())
         assert set(envelope) in ({"ok", "data", "summary"}, {"ok", "error", "error_kind", "summary"})
+
+
+# -- a misspelled argument name (issue 27) ------------------------------------------------------------
+@tool
+def book_room(start_date: str, room: str = "A") -> str:
+    """Book a room from a date.
+
+    Args:
+        start_date: First day, YYYY-MM-DD.
+        room: Room name.
+    """
+    return f"{room} booked from {start_date}"
+
+
+def test_a_misspelled_argument_name_with_one_close_match_is_corrected_and_said(workspace: Path) -> None:
+    notices: list[str] = []
+    registry = ToolRegistry([book_room])
+    ex = make_executor(workspace, registry=registry, notice=notices.append)
+    result = ex.execute("book_room", {"startDate": "2026-12-02"})
+    assert result.ok and result.data == "A booked from 2026-12-02"
+    assert "argument 'startDate' was read as 'start_date'" in result.summary  # the model reads the summary
+    assert notices == [
+        "book_room: argument 'startDate' was read as 'start_date' (a misspelled argument name, corrected)"
+    ]
+    assert make_executor(workspace).execute("read_file", {"pth": "missing.txt"}).error_kind == "not_found"
+    # two candidates, or none close: still a failed call that names the expected properties
+    wide = make_executor(workspace, registry=registry).execute("book_room", {"sd": "2026-12-02"})
+    assert wide.error_kind == "invalid_arguments" and "start_date" in (wide.error or "")

@@ -109,7 +109,7 @@ def test_routing_lists_toolsets_and_open_toolset_appends_schemas_keeping_the_pre
             "done",
         ]
     )
-    result = make_agent(llm, workspace).run("read a.txt and tell the time")  # 9 built-ins + remember > 8
+    result = make_agent(llm, workspace, max_tools_in_prompt=4).run("read a.txt and tell the time")  # 7 usable > 4
     llm.assert_all_used()
     prompt = system_prompt(llm)
     assert f'"name": "{OPEN_TOOLSET}"' in prompt
@@ -132,7 +132,7 @@ def test_routing_lists_toolsets_and_open_toolset_appends_schemas_keeping_the_pre
 
 def test_open_toolset_rejects_unknown_toolsets(workspace: Path) -> None:
     llm = ScriptedLLM([call(OPEN_TOOLSET, toolset="nope"), "ok"])
-    result = make_agent(llm, workspace).run("x")
+    result = make_agent(llm, workspace, max_tools_in_prompt=4).run("x")
     assert result.tool_calls[0].error_kind == "invalid_arguments"
     assert "files" in llm.prompt_texts[1].rsplit("<tool_response>", 1)[1]
 
@@ -164,7 +164,8 @@ def test_config_tools_and_max_tools_in_prompt(tmp_path: Path, workspace: Path, h
 def test_tools_list_shows_sources_and_routing(tmp_path: Path) -> None:
     module = tmp_path / "loud.py"
     module.write_text(EXTRA_TOOLS)
-    res = runner.invoke(app, ["tools", "list", "--tools-module", str(module)])
+    on = ["--db", "shop.sqlite", "--allow-host", "h"]  # every built-in can work: 11 tools, routed
+    res = runner.invoke(app, ["tools", "list", "--tools-module", str(module), *on])
     assert res.exit_code == 0, res.stderr
     assert f"shout(text: string)  [read] [loud, module:{module}]" in res.stdout
     assert "read_file(path: string, offset: integer?, limit: any?)  [read] [files, builtin]" in res.stdout
@@ -173,3 +174,45 @@ def test_tools_list_shows_sources_and_routing(tmp_path: Path) -> None:
         runner.invoke(app, ["tools", "list", "--json", "--tools", "loud", "--tools-module", str(module)]).stdout
     )
     assert [(r["function"]["name"], r["source"], r["toolset"]) for r in js] == [("shout", f"module:{module}", "loud")]
+
+
+def test_tools_that_cannot_work_are_not_offered_and_the_default_is_flat(workspace: Path, tmp_path: Path) -> None:
+    llm = ScriptedLLM(["hello"])
+    make_agent(llm, workspace).run("Say hello.")  # no --db, no allowed host, nobody to ask
+    prompt, grammar = system_prompt(llm), llm.calls[0].grammar or ""
+    for name in ("query_database", "http_get", "ask_user"):
+        assert f'"name": "{name}"' not in prompt and f"call-{name.replace('_', '-')}" not in grammar, name
+    assert OPEN_TOOLSET not in prompt and '"name": "read_file"' in prompt  # 7 tools: below the routing threshold
+    llm = ScriptedLLM(["hello"])
+    agent = build_agent(
+        llm,
+        load_settings({"allow_hosts": ["127.0.0.1"], "max_tools_in_prompt": 20}),
+        workspace=workspace,
+        registry=build_registry(),
+        db_path=tmp_path / "shop.sqlite",
+        ask_user=lambda question: "yes",
+    )
+    agent.run("Say hello.")
+    prompt = system_prompt(llm)
+    assert all(f'"name": "{n}"' in prompt for n in ("query_database", "http_get", "ask_user"))
+
+
+def test_a_tool_asked_for_that_cannot_work_is_named_with_its_flag(tmp_path: Path, workspace: Path) -> None:
+    replay = write_replay(tmp_path / "r.jsonl", [call("query_database", sql="SELECT 1"), "done"])
+    args = ["run", "Count the rows of the database", "--json", "--model", f"replay:{replay}", "--workspace"]
+    res = runner.invoke(app, [*args, str(workspace), "--tools", "db,time"])
+    assert res.exit_code == 0, res.stderr
+    assert "query_database is left out of this run: it needs a database: pass --db FILE" in res.stderr
+    assert json.loads(res.stdout)["tool_calls"][0]["error_kind"] == "not_found"
+
+
+def test_tools_list_marks_tools_that_cannot_work_with_what_turns_them_on() -> None:
+    lines = runner.invoke(app, ["tools", "list"]).stdout.splitlines()
+    line = {row.split("(", 1)[0]: row for row in lines}
+    assert line["query_database"].endswith("(off: needs a database: pass --db FILE)")
+    assert "(off: needs an allowed host: pass --allow-host HOST or set allow_hosts" in line["http_get"]
+    assert "(off: needs someone to ask" in line["ask_user"] and "(off" not in line["read_file"]
+    on = runner.invoke(app, ["tools", "list", "--db", "shop.sqlite", "--allow-host", "127.0.0.1"]).stdout
+    assert "(off" not in on.split("query_database", 1)[1].split("\n", 1)[0] and "http_get" in on
+    js = json.loads(runner.invoke(app, ["tools", "list", "--json"]).stdout)
+    assert {r["function"]["name"]: r.get("off", "") for r in js}["http_get"].startswith("needs an allowed host")
