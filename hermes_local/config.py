@@ -125,6 +125,8 @@ class Settings(BaseModel):
     instructions: str = ""  # the user's standing rules, added to the system prompt
     cache_ttl: dict[str, float] = Field(default_factory=dict)  # tool name -> seconds its read results are reused
     max_tokens: int = Field(512, ge=1)
+    # most tokens one thought may take before its closing marker is forced (0: half of the reply's max_tokens)
+    max_reasoning_tokens: int = Field(0, ge=0)
     max_steps: int = Field(8, ge=1)
     reminder_every: int = Field(3, ge=0)  # goal reminder every N steps; 0 = never
     tool_choice: str = Field("auto", pattern="^(auto|required|none)$")

@@ -33,6 +33,8 @@ from hermes_local.events import (
     Guarded,
     LLMCall,
     McpServerFailed,
+    Reasoning,
+    RehearsedCall,
     RunEnd,
     RunResumed,
     RunStart,
@@ -230,6 +232,11 @@ def describe_event(e: Event) -> str | None:
     if isinstance(e, ToolFinished):
         cached = " (cached)" if e.outcome.result.cached else ""
         return f"     {'✓' if e.outcome.ok else '✗'} {_one_line(e.outcome.summary)}{cached}"
+    if isinstance(e, Reasoning):
+        return f"   thought: {_one_line(e.text)}"
+    if isinstance(e, RehearsedCall):
+        args = _one_line(json.dumps(e.arguments, ensure_ascii=False, default=str))
+        return f"   (not run: {_one_line(e.name, 80)}({args}) was only written inside the thought)"
     if isinstance(e, Guarded):
         return f"   (answer sent back: the goal needs a tool such as {_one_line(e.tool, 80)})"
     if isinstance(e, Compaction):

@@ -1,7 +1,9 @@
 """`hermes-local run` and `hermes-local chat`: one task, or a conversation, through the agent.
 
 Parses the flags, builds settings, tools, model and agent through `runtime`, prints events as they come
-(`terminal.TerminalPrinter`) and the answer at the end. Holds no agent logic; `app.py` registers these.
+(`terminal.TerminalPrinter`: thoughts dimmed unless `--quiet`) and the answer at the end, once: when
+stdout is the terminal that already showed the answer streamed, it is not printed again. Holds no agent
+logic; `app.py` registers these.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from hermes_local.cli.common import (
     notice,
     settings_from_flags,
 )
+from hermes_local.cli.terminal import TerminalPrinter
 from hermes_local.config import Settings
 from hermes_local.engines.http import EngineError
 from hermes_local.textsafe import terminal_safe
@@ -53,10 +56,10 @@ def _prepare(
     db: Path | None,
     as_json: bool,
     session_id: str | None = None,
+    printer: TerminalPrinter | None = None,
 ):
     """Model, session log and agent for run/chat; user mistakes exit 2 with one line."""
     from hermes_local.cli.asker import ask_user, terminal_approver
-    from hermes_local.cli.terminal import TerminalPrinter
     from hermes_local.events import Event
     from hermes_local.runtime import (
         build_agent,
@@ -81,7 +84,7 @@ def _prepare(
         llm = load_llm(settings, on_info=None if as_json else lambda line: typer.echo(line, err=True), source=source)
         approver = terminal_approver(settings, yes=yes)
         session = SessionLog(session_id)
-        printer = TerminalPrinter(stream_tokens=not as_json and sys.stderr.isatty())
+        printer = printer or live_printer(as_json=as_json)
 
         def on_event(event: Event) -> None:
             session.log(event)
@@ -105,6 +108,18 @@ def _prepare(
         raise
     return llm, agent, session
 
+
+def live_printer(*, as_json: bool = False, quiet: bool = False) -> TerminalPrinter:
+    """The progress printer: tokens streamed when stderr is a terminal (not with --json), thoughts unless quiet."""
+    return TerminalPrinter(stream_tokens=not as_json and sys.stderr.isatty(), show_thoughts=not quiet)
+
+
+def shown_once(printer: TerminalPrinter, answer: str | None) -> bool:
+    """The answer was streamed on the terminal that stdout also is: printing it again would show it twice."""
+    return printer.showed(answer) and sys.stdout.isatty()
+
+
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="Do not show the model's thoughts as it writes.")]
 
 RUN_EXAMPLES = (
     "Examples:\n\n"
@@ -150,6 +165,7 @@ def run(
         str | None, typer.Option(help="Continue session ID (see `sessions list`); completed calls are not re-run.")
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object with the result.")] = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Run the agent on TASK until it answers or reaches --max-steps (or continue one with --resume ID)."""
     from hermes_local.session import events_to_resume, recorded_dialect
@@ -160,8 +176,10 @@ def run(
     if resume and dialect is None:
         dialect = recorded_dialect(events)  # the logged turns are in that dialect; another --dialect is refused
     settings = settings_from_flags(locals())
+    printer = live_printer(as_json=as_json, quiet=quiet)
     llm, agent, session = _prepare(
-        settings, workspace=workspace, yes=yes, tools_module=tools_module, db=db, as_json=as_json, session_id=resume
+        settings, workspace=workspace, yes=yes, tools_module=tools_module, db=db, as_json=as_json, session_id=resume,
+        printer=printer,
     )
     try:
         with agent, session:
@@ -175,7 +193,9 @@ def run(
         typer.echo(json.dumps(result.to_json(), ensure_ascii=True))
     else:
         typer.echo(
-            terminal_safe(result.answer, keep_newlines=True)
+            ""  # already on this terminal: end its line
+            if shown_once(printer, result.answer)
+            else terminal_safe(result.answer, keep_newlines=True)
             if result.answer is not None
             else f"(no answer: stopped at {result.stopped})"
         )
@@ -210,11 +230,13 @@ def chat(
     allow_host: AllowHostOpt = None,
     sandbox: SandboxOpt = None,
     tools: ToolsOpt = None,
+    quiet: QuietOpt = False,
 ) -> None:
     """Interactive multi-turn chat with tools. /reset starts over, /exit (or Ctrl-D) quits."""
     settings = settings_from_flags(locals())
+    printer = live_printer(quiet=quiet)
     llm, agent, session = _prepare(
-        settings, workspace=workspace, yes=yes, tools_module=tools_module, db=db, as_json=False
+        settings, workspace=workspace, yes=yes, tools_module=tools_module, db=db, as_json=False, printer=printer
     )
     memory = None
     typer.echo(f"hermes-local chat on {llm.description} (session {session.id}); /reset, /exit", err=True)
@@ -236,6 +258,6 @@ def chat(
             typer.echo("\n(interrupted)", err=True)
             continue
         shown = result.answer if result.answer is not None else f"(no answer: {result.error or result.stopped})"
-        typer.echo(terminal_safe(shown, keep_newlines=True))
+        typer.echo("" if shown_once(printer, result.answer) else terminal_safe(shown, keep_newlines=True))
     session.close()
     agent.close()

@@ -249,7 +249,9 @@ def test_nothing_inside_think_is_executed_or_shown() -> None:
     unclosed = parse(f"The answer is 4.<think>or maybe {inner}")
     unopened = parse(f"maybe {inner}</think>The answer is 4.")
     for result in (closed, unclosed, unopened):
-        assert result == ParseResult([], "The answer is 4.", [])
+        assert (result.calls, result.text, result.errors) == ([], "The answer is 4.", [])
+        assert result.rehearsed == [ToolCall("run_shell", {"command": "rm -rf ~"})]  # read, to be logged; never run
+        assert result.reasoning.endswith(inner)
 
 
 def test_fabricated_tool_response_and_all_after_it_are_dropped() -> None:
