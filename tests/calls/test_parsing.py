@@ -331,3 +331,35 @@ def test_unknown_tool_names_inside_tags_are_kept_for_the_agent() -> None:
 def test_a_tag_only_mentioned_in_prose_is_text() -> None:
     text = "Tools are called with a <tool_call> tag followed by JSON."
     assert parse(text) == ParseResult([], text, [])
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '[TOOL_CALLS][{"name": "search", "arguments": {"query": "q"}}][/TOOL_CALLS]',
+        '[TOOL_CALLS] [{"name": "search", "arguments": {"query": "q"}}] [/TOOL_CALLS]</s>',
+        '<tool_call>\n{"name": "search", "arguments": {"query": "q"}}\n</tool_call>\n[/TOOL_CALLS]',
+    ],
+)
+def test_a_closing_tool_calls_marker_is_no_error_and_no_text(text: str) -> None:
+    result = parse(text)
+    assert calls(result) == [("search", {"query": "q"})] and result.errors == [] and result.text == ""
+
+
+@pytest.mark.parametrize(
+    ("opened", "closed"),
+    [("<think>", "</think>"), ("<|startofthought|>", "<|endofthought|>"), ("[THINK]", "[/THINK]")],
+)
+def test_every_known_thought_is_reasoning_and_its_calls_rehearsals(opened: str, closed: str) -> None:
+    inner = '<tool_call>{"name": "write_file", "arguments": {"path": "a", "content": "b"}}</tool_call>'
+    result = parse(f"{opened}Plan: {inner}{closed}<|startofresponse|>Done.<|endofresponse|>")
+    assert result.calls == [] and result.text == "Done." and result.errors == []
+    assert result.rehearsed == [ToolCall("write_file", {"path": "a", "content": "b"})]
+    assert result.reasoning == f"Plan: {inner}"
+
+
+def test_a_thought_marker_inside_a_call_argument_is_content() -> None:
+    result = parse(
+        '<tool_call>{"name": "write_file", "arguments": {"path": "t.md", "content": "<think>x"}}</tool_call>'
+    )
+    assert calls(result) == [("write_file", {"path": "t.md", "content": "<think>x"})] and result.reasoning == ""
