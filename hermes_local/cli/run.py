@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -41,10 +41,12 @@ from hermes_local.cli.common import (
     notice,
     settings_from_flags,
 )
-from hermes_local.cli.terminal import TerminalPrinter
 from hermes_local.config import Settings
 from hermes_local.engines.http import EngineError
 from hermes_local.textsafe import terminal_safe
+
+if TYPE_CHECKING:
+    from hermes_local.cli.terminal import TerminalPrinter
 
 
 def _prepare(
@@ -111,6 +113,8 @@ def _prepare(
 
 def live_printer(*, as_json: bool = False, quiet: bool = False) -> TerminalPrinter:
     """The progress printer: tokens streamed when stderr is a terminal (not with --json), thoughts unless quiet."""
+    from hermes_local.cli.terminal import TerminalPrinter
+
     return TerminalPrinter(stream_tokens=not as_json and sys.stderr.isatty(), show_thoughts=not quiet)
 
 
