@@ -9,12 +9,10 @@ also holds definitions), `[TOOL_CALLS] [...]`, `[TOOL_CALLS]name[ARGS]{...}`, `<
 JSON only when call-shaped and named in `tool_names`. It repairs trailing commas, raw newlines in strings,
 Python literals, arguments sent as a JSON string, as "parameters"/"args"/"input" or as flat keys, OpenAI
 envelopes, and brackets left open by a reply cut off after a complete value; a value cut mid-string (a
-cut-off name or path) is never completed but reported. A thought (`<think>...</think>`,
-`<|startofthought|>...<|endofthought|>`, `[THINK]...[/THINK]`: `thoughts.py`; also after an unclosed
-opening marker, or before a closing one the prompt opened) becomes neither a call nor text: its text is
-`ParseResult.reasoning` and the calls rehearsed in it `ParseResult.rehearsed`, never run. A closing
-`[/TOOL_CALLS]` is dropped; a `<tool_response>` (or a user/tool turn) the model wrote itself is made up,
-so it and all after it are dropped; ChatML leftovers are removed.
+cut-off name or path) is never completed but reported. A thought (any pair of `thoughts.py`, unclosed, or
+closed only: the prompt opened it) is neither calls nor text: it is `reasoning`, its calls `rehearsed`
+(never run). `[/TOOL_CALLS]` is dropped; a `<tool_response>` (or a user/tool turn) the model wrote itself
+is made up, so it and all after it are dropped; ChatML leftovers are removed.
 
 It never executes anything, does not check arguments against schemas, and keeps unknown tool names found
 inside tags (the agent reports those). One reply yields at most `MAX_CALLS` calls and `MAX_ERRORS` errors
@@ -183,8 +181,8 @@ def _params(s: str, pos: int) -> tuple[dict[str, Any], int, bool]:
 class _Parser:
     """One pass over a reply: prose goes to `parts` (`_HOLE` where a block was removed), blocks to calls/errors."""
 
-    def __init__(self, text: str, names: frozenset[str] | None) -> None:
-        self.s, self.names = text, names
+    def __init__(self, text: str, names: frozenset[str] | None, thought: bool = False) -> None:
+        self.s, self.names, self.in_thought = text, names, thought
         self.calls: list[ToolCall] = []
         self.errors: list[str] = []
         self.parts: list[str] = []
@@ -306,7 +304,7 @@ class _Parser:
     def _on_fence(self, m: re.Match[str]) -> int:
         close = self.s.find("```", m.end())
         inner, end = (self.s[m.end() :], len(self.s)) if close < 0 else (self.s[m.end() : close], close + 3)
-        sub = _Parser(inner, self.names).run(strong=m.group("lang").lower() in _FENCE_CALL_LANGS)
+        sub = _Parser(inner, self.names, self.in_thought).run(strong=m.group("lang").lower() in _FENCE_CALL_LANGS)
         if not sub.calls and not sub.errors:  # an ordinary code block: keep it as it is
             self.parts.append(self.s[m.start() : end])
             return end
@@ -316,6 +314,8 @@ class _Parser:
         return end
 
     def _on_think(self, m: re.Match[str]) -> int:
+        if self.in_thought:  # a thought inside a thought is part of it
+            return m.end()
         stop, end = thought_end(self.s, m.group(), m.end())
         self._thought(self.s[m.end() : stop], m.group())
         return end
@@ -323,9 +323,9 @@ class _Parser:
     def _thought(self, text: str, marker: str) -> None:
         """A thought: its text is reasoning, its calls rehearsals (read, never run)."""
         self.markers = self.markers or pair_of(marker)
-        sub = _Parser(text, self.names).run()
+        sub = _Parser(text, self.names, thought=True).run()
         self.thoughts += [text.strip()] if text.strip() else []
-        self.rehearsed += sub.calls + sub.rehearsed
+        self.rehearsed += sub.calls
 
     def _on_response(self, m: re.Match[str]) -> int:
         return len(self.s)  # the model made up a tool's answer or a new turn: it and all after it are dropped
