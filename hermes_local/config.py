@@ -170,6 +170,8 @@ class Settings(BaseModel):
     instructions: str = ""  # the user's standing rules, added to the system prompt
     cache_ttl: dict[str, float] = Field(default_factory=dict)  # tool name -> seconds its read results are reused
     max_tokens: int = Field(512, ge=1)
+    # most tokens one thought may take before its closing marker is forced (0: half of the reply's max_tokens)
+    max_reasoning_tokens: int = Field(0, ge=0)
     max_steps: int = Field(8, ge=1)
     # token budgets (evaluated prompt + generated tokens), off by default: one run, and all runs of a day
     # (counted in $HERMES_LOCAL_HOME/usage); a run that reaches one ends with stopped "budget" (exit 5)

@@ -197,6 +197,33 @@ class AssistantText(Event):
 
 
 @dataclass
+class Reasoning(Event):
+    """The thought of the reply at a step (kept out of the answer; shown dimmed on a terminal)."""
+
+    kind: ClassVar[str] = "reasoning"
+    step: int
+    text: str
+
+
+@dataclass
+class RehearsedCall(Event):
+    """A call the model wrote inside a thought: read, logged, never run."""
+
+    kind: ClassVar[str] = "rehearsed_call"
+    step: int
+    name: str
+    arguments: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "step": self.step,
+            "name": self.name,
+            "arguments": abbreviate_arguments(self.arguments),
+        }
+
+
+@dataclass
 class Token(Event):
     """A piece of streamed model output (shown live, never logged)."""
 
@@ -339,6 +366,8 @@ EVENT_TYPES: dict[str, type[Event]] = {
         TurnAdded,
         LLMCall,
         AssistantText,
+        Reasoning,
+        RehearsedCall,
         Token,
         ToolCallStarted,
         ToolFinished,

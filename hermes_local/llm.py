@@ -30,13 +30,22 @@ SPECIAL_CANDIDATE = re.compile(
 @dataclass(frozen=True)
 class CallOptions:
     """How one model call samples and when it stops. A `grammar` alone constrains the whole output; with a
-    `grammar_trigger` it applies only after the trigger text appears (a lazy grammar)."""
+    `grammar_trigger` it applies only after the trigger text appears (a lazy grammar), and never inside a
+    thought (`thoughts`: (opening, closing) marker pairs). A thought longer than `max_reasoning_tokens`
+    (0: half of `max_tokens`) is ended by writing its closing marker for the model."""
 
     max_tokens: int = 512
     temperature: float = 0.2
     stop: Sequence[str] = DEFAULT_STOP
     grammar: str | None = None
     grammar_trigger: str | None = None
+    thoughts: Sequence[tuple[str, str]] = ()
+    max_reasoning_tokens: int = 0
+
+    @property
+    def reasoning_budget(self) -> int:
+        """Tokens one thought may take before its closing marker is forced."""
+        return self.max_reasoning_tokens or max(1, self.max_tokens // 2)
 
     def replace(self, **changes: Any) -> CallOptions:
         return dataclasses.replace(self, **changes)

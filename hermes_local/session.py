@@ -34,6 +34,8 @@ from hermes_local.events import (
     Guarded,
     LLMCall,
     McpServerFailed,
+    Reasoning,
+    RehearsedCall,
     RunEnd,
     RunResumed,
     RunStart,
@@ -231,6 +233,11 @@ def describe_event(e: Event) -> str | None:
     if isinstance(e, ToolFinished):
         cached = " (cached)" if e.outcome.result.cached else ""
         return f"     {'✓' if e.outcome.ok else '✗'} {_one_line(e.outcome.summary)}{cached}"
+    if isinstance(e, Reasoning):
+        return f"   thought: {_one_line(e.text)}"
+    if isinstance(e, RehearsedCall):
+        args = _one_line(json.dumps(e.arguments, ensure_ascii=False, default=str))
+        return f"   (not run: {_one_line(e.name, 80)}({args}) was only written inside the thought)"
     if isinstance(e, Guarded):
         if e.reason != "no_tool":
             what = "an empty reply" if e.reason == "empty" else "a reply of only a made-up tool result"

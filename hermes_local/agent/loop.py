@@ -205,7 +205,9 @@ class Agent:
             stop=self.dialect.stop or DEFAULT_STOP,
             grammar=grammar,
             grammar_trigger=trigger if grammar else None,
+            thoughts=self.dialect.all_thoughts(), max_reasoning_tokens=self.config.max_reasoning_tokens,
         )
+        self.on_event(Token(prefill)) if prefill else None  # the reply begins with it (a terminal hides the markup)
         completion = self.llm.complete(tokens, options, on_token=lambda piece: self.on_event(Token(piece)))
         self._last_truncated = getattr(completion, "truncated", None)
         new = len(tokens) - common_prefix_length(tokens, self._previous_tokens)
@@ -287,7 +289,7 @@ class Agent:
                 current, todo, text = extract_plan(text)
                 memory.note_plan(current, todo, step)
                 self.on_event(AssistantText(step, text))
-                parsed = self.dialect.parse(text, tool_names)
+                parsed = result.note_reply(step, self.dialect.parse(text, tool_names), self.on_event)
                 if self.config.tool_choice == "none" or (not parsed.calls and not parsed.errors):
                     bounce = self._answer_or_bounce(memory, step, parsed, result)
                     if bounce is None:
@@ -297,7 +299,7 @@ class Agent:
                 if self._bounce_final_answer(memory, step, parsed.calls, parsed.errors, result):
                     force_tool = True
                     continue
-                memory.add_assistant(step, parsed.text, parsed.calls)
+                memory.add_reply(step, parsed)
                 cut = parsed.calls[-1] if self._last_truncated and parsed.calls else None
                 outcomes = execute_turn(self.executor, self.loop_guard, self.on_event, step, parsed.calls, result, cut)
                 self._report_mcp_failures(result)  # a server that crashed for good during the turn
@@ -351,14 +353,14 @@ class Agent:
             tool = self._guard_answer(memory, result, again=True)
         result.guarded.append({"step": step, "reason": reason, "tool": tool})
         self.on_event(Guarded(step, tool or "", parsed.text, reason))
-        memory.add_assistant(step, parsed.text, [])
+        memory.add_reply(step, parsed)
         memory.add_user_note(step, Segments.untrusted(bounce_note(tool, reason)))
         return tool is not None
 
     def _final_answer(self, memory: Memory, step: int, result: RunResult) -> str | None:
         memory.add_user_note(step, Segments.untrusted(FINAL_ANSWER_REQUEST))
         text = self._complete(memory, step, "none", result, last=True)
-        answer = self.dialect.parse(extract_plan(text)[2]).text or None
+        answer = result.note_reply(step, self.dialect.parse(extract_plan(text)[2]), self.on_event).text or None
         self.on_event(AssistantText(step, text, final=True))
         return None if answer is None or is_parroted(answer, FINAL_ANSWER_REQUEST) else answer
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hermes_local.agent.ledger import finding, ledger_lines
-from hermes_local.calls.parse import ToolCall
+from hermes_local.calls.parse import ParseResult, ToolCall
 from hermes_local.dialects.base import Dialect, result_content
 from hermes_local.dialects.hermes import HermesDialect
 from hermes_local.events import ToolOutcome
@@ -127,9 +127,16 @@ class Memory:
         """Store the reply with its calls in the dialect's canonical form (trusted tags, untrusted JSON)."""
         self._append(Turn("assistant", step, self.dialect.assistant_content(step, text, calls)))
 
-    def restore_assistant(self, step: int, text: str, calls: list[ToolCall]) -> None:
+    def add_reply(self, step: int, parsed: ParseResult) -> None:
+        """Store a parsed reply: its text and calls, and its thought where the dialect keeps past thoughts."""
+        self._append(Turn("assistant", step, self._reply(step, parsed)))
+
+    def _reply(self, step: int, parsed: ParseResult) -> Segments:
+        return self.dialect.reply_content(step, parsed.text, parsed.calls, parsed.reasoning, parsed.thought_markers)
+
+    def restore_assistant(self, step: int, parsed: ParseResult) -> None:
         """Put back an assistant turn rebuilt from a session log (no event is emitted)."""
-        self.turns.append(Turn("assistant", step, self.dialect.assistant_content(step, text, calls)))
+        self.turns.append(Turn("assistant", step, self._reply(step, parsed)))
 
     def add_tool_results(self, step: int, outcomes: list[ToolOutcome]) -> None:
         """The step's results, then only what the context lacks: the plan, when the model changed it."""

@@ -1,16 +1,19 @@
 """The shape of one run as the loop sees it: `AgentConfig` (how it behaves) and `RunResult` (what it ended with).
 
 `RunResult.to_json()` is the object `run --json` prints, the service's `result` and the `run_end` event.
-Split from `loop.py` so the loop stays small; holds no behaviour beyond that serialization.
+`add_call` and `note_reply` count a model call and a reply's thoughts (and the calls rehearsed in them)
+into the result. Split from `loop.py` so the loop stays small; holds no behaviour beyond that bookkeeping.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from hermes_local.agent.ledger import key_argument
-from hermes_local.events import LLMCall, ToolOutcome
+from hermes_local.calls.parse import ParseResult
+from hermes_local.events import Event, LLMCall, Reasoning, RehearsedCall, ToolOutcome
 from hermes_local.llm import Usage
 
 # Why a reply was sent back once (`RunResult.guarded`): an answer given without the tool the goal needs, a reply
@@ -42,6 +45,7 @@ class AgentConfig:
     answer_temperature: float = 0.7  # the final-answer request (and tool_choice=none)
     answer_guard: bool = True  # bounce one answer given without any tool call when the goal needs a tool
     max_tokens: int = 512
+    max_reasoning_tokens: int = 0  # a thought's budget before its closing marker is forced (0: max_tokens // 2)
     tool_choice: str = "auto"  # auto | required | none
     grammar: bool = True
     instructions: str = ""
@@ -70,6 +74,8 @@ class RunResult:
     compactions: int = 0
     guarded: list[dict[str, Any]] = field(default_factory=list)  # bounces: {step, reason, tool} (see BOUNCE_REASONS)
     mcp_failed: dict[str, str] = field(default_factory=dict)  # MCP server -> why it is down (start or crash)
+    reasoning: list[Reasoning] = field(default_factory=list)  # each reply's thought
+    rehearsed: list[RehearsedCall] = field(default_factory=list)  # calls written inside a thought (never run)
 
     def add_call(self, step: int, usage: Usage, prompt_tokens_new: int, finish_reason: str) -> LLMCall:
         """Count one model call into the run's usage; returns its `LLMCall` event."""
@@ -101,6 +107,16 @@ class RunResult:
         }.get(self.stopped, self.error or self.stopped)
         return f"(no answer: {why}; {done_line(self.tool_calls)})"
 
+    def note_reply(self, step: int, parsed: ParseResult, sink: Callable[[Event], None]) -> ParseResult:
+        """Keep and report (to `sink`) the reply's thought and the calls rehearsed in it; returns `parsed`."""
+        if parsed.reasoning:
+            self.reasoning.append(Reasoning(step, parsed.reasoning))
+            sink(self.reasoning[-1])
+        for call in parsed.rehearsed:
+            self.rehearsed.append(RehearsedCall(step, call.name, call.arguments))
+            sink(self.rehearsed[-1])
+        return parsed
+
     def to_json(self) -> dict[str, Any]:
         return {
             "answer": self.answer,
@@ -117,6 +133,8 @@ class RunResult:
             "compactions": self.compactions,
             "guarded": list(self.guarded),
             "mcp_failed": [{"server": name, "error": error} for name, error in self.mcp_failed.items()],
+            "reasoning": [{"step": r.step, "text": r.text} for r in self.reasoning],
+            "rehearsed_calls": [{"step": c.step, "name": c.name, "arguments": c.arguments} for c in self.rehearsed],
             "error": self.error,
             "session_id": self.session_id,
         }

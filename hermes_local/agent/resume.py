@@ -36,7 +36,7 @@ def rebuild_memory(
         elif isinstance(e, AssistantText) and not e.final:
             parsed = dialect.parse(e.text, tool_names)
             if parsed.calls or parsed.errors:
-                memory.restore_assistant(e.step, parsed.text, parsed.calls)
+                memory.restore_assistant(e.step, parsed)
     tool_steps = {t.step for t in memory.turns if t.role == "tool"}
     for e in events:
         if not isinstance(e, ToolFinished) or e.outcome.name == "invalid_tool_call":

@@ -1,23 +1,21 @@
 """Tool-call extraction and repair: `parse_tool_calls(text, tool_names=None) -> ParseResult`.
 
-It scans one model reply (no XML parser: one `&` or `<` in prose must not lose a call) and returns the
-calls, the text left for the user, and one error per unreadable block, worded for the model. It reads
-`<tool_call>{json}</tool_call>` (several; a tag missing; several objects or an array per block; fences;
-drifted wrappers `<tool>`, `<function_call>`, and `<tools>`/`<json>` only when call-shaped, as `<tools>`
-also holds definitions), `[TOOL_CALLS] [...]`, `[TOOL_CALLS]name[ARGS]{...}`, `<function=NAME>{args}`,
-`<function name="NAME">`, `<function>NAME</function>{args}`, `<parameter=KEY>value</parameter>`, and bare
-JSON only when call-shaped and named in `tool_names`. It repairs trailing commas, raw newlines in strings,
-Python literals, arguments sent as a JSON string, as "parameters"/"args"/"input" or as flat keys, OpenAI
-envelopes, and brackets left open by a reply cut off after a complete value; a value cut mid-string (a
-cut-off name or path) is never completed but reported. Nothing in `<think>...</think>` (or after an
-unclosed `<think>`, or before an unopened `</think>`) becomes a call or text; a `<tool_response>` (or a
-user/tool turn) the model wrote itself is made up, so it and all after it are dropped; ChatML leftovers
-are removed.
+It scans one model reply (no XML parser: one `&` or `<` in prose must not lose a call) and returns the calls, the text
+left for the user, and one error per unreadable block, worded for the model. It reads `<tool_call>{json}</tool_call>`
+(several; a tag missing; several objects or an array per block; fences; drifted wrappers `<tool>`, `<function_call>`,
+and `<tools>`/`<json>` only when call-shaped, as `<tools>` also holds definitions), `[TOOL_CALLS] [...]`,
+`[TOOL_CALLS]name[ARGS]{...}`, `<function=NAME>{args}`, `<function name="NAME">`, `<function>NAME</function>{args}`,
+`<parameter=KEY>value</parameter>`, and bare JSON only when call- shaped and named in `tool_names`. It repairs trailing
+commas, raw newlines in strings, Python literals, arguments sent as a JSON string, as "parameters"/"args"/"input" or as
+flat keys, OpenAI envelopes, and brackets left open by a reply cut off after a complete value; a value cut mid-string
+(a cut-off name or path) is never completed but reported. A thought (any pair of `thoughts.py`, unclosed, or closed
+only: the prompt opened it) is neither calls nor text: it is `reasoning`, its calls `rehearsed` (never run).
+`[/TOOL_CALLS]` is dropped; a `<tool_response>` (or a user/tool turn) the model wrote itself is made up, so it and all
+after it are dropped; ChatML leftovers are removed.
 
-It never executes anything, does not check arguments against schemas, and keeps unknown tool names found
-inside tags (the agent reports those). One reply yields at most `MAX_CALLS` calls and `MAX_ERRORS` errors
-(a reply of thousands of calls or broken blocks is reported, not fanned out). Scanning and repairing the JSON
-itself is `json_repair.py`.
+It never executes anything, does not check arguments against schemas, and keeps unknown tool names found inside tags
+(the agent reports those). One reply yields at most `MAX_CALLS` calls and `MAX_ERRORS` errors (a reply of thousands of
+calls or broken blocks is reported, not fanned out). Scanning and repairing the JSON itself is `json_repair.py`.
 """
 
 from __future__ import annotations
@@ -31,6 +29,7 @@ from typing import Any
 from hermes_local.calls.json_repair import decode as _decode
 from hermes_local.calls.json_repair import scan as _scan
 from hermes_local.calls.json_repair import value_at as _value
+from hermes_local.calls.thoughts import CLOSE_PATTERN, OPEN_PATTERN, Markers, pair_of, prompt_opened, thought_end
 from hermes_local.calls.variants import normalize_variants
 
 MAX_CALLS = 32  # calls kept from one reply (the rest are reported, not run)
@@ -43,11 +42,11 @@ _STRONG_CLOSE = rf"<\s*/\s*(?:{_STRONG}|function)\s*>"
 _TAGS = rf"{_STRONG}|{_WEAK}|function"
 _MARKER = re.compile(
     rf"(?P<open><\s*(?P<tag>{_STRONG}|{_WEAK})\s*>)"
-    rf"|(?P<close>{_STRONG_CLOSE}|</think>)"
+    rf"|(?P<close>{_STRONG_CLOSE}|{CLOSE_PATTERN}|\[/TOOL_CALLS\])"
     r"|(?P<fn><function(?:=(?P<eq>[^>\s]*)|\s+name\s*=\s*[\"'](?P<attr>[^\"']*)[\"']\s*)?\s*(?:>|(?P<fncut>\Z)))"
     r"|(?P<mistral>\[TOOL_CALLS\])"
     r"|(?P<fence>```(?P<lang>[\w-]*)[^\n`]*\n?)"
-    r"|(?P<think><think>)"
+    rf"|(?P<think>{OPEN_PATTERN})"
     r"|(?P<response><tool_response>|<\|im_start\|>\s*(?:user|tool|system|ipython)\b)"
     r"|(?P<brace>[{\[])",
     re.I,
@@ -56,7 +55,7 @@ _FIRST = re.compile(r"[<\[`{]")  # every marker starts with one of these
 _CLOSER = re.compile(rf"<\s*/\s*(?:{_TAGS})\s*>", re.I)
 _STRONG_CLOSER = re.compile(_STRONG_CLOSE, re.I)
 _OPENER = re.compile(rf"<\s*(?:{_STRONG})\s*>|\[TOOL_CALLS\]|<function[=\s>]", re.I)
-_SKIP = re.compile(r"(?:\s|,|```[\w-]*|<\|[a-z_]+\|>|</s>)*", re.I)
+_SKIP = re.compile(r"(?:\s|,|```[\w-]*|<\|[a-z_]+\|>|</s>|\[/TOOL_CALLS\])*", re.I)
 
 
 def _skip(s: str, pos: int) -> int:
@@ -66,7 +65,6 @@ def _skip(s: str, pos: int) -> int:
 
 
 _PARTIAL_END = re.compile(r"<\s*/?\s*[\w-]*\Z")
-_THINK_OPEN, _THINK_END = re.compile(r"<think>", re.I), re.compile(r"</think>", re.I)
 _FN_NAME = re.compile(r"\s*([A-Za-z_][\w.\-]*)\s*</function>", re.I)
 _NAME_JSON = re.compile(r"([A-Za-z_][\w.\-]*)\s*(?=\{)")
 _MISTRAL_ARGS = re.compile(r"([A-Za-z_][\w.\-]*)\s*\[ARGS\]")
@@ -102,6 +100,9 @@ class ParseResult:
     calls: list[ToolCall] = field(default_factory=list)
     text: str = ""
     errors: list[str] = field(default_factory=list)
+    reasoning: str = ""  # the reply's thoughts (kept out of `text`)
+    rehearsed: list[ToolCall] = field(default_factory=list)  # calls written inside a thought: never run
+    thought_markers: Markers | None = None  # the markers of the reply's first thought
     echoed: bool = False  # the reply held a tool result or a new turn the model wrote itself (dropped)
 
 
@@ -179,11 +180,14 @@ def _params(s: str, pos: int) -> tuple[dict[str, Any], int, bool]:
 class _Parser:
     """One pass over a reply: prose goes to `parts` (`_HOLE` where a block was removed), blocks to calls/errors."""
 
-    def __init__(self, text: str, names: frozenset[str] | None) -> None:
-        self.s, self.names = text, names
+    def __init__(self, text: str, names: frozenset[str] | None, thought: bool = False) -> None:
+        self.s, self.names, self.in_thought = text, names, thought
         self.calls: list[ToolCall] = []
         self.errors: list[str] = []
         self.parts: list[str] = []
+        self.thoughts: list[str] = []
+        self.rehearsed: list[ToolCall] = []
+        self.markers: Markers | None = None
         self.echoed = False
         self.braces = bool(names) or _STRONG_CLOSER.search(text) is not None  # bare JSON can matter at all
         self.budget = 10 * len(text) + 100_000  # characters bare-brace scans may read: keeps odd text linear
@@ -300,7 +304,7 @@ class _Parser:
     def _on_fence(self, m: re.Match[str]) -> int:
         close = self.s.find("```", m.end())
         inner, end = (self.s[m.end() :], len(self.s)) if close < 0 else (self.s[m.end() : close], close + 3)
-        sub = _Parser(inner, self.names).run(strong=m.group("lang").lower() in _FENCE_CALL_LANGS)
+        sub = _Parser(inner, self.names, self.in_thought).run(strong=m.group("lang").lower() in _FENCE_CALL_LANGS)
         if not sub.calls and not sub.errors:  # an ordinary code block: keep it as it is
             self.parts.append(self.s[m.start() : end])
             return end
@@ -311,8 +315,18 @@ class _Parser:
         return end
 
     def _on_think(self, m: re.Match[str]) -> int:
-        end = _THINK_END.search(self.s, m.end())
-        return len(self.s) if end is None else end.end()
+        if self.in_thought:  # a thought inside a thought is part of it
+            return m.end()
+        stop, end = thought_end(self.s, m.group(), m.end())
+        self._thought(self.s[m.end() : stop], m.group())
+        return end
+
+    def _thought(self, text: str, marker: str) -> None:
+        """A thought: its text is reasoning, its calls rehearsals (read, never run)."""
+        self.markers = self.markers or pair_of(marker)
+        sub = _Parser(text, self.names, thought=True).run()
+        self.thoughts += [text.strip()] if text.strip() else []
+        self.rehearsed += sub.calls
 
     def _on_response(self, m: re.Match[str]) -> int:
         self.echoed = True
@@ -365,10 +379,10 @@ def parse_tool_calls(text: str, tool_names: Iterable[str] | None = None, dialect
     None every family's variants are read."""
     names = None if tool_names is None else frozenset(tool_names)
     text = normalize_variants(text, dialect)
-    close, open_ = _THINK_END.search(text), _THINK_OPEN.search(text)
-    if close is not None and (open_ is None or close.start() < open_.start()):
-        text = text[close.end() :]  # the prompt opened the reasoning block: all before `</think>` is reasoning
-    parser = _Parser(text, names).run()
+    parser = _Parser(text[(begin := prompt_opened(text)) :], names)
+    if head := re.fullmatch(f"(.*)({CLOSE_PATTERN})", text[:begin], flags=re.I | re.S):
+        parser._thought(head.group(1), head.group(2))  # the prompt opened the thought: all before its close
+    parser.run()
     tail = _CUT_TAIL.search(parser.parts[-1])
     if tail is not None and any(t.startswith(tail.group(1).lower()) for t in ("tool_call", "function")):
         parser.parts[-1] = parser.parts[-1][: tail.start()]
@@ -379,7 +393,8 @@ def parse_tool_calls(text: str, tool_names: Iterable[str] | None = None, dialect
         calls = calls[:MAX_CALLS]
     if len(errors) > MAX_ERRORS:
         errors = [*errors[: MAX_ERRORS - 1], f"... and {len(errors) - MAX_ERRORS + 1} more unreadable tool calls."]
-    return ParseResult(calls=calls, text=_clean(parser.parts), errors=errors, echoed=parser.echoed)
+    reasoning, rehearsed = "\n\n".join(parser.thoughts), parser.rehearsed[:MAX_CALLS]
+    return ParseResult(calls, _clean(parser.parts), errors, reasoning, rehearsed, parser.markers, parser.echoed)
 
 
 def _too_many(n: int) -> str:

@@ -1,7 +1,9 @@
 """`hermes-local run` and `hermes-local chat`: one task, or a conversation, through the agent.
 
 Parses the flags, builds settings, tools, model and agent through `runtime`, prints events as they come
-(`terminal.TerminalPrinter`) and the answer at the end. Holds no agent logic; `app.py` registers these.
+(`terminal.TerminalPrinter`: thoughts dimmed unless `--quiet`) and the answer at the end, once: when
+stdout is the terminal that already showed the answer streamed, it is not printed again. Holds no agent
+logic; `app.py` registers these.
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -46,6 +48,9 @@ from hermes_local.config import Settings
 from hermes_local.engines.http import EngineError
 from hermes_local.textsafe import terminal_safe
 
+if TYPE_CHECKING:
+    from hermes_local.cli.terminal import TerminalPrinter
+
 
 def _prepare(
     settings: Settings,
@@ -56,10 +61,10 @@ def _prepare(
     db: Path | None,
     as_json: bool,
     session_id: str | None = None,
+    printer: TerminalPrinter | None = None,
 ):
     """Model, session log and agent for run/chat; user mistakes exit 2 with one line."""
     from hermes_local.cli.asker import ask_user, terminal_approver
-    from hermes_local.cli.terminal import TerminalPrinter
     from hermes_local.events import Event
     from hermes_local.runtime import (
         build_agent,
@@ -89,7 +94,7 @@ def _prepare(
         llm = load_llm(settings, on_info=None if as_json else lambda line: typer.echo(line, err=True), source=source)
         approver = terminal_approver(settings, yes=yes)
         session = SessionLog(session_id)
-        printer = TerminalPrinter(stream_tokens=not as_json and sys.stderr.isatty())
+        printer = printer or live_printer(as_json=as_json)
 
         def on_event(event: Event) -> None:
             session.log(event)
@@ -116,6 +121,20 @@ def _prepare(
         raise
     return llm, agent, session
 
+
+def live_printer(*, as_json: bool = False, quiet: bool = False) -> TerminalPrinter:
+    """The progress printer: tokens streamed when stderr is a terminal (not with --json), thoughts unless quiet."""
+    from hermes_local.cli.terminal import TerminalPrinter
+
+    return TerminalPrinter(stream_tokens=not as_json and sys.stderr.isatty(), show_thoughts=not quiet)
+
+
+def shown_once(printer: TerminalPrinter, answer: str | None) -> bool:
+    """The answer was streamed on the terminal that stdout also is: printing it again would show it twice."""
+    return printer.showed(answer) and sys.stdout.isatty()
+
+
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="Do not show the model's thoughts as it writes.")]
 
 RUN_EXAMPLES = (
     "Examples:\n\n"
@@ -162,6 +181,7 @@ def run(
         str | None, typer.Option(help="Continue session ID (see `sessions list`); completed calls are not re-run.")
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object with the result.")] = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Run the agent on TASK until it answers or reaches --max-steps (or continue one with --resume ID)."""
     from hermes_local.agent.result import exit_code_for
@@ -173,8 +193,10 @@ def run(
     if resume and dialect is None:
         dialect = recorded_dialect(events)  # the logged turns are in that dialect; another --dialect is refused
     settings = settings_from_flags(locals())
+    printer = live_printer(as_json=as_json, quiet=quiet)
     llm, agent, session = _prepare(
-        settings, workspace=workspace, yes=yes, tools_module=tools_module, db=db, as_json=as_json, session_id=resume
+        settings, workspace=workspace, yes=yes, tools_module=tools_module, db=db, as_json=as_json, session_id=resume,
+        printer=printer,
     )
     try:
         with agent, session:
@@ -188,7 +210,11 @@ def run(
         typer.echo(json.dumps(result.to_json(), ensure_ascii=True))
     else:
         answered = bool(result.answer and result.answer.strip())  # never a blank line on stdout
-        typer.echo(terminal_safe(result.answer or "", keep_newlines=True) if answered else result.ending_line())
+        if not answered:
+            typer.echo(result.ending_line())
+        else:  # "" when this terminal already showed it streamed: end its line
+            shown = "" if shown_once(printer, result.answer) else terminal_safe(result.answer or "", keep_newlines=True)
+            typer.echo(shown)
         if result.error:
             typer.echo(f"stopped: {terminal_safe(result.error)}", err=True)
     leftover = getattr(llm, "remaining", 0)
@@ -221,11 +247,13 @@ def chat(
     allow_host: AllowHostOpt = None,
     sandbox: SandboxOpt = None,
     tools: ToolsOpt = None,
+    quiet: QuietOpt = False,
 ) -> None:
     """Interactive multi-turn chat with tools. /reset starts over, /exit (or Ctrl-D) quits."""
     settings = settings_from_flags(locals())
+    printer = live_printer(quiet=quiet)
     llm, agent, session = _prepare(
-        settings, workspace=workspace, yes=yes, tools_module=tools_module, db=db, as_json=False
+        settings, workspace=workspace, yes=yes, tools_module=tools_module, db=db, as_json=False, printer=printer
     )
     memory = None
     typer.echo(f"hermes-local chat on {llm.description} (session {session.id}); /reset, /exit", err=True)
@@ -246,7 +274,8 @@ def chat(
         except KeyboardInterrupt:
             typer.echo("\n(interrupted)", err=True)
             continue
-        shown = result.answer if result.answer and result.answer.strip() else result.ending_line()
-        typer.echo(terminal_safe(shown, keep_newlines=True))
+        answered = bool(result.answer and result.answer.strip())
+        shown = (result.answer or "") if answered else result.ending_line()
+        typer.echo("" if answered and shown_once(printer, result.answer) else terminal_safe(shown, keep_newlines=True))
     session.close()
     agent.close()

@@ -4,7 +4,11 @@ A dialect is how one model family frames turns, offers tools, writes calls and r
 `Dialect.render(messages, tools)` turns the agent's conversation (role + `Segments` content, the
 system message holding hermes-local's own rules) into trusted/untrusted segments through a template
 in `prompts/`; `assistant_content` and `tool_results` give the content of an assistant turn with
-calls and of the turn(s) answering them. Framing (template text) is trusted, so only it can become
+calls and of the turn(s) answering them. `thoughts` are the family's thought markers (its own first;
+the parser reads every known pair, so a call rehearsed in any thought never runs) and `keep_thoughts`
+says whether a past thought stays in the history, as the family's template does: `reply_content`
+writes it back with trusted markers, so the history is what the model wrote and the KV prefix holds.
+Framing (template text) is trusted, so only it can become
 special tokens; everything else is content. Does not tokenize beyond `prompts.to_tokens`, load
 models or run tools.
 """
@@ -16,6 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from hermes_local.calls.parse import ParseResult, ToolCall, parse_tool_calls
+from hermes_local.calls.thoughts import KNOWN_THOUGHTS, THINK, Markers
 from hermes_local.llm import LLM
 from hermes_local.prompts import Segment, Segments, render, to_tokens
 
@@ -53,6 +58,8 @@ class Dialect:
     user_joins: tuple[str, ...] = ("user", "tool")  # a user note merges into a preceding turn of these roles
     roles: dict[str, str] = {}  # our role -> the role this family's template writes (e.g. tool -> user)
     default_system: str | None = None  # the system turn the family's template writes when it is given none
+    thoughts: tuple[Markers, ...] = (THINK,)  # the family's thought markers (its own first)
+    keep_thoughts = True  # a template that writes the content verbatim keeps a past thought in the history
 
     # -- prompt ----------------------------------------------------------------------------
     def offer(self, tools: Sequence[dict[str, Any]]) -> Any:
@@ -107,6 +114,23 @@ class Dialect:
             segs += [Segment("<tool_call>\n", True), Segment(self.call_text(call, step, i), False)]
             segs.append(Segment("\n</tool_call>" + ("\n" if i < len(calls) - 1 else ""), True))
         return Segments(segs)
+
+    def reply_content(
+        self, step: int, text: str, calls: Sequence[ToolCall], reasoning: str = "", markers: Markers | None = None
+    ) -> Segments:
+        """The assistant turn of a reply, with its thought first when this family keeps past thoughts."""
+        content = self.assistant_content(step, text, calls)
+        if not (reasoning and self.keep_thoughts):
+            return content
+        open_, close = markers or self.thoughts[0]
+        return (
+            Segments((Segment(open_, True), Segment(f"\n{reasoning}\n", False), Segment(f"{close}\n\n", True)))
+            + content
+        )
+
+    def all_thoughts(self) -> tuple[Markers, ...]:
+        """This family's thought markers first, then every other known pair (what the engine watches)."""
+        return (*self.thoughts, *(m for m in KNOWN_THOUGHTS if m not in self.thoughts))
 
     def tool_results(self, step: int, responses: Sequence[dict[str, Any]]) -> Segments:
         """One turn answering a step's calls; `responses` hold {"name", "content"} (content shown as is)."""

@@ -11,7 +11,9 @@ does not use `tools` gets the Hermes tool block at the top of the system message
 history, the parser, the grammar and its trigger follow the model's call format (`call_format`: the
 registry's `tool_call_format`, else detected from the template's markers, else `hermes`): e.g. a
 template that teaches `[TOOL_CALLS]` gets the mistral parser entry and JSON-array grammar. Results go
-back as `tool` messages. Stop strings are the GGUF's EOS/EOT token texts.
+back as `tool` messages. Stop strings are the GGUF's EOS/EOT token texts. The thought markers are the ones
+the template names (`<think>` by default); a template that cuts `</think>` out of past assistant turns
+(DeepSeek-R1, QwQ) drops past thoughts, any other (Qwen3's keeps those of the current query) keeps them.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import jinja2
 
 from hermes_local.calls.formats import detect_call_format
 from hermes_local.calls.parse import ParseResult, ToolCall
+from hermes_local.calls.thoughts import KNOWN_THOUGHTS
 from hermes_local.dialects.base import Dialect, Message, dumps
 from hermes_local.errors import UserError
 from hermes_local.prompts import BoundedSandbox, Segment, Segments, render_bounded
@@ -35,6 +38,7 @@ _SENTINEL = re.compile("\ue002(\\d+)\ue003")
 _CONTROL_TEXT = re.compile(r"<\|[^|<>\s]{1,40}\|>|<｜[^｜<>]{1,40}｜>|</?s>|\[/?(?:INST|TOOL_CALLS|AVAILABLE_TOOLS)\]")
 _USES_TOOLS = re.compile(r"\btools\b")
 _PRIVATE_MARKER = re.compile("[\ue000-\ue004]")  # the sentinels' characters: never in template data
+_DROPS_THOUGHTS = re.compile(r"split\(\s*['\"]</think>['\"]\s*\)")  # content.split('</think>')[-1]
 _NEXT_RESULT = Segment("\ue004", True)  # separates results in one results turn: each becomes a tool message
 
 
@@ -112,6 +116,9 @@ class GGUFDialect(Dialect):
         self.bos_token = bos_token
         self.eos_token = eos_token
         self.stop = tuple(dict.fromkeys([*stop, *([eos_token] if eos_token else [])]))
+        named = [m for m in KNOWN_THOUGHTS if m[1] in template]
+        self.thoughts = tuple(named) or self.thoughts
+        self.keep_thoughts = "last_query_index" in template or not _DROPS_THOUGHTS.search(template)
 
     def add_stops(self, texts: Iterable[str]) -> None:
         """Also stop at these texts (the model's EOS/EOT tokens, known once its vocabulary is loaded)."""

@@ -5,7 +5,10 @@ the trained shape `name(arg: type, ...) - description` plus an `Args:` block wit
 argument (the official template runs the argument lines together; one per line is what the model
 cards show). hermes-local's rules and the user's instructions follow in a second system turn. Calls are
 written `{"name": ..., "arguments": ...}` as the prompt's example shows; results go back in a `tool`
-turn as `<tool_response>{"name": ..., "content": ...}</tool_response>`. Does not parse or decode.
+turn as `<tool_response>{"name": ..., "content": ...}</tool_response>`. Thoughts are Hermes 2 Pro's
+`<|startofthought|>...<|endofthought|>` (its answer framed by `<|startofresponse|>...<|endofresponse|>`,
+which the parser drops) or `<think>...</think>` (Hermes 3/4-style reasoning); the templates write the
+content verbatim, so past thoughts stay in the history. Does not parse or decode.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from hermes_local.calls.thoughts import HERMES_THOUGHT, THINK
 from hermes_local.dialects.base import ChatMLDialect, dumps
 
 _PY_TYPES = {"string": "str", "number": "float", "integer": "int", "boolean": "bool"}
@@ -68,6 +72,7 @@ class HermesDialect(ChatMLDialect):
     name = "hermes"
     template = "hermes.jinja"
     description = "Hermes 2 Pro / Hermes 3: ChatML, <tools>, <tool_call>, tool turns with <tool_response>"
+    thoughts = (HERMES_THOUGHT, THINK)
 
     def offer(self, tools: Sequence[dict[str, Any]]) -> Any:
         return "\n".join(tool_entry(t) for t in tools)

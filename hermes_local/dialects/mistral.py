@@ -5,7 +5,8 @@
 9-character ids derived from the step, so a results turn names the calls it answers. Unlike the
 official templates, which move the tool list and the system message to the *last* user turn, both stay
 at the first one: the prompt prefix must stay byte-stable for the KV cache (identical for a
-conversation with one user turn). The grammar is a JSON array of calls after `[TOOL_CALLS]`.
+conversation with one user turn). The grammar is a JSON array of calls after `[TOOL_CALLS]`; a closing
+`[/TOOL_CALLS]` some models add is read as the end of the calls. Magistral thinks in `[THINK]...[/THINK]`.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from hermes_local.calls.parse import ToolCall
+from hermes_local.calls.thoughts import MISTRAL_THINK, THINK
 from hermes_local.dialects.base import Dialect, call_id, dumps
 from hermes_local.prompts import Segment, Segments
 
@@ -31,6 +33,7 @@ class MistralDialect(Dialect):
     description = "Mistral (tekken: Nemo, Small 3): [AVAILABLE_TOOLS], [INST], [TOOL_CALLS] array, [TOOL_RESULTS]"
     sp = ""
     user_joins = ("user",)  # after [/TOOL_RESULTS] an [INST] turn is the trained shape
+    thoughts = (MISTRAL_THINK, THINK)
 
     def offer(self, tools: Sequence[dict[str, Any]]) -> Any:
         return "[" + ", ".join(dumps({"type": "function", "function": t.get("function", t)}) for t in tools) + "]"

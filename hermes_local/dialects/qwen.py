@@ -3,7 +3,10 @@
 The system turn is ours (hermes-local's rules) followed by the official `# Tools` section with one
 JSON schema per line; calls are `<tool_call>{"name", "arguments"}</tool_call>` as in `hermes`; tool
 results go back inside a *user* turn as `<tool_response>` blocks, as the official template does. The
-parser entry also reads Qwen3-Coder's `<function=N><parameter=K>V</parameter></function>` calls.
+parser entry also reads Qwen3-Coder's `<function=N><parameter=K>V</parameter></function>` calls. Qwen3
+thinks in `<think>...</think>`; its template keeps the thoughts of the turns since the last user query
+(one agent run) and drops older ones. Here a kept thought is never dropped later (dropping it when a chat
+message arrives would rewrite the KV prefix), so thoughts stay.
 """
 
 from __future__ import annotations

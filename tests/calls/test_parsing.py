@@ -249,7 +249,9 @@ def test_nothing_inside_think_is_executed_or_shown() -> None:
     unclosed = parse(f"The answer is 4.<think>or maybe {inner}")
     unopened = parse(f"maybe {inner}</think>The answer is 4.")
     for result in (closed, unclosed, unopened):
-        assert result == ParseResult([], "The answer is 4.", [])
+        assert (result.calls, result.text, result.errors) == ([], "The answer is 4.", [])
+        assert result.rehearsed == [ToolCall("run_shell", {"command": "rm -rf ~"})]  # read, to be logged; never run
+        assert result.reasoning.endswith(inner)
 
 
 def test_fabricated_tool_response_and_all_after_it_are_dropped() -> None:
@@ -335,3 +337,35 @@ def test_a_made_up_tool_result_is_flagged_and_the_text_before_it_kept() -> None:
     echoed = parse_tool_calls('The time is shown.\n<tool_response>\n{"content": "10:00"}\n</tool_response>\nIt is 10.')
     assert echoed.echoed and echoed.text == "The time is shown." and echoed.calls == []
     assert not parse_tool_calls("It is 10:00.").echoed
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '[TOOL_CALLS][{"name": "search", "arguments": {"query": "q"}}][/TOOL_CALLS]',
+        '[TOOL_CALLS] [{"name": "search", "arguments": {"query": "q"}}] [/TOOL_CALLS]</s>',
+        '<tool_call>\n{"name": "search", "arguments": {"query": "q"}}\n</tool_call>\n[/TOOL_CALLS]',
+    ],
+)
+def test_a_closing_tool_calls_marker_is_no_error_and_no_text(text: str) -> None:
+    result = parse(text)
+    assert calls(result) == [("search", {"query": "q"})] and result.errors == [] and result.text == ""
+
+
+@pytest.mark.parametrize(
+    ("opened", "closed"),
+    [("<think>", "</think>"), ("<|startofthought|>", "<|endofthought|>"), ("[THINK]", "[/THINK]")],
+)
+def test_every_known_thought_is_reasoning_and_its_calls_rehearsals(opened: str, closed: str) -> None:
+    inner = '<tool_call>{"name": "write_file", "arguments": {"path": "a", "content": "b"}}</tool_call>'
+    result = parse(f"{opened}Plan: {inner}{closed}<|startofresponse|>Done.<|endofresponse|>")
+    assert result.calls == [] and result.text == "Done." and result.errors == []
+    assert result.rehearsed == [ToolCall("write_file", {"path": "a", "content": "b"})]
+    assert result.reasoning == f"Plan: {inner}"
+
+
+def test_a_thought_marker_inside_a_call_argument_is_content() -> None:
+    result = parse(
+        '<tool_call>{"name": "write_file", "arguments": {"path": "t.md", "content": "<think>x"}}</tool_call>'
+    )
+    assert calls(result) == [("write_file", {"path": "t.md", "content": "<think>x"})] and result.reasoning == ""

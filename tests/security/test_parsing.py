@@ -85,6 +85,9 @@ _PATHOLOGICAL = {
     "<function= x 50,000": "<function=" * 50_000,
     "fenced calls": "```tool_call\n{" * 30_000,
     "bare braces": "{" * 300_000,
+    "<think> x 40,000": "<think>" * 40_000,  # nested thoughts: one thought, not 40,000 nested parsers
+    "thought and fence x 20,000": "<|startofthought|>```\n" * 20_000,
+    "closed thoughts with calls x 5,000": "[THINK]<tool_call>{}</tool_call>[/THINK]" * 5_000,
 }
 
 _RUN = textwrap.dedent(

@@ -1,4 +1,6 @@
-"""Grammar-aware decisions for one constrained decode: fast-forward, closing mode, runaway-string guard.
+"""Grammar-aware decisions for one constrained decode: fast-forward, closing mode, runaway-string guard;
+and `ThoughtWatch`, where a free decode is inside a thought (no lazy grammar there) and when its
+reasoning budget is spent (the loop then writes the closing marker for the model).
 
 `GrammarTracker` follows the text a constrained completion has produced through the shared
 `GrammarAutomaton` and tells the sampling loop in `llamacpp.py`:
@@ -13,7 +15,7 @@ a tokenizer and a token-text lookup from the caller.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from hermes_local.engines.inprocess.automaton import GrammarAutomaton, State, TokenTexts
 from hermes_local.engines.inprocess.drafting import PromptLookup
@@ -200,3 +202,46 @@ def _periodic_tail(tokens: list[int]) -> bool:
         if tail[period:] == tail[:-period]:
             return True
     return False
+
+
+class ThoughtWatch:
+    """Follows the thoughts of one completion: `(opening, closing)` marker pairs, a token budget per thought.
+
+    `update(text, n_tokens)` returns the closing marker to write now (the open thought has used its budget),
+    else None; `inside` says a thought is open and `closed_at` where the last one ended in the text, so the
+    lazy grammar triggers only after it. `opened=True`: the prompt ended inside a thought of the first pair.
+    """
+
+    def __init__(self, pairs: Sequence[tuple[str, str]], budget: int, *, opened: bool = False) -> None:
+        self.pairs, self.budget = [p for p in pairs if p[0] and p[1]], budget
+        self.close: str | None = self.pairs[0][1] if opened and self.pairs else None
+        self.body = self.began = self.scan = self.closed_at = 0
+
+    @classmethod
+    def start(cls, pairs: Sequence[tuple[str, str]], budget: int, prompt_tail: str) -> ThoughtWatch | None:
+        """The watch of a call offered these markers (None: none), opened when the prompt ends with the first."""
+        return cls(pairs, budget, opened=prompt_tail.rstrip().endswith(pairs[0][0])) if pairs else None
+
+    @property
+    def inside(self) -> bool:
+        return self.close is not None
+
+    def skip(self, upto: int) -> None:
+        """Text before `upto` is not prose (a constrained call): no thought opens there."""
+        self.scan = max(self.scan, upto)
+
+    def update(self, text: str, n_tokens: int) -> str | None:
+        if self.close is None:
+            hits = [(at, o, c) for o, c in self.pairs if (at := text.find(o, self.scan)) >= 0]
+            if not hits:
+                longest = max((len(o) for o, _ in self.pairs), default=1)
+                self.scan = max(self.scan, len(text) - longest + 1)
+                return None
+            at, opener, self.close = min(hits)
+            self.body, self.began = at + len(opener), n_tokens
+        end = text.find(self.close, self.body)
+        if end >= 0:
+            self.closed_at = self.scan = end + len(self.close)
+            self.close = None
+            return None
+        return self.close if n_tokens - self.began >= self.budget else None

@@ -2,8 +2,9 @@
 
 Only `engines/inprocess/` imports `llama_cpp`. Reuses the KV prefix across calls, drafts grammar-forced
 text and prompt-lookup guesses (verified in one batch), and applies a lazy grammar (GBNF text plus a
-trigger string) only after the trigger appears in the output. `complete` is a short loop over the steps
-of `_Generation` (one call's decode state): sample, emit, switch the lazy grammar, draft and decode, close.
+trigger string) only after the trigger appears in the output outside a thought; a thought over budget
+gets its closing marker written (`decoding.ThoughtWatch`). `complete` loops over the steps of `_Generation`
+(one call's decode state): sample, emit, watch the thought, switch the lazy grammar, draft and decode, close.
 Knows nothing of tools, prompts or parsing.
 """
 
@@ -19,7 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from hermes_local.engines.inprocess.automaton import TokenTexts, automaton_for
-from hermes_local.engines.inprocess.decoding import SPECIAL_LITERALS, ForcedMemo, GrammarTracker, draft_for
+from hermes_local.engines.inprocess.decoding import (
+    SPECIAL_LITERALS,
+    ForcedMemo,
+    GrammarTracker,
+    ThoughtWatch,
+    draft_for,
+)
 from hermes_local.engines.inprocess.drafting import PromptLookup
 from hermes_local.engines.inprocess.kvcache import PromptCache, model_identity, restore_or_save_prefix
 from hermes_local.engines.inprocess.load import batch_invariant, extra_buffers
@@ -213,6 +220,7 @@ class LlamaCppLLM:
                     token, batch = call.sample()
                     if call.emit(token):
                         break
+                    batch = call.watch_thought(batch)
                     if options.lazy:
                         call.switch_grammar()
                     if batch:
@@ -302,6 +310,8 @@ class _Generation:
         self.source, self.proposed, self.confirmed = "", 0, 0  # the pending draft: where from, length, confirmed
         self.spans: list[tuple[int, str]] = []  # (output index, forced text) for the forced-text memo
         self.row = -1  # which logits row of the last decode the next token is sampled from
+        tail = owner.detokenize(prompt[-8:]) if options.thoughts else ""  # the prompt may open the thought
+        self.thought = ThoughtWatch.start(options.thoughts, options.reasoning_budget, tail)
 
     @property
     def room(self) -> int:
@@ -352,9 +362,29 @@ class _Generation:
             return True
         return self.room <= 0
 
+    def watch_thought(self, batch: list[int]) -> list[int]:
+        """`batch`, plus the thought's closing marker when the open thought has used its reasoning budget."""
+        watch = self.thought
+        if watch is not None and self.constrained:
+            watch.skip(len(self.out.text))  # inside a call: no thought opens there
+        if watch is None or self.constrained:
+            return batch
+        close = watch.update(self.out.text, len(self.out.tokens))
+        if close is None or self.room <= 0:
+            return batch
+        self.ahead = self.owner._drop_ahead(self.ahead)  # a confirmed draft token is already evaluated
+        forced = self.sampler.force(self.owner.tokenize(close, special=True)[: self.room])
+        self.out.add(forced, None)
+        watch.update(self.out.text, len(self.out.tokens))
+        return batch + forced
+
     def switch_grammar(self) -> None:
         """The lazy grammar: on once the trigger appears anywhere in the output (even mid-token: the text
-        after it is replayed into the grammar), off again after the call's closing tag."""
+        after it is replayed into the grammar) after any thought, off again after the call's closing tag."""
+        if self.thought is not None and not self.constrained:
+            if self.thought.inside:
+                return  # a call rehearsed in a thought is not constrained (nor run)
+            self.search_from = max(self.search_from, self.thought.closed_at)
         grammar, trigger = self.options.grammar or "", self.options.grammar_trigger or ""
         text = self.out.text
         at = -1 if self.constrained else text.find(trigger, self.search_from)

@@ -91,3 +91,19 @@ def test_concurrent_calls_are_serialized_and_match_sequential_results(real_llm) 
     for t in threads:
         t.join(timeout=120)
     assert [got[i] for i in range(3)] == expected
+
+
+def test_an_over_long_thought_is_closed_at_the_reasoning_budget(real_llm) -> None:
+    """The prompt opened a `<think>` (as Qwen3 / DeepSeek-R1 templates do): at 12 thought tokens the engine
+    writes `</think>` for the model, which then goes on answering (issue 27.5)."""
+    from hermes_local.calls.thoughts import THINK
+
+    tokens = chat(real_llm, "Count from 1 to 200, one number per line.", prefill="<think>\n")
+    options = CallOptions(max_tokens=40, temperature=0.0, thoughts=(THINK,), max_reasoning_tokens=12)
+    out = real_llm.complete(tokens, options)
+    assert "</think>" in out.text, out.text
+    thought = out.text.split("</think>", 1)[0]
+    assert len(real_llm.tokenize(thought, special=False)) <= 13
+    assert len(out.tokens) > 14  # it went on after the closing marker
+    plain = real_llm.complete(tokens, CallOptions(max_tokens=40, temperature=0.0))
+    assert "</think>" not in plain.text  # the model would not have closed it by itself
