@@ -60,19 +60,21 @@ def on_a_terminal(args: list[str], cwd: Path) -> str:
 
 def test_a_terminal_shows_the_call_once_and_the_answer_once(tmp_path: Path, workspace: Path) -> None:
     replay = write_replay(tmp_path / "r.jsonl", [STEP_1, ANSWER])
-    shown = on_a_terminal(["run", TASK, "--model", f"replay:{replay}", "--workspace", str(workspace)], tmp_path)
+    # --no-answer-guard: step 1 free (not forced to a call), so the recorded reply may open with a thought
+    args = ["run", TASK, "--model", f"replay:{replay}", "--workspace", str(workspace), "--no-answer-guard"]
+    shown = on_a_terminal(args, tmp_path)
     assert shown.count("It is noon,") == 1, shown  # today: streamed on stderr, then printed again on stdout
     assert shown.count("→ get_current_time({})") == 1
     for markup in ("<tool_call>", '"name": "get_current_time"', "<plan>", "</plan>", "<think>"):
         assert markup not in shown, shown
     assert f"{DIM}I " in shown and "I need the clock first." in shown.replace(DIM, "").replace(NORMAL, "")  # dimmed
-    quiet = on_a_terminal(["run", TASK, "--model", f"replay:{replay}", "--workspace", str(workspace), "-q"], tmp_path)
+    quiet = on_a_terminal([*args, "-q"], tmp_path)
     assert "I need the clock first" not in quiet and quiet.count("It is noon,") == 1
 
 
 def test_piped_stdout_still_gets_the_answer_and_json_the_reasoning(tmp_path: Path, workspace: Path) -> None:
     replay = write_replay(tmp_path / "r.jsonl", [SAMPLE.read_text(), ANSWER])
-    args = ["run", TASK, "--model", f"replay:{replay}", "--workspace", str(workspace)]
+    args = ["run", TASK, "--model", f"replay:{replay}", "--workspace", str(workspace), "--no-answer-guard"]
     res = CliRunner().invoke(app, args)
     assert res.exit_code == 0 and res.stdout.strip() == ANSWER
     assert "(not run: append_to_memo(" in res.stderr  # the rehearsed call, said once
