@@ -29,6 +29,7 @@ from urllib.parse import urlsplit
 from hermes_local.config import McpServerConfig
 from hermes_local.sandbox.net import host_allowed
 from hermes_local.sandbox.policy import SandboxPolicy, SandboxRefused
+from hermes_local.tools.mcp_listing import listed_tools, quiet_sdk_logs
 from hermes_local.tools.mcp_results import arguments_model, clean_schema, permission_for, to_tool_result
 from hermes_local.tools.registry import Tool, ToolResult
 
@@ -310,14 +311,10 @@ class McpServer:
                 note = "It was already restarted once; its tools are unavailable for the rest of this run."
             return ToolResult.failure("tool_error", f"{crashed}. {note}", summary=f"MCP server {self.name} crashed")
 
-    def as_tools(self) -> list[Tool]:
-        allowed = self.config.tools
-        out = []
-        for spec in self.tools:
-            if allowed is not None and spec.name not in allowed:
-                continue
-            out.append(self._tool(spec))
-        return out
+    def as_tools(self, notice: Notice | None = None) -> list[Tool]:
+        """The allowed tools, one per name, those with a schema we can apply (see `mcp_listing.listed_tools`)."""
+        specs = listed_tools(self.name, self.tools, self.config.tools, notice or (lambda line: None))
+        return [self._tool(spec) for spec in specs]
 
     def _tool(self, spec: Any) -> Tool:
         server, remote = self, spec.name
@@ -370,6 +367,7 @@ class McpManager:
             for name, config in servers.items()
         }
         self.on_notice = on_notice or (lambda line: None)
+        self._release_logs = quiet_sdk_logs(self.on_notice)  # SDK log lines are notices, never tracebacks
         self._started = False
 
     def start(self) -> None:
@@ -386,9 +384,11 @@ class McpManager:
     def tools(self) -> list[tuple[Tool, str]]:
         """(tool, source) for every running server's allowed tools."""
         self.start()
-        return [(t, f"mcp:{s.name}") for s in self.servers.values() if s.status == "running" for t in s.as_tools()]
+        running = [s for s in self.servers.values() if s.status == "running"]
+        return [(t, f"mcp:{s.name}") for s in running for t in s.as_tools(self.on_notice)]
 
     def close(self) -> None:
         for server in self.servers.values():
             server.stop()
         self.runner.stop()
+        self._release_logs()
