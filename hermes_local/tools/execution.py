@@ -6,7 +6,11 @@ or `ToolContext.timeout`); the tool sees that limit as `ctx.timeout` so it can s
 why, and a tool that does not is abandoned shortly after. Results longer than the context's
 `output_cap` are cut to a head and a tail with a notice. A write/dangerous call repeated with
 identical arguments in one run returns the first result instead of running twice, unless the tool
-is `repeatable` (failed calls may be retried). Identical read calls within a run come from the
+is `repeatable` (failed calls may be retried). A write or dangerous call that timed out is "started,
+outcome unknown" (it may have done its work); `remember_unknown` hands the executor such calls of a
+resumed run (timed out, or cut off by a kill), and one asked for again is never re-run by itself: the
+person is asked (the note says why), and with nobody to ask the run stops with one line naming the
+call (`HermesError`, exit 1). Identical read calls within a run come from the
 `ResultCache` (`tools/cache.py`), which any write or dangerous call clears. `run_grouped` runs one
 turn's calls: consecutive read calls concurrently (a bounded pool), every other call alone and in
 order, results in the order of the calls. Does not parse model output or talk to the LLM, and
@@ -26,7 +30,8 @@ from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
-from hermes_local.tools.approval import Approver
+from hermes_local.errors import HermesError
+from hermes_local.tools.approval import ApprovalRequest, Approver
 from hermes_local.tools.cache import ResultCache
 from hermes_local.tools.limits import clip_text
 from hermes_local.tools.registry import Tool, ToolContext, ToolFailure, ToolRegistry, ToolResult, arguments_digest
@@ -35,6 +40,10 @@ from hermes_local.tools.registry import Tool, ToolContext, ToolFailure, ToolRegi
 ABANDON_GRACE = 1.0
 MAX_ERROR_CHARS = 1500
 MAX_PARALLEL_CALLS = 4
+UNKNOWN_NOTE = (
+    "This call was started before (it timed out, or the run was killed while it ran) and its outcome is "
+    "unknown: it may already have done its work, and running it again may do it twice."
+)
 T = TypeVar("T")
 
 
@@ -47,6 +56,7 @@ class Executor:
     approver: Approver = field(default_factory=lambda: Approver(interactive=False))
     _done_writes: dict[str, ToolResult] = field(default_factory=dict)
     cache: ResultCache = field(default_factory=ResultCache)
+    _unknown: set[str] = field(default_factory=set)  # digests of started calls whose outcome is unknown
 
     def concurrent(self, name: str) -> bool:
         """Whether a call to this tool may run at the same time as other read calls of its turn."""
@@ -56,6 +66,28 @@ class Executor:
     def remember_done(self, digest: str, result: ToolResult) -> None:
         """Mark a write call (by `events.arguments_digest` of the call as made) as done: never run it twice."""
         self._done_writes[digest] = result
+
+    def remember_unknown(self, digest: str) -> None:
+        """Mark a write call (by digest) as started with an unknown outcome: never re-run it by itself."""
+        self._unknown.add(digest)
+
+    def _unknown_again(self, t: Tool, args: dict[str, Any]) -> ToolResult | None:
+        """None when the person says to run the call again; otherwise its refusal (or the run stops)."""
+        approver = self.approver
+        if not approver.interactive or approver.ask is None:
+            shown = json.dumps(args, ensure_ascii=False, default=str)
+            raise HermesError(
+                f"{t.name}({clip_text(shown, 200)[0]}) was started by the run before and its outcome is unknown; "
+                "check its effect, then resume on a terminal to decide whether to run it again",
+                exit_code=1,
+            )
+        if approver.ask(ApprovalRequest(t, dict(args), UNKNOWN_NOTE)) in ("y", "a"):
+            return None
+        message = (
+            f"{t.name} was not run again: it was started before and its outcome is unknown, and the user "
+            "declined to repeat it. Check its effect (e.g. read what it writes) instead of calling it again."
+        )
+        return dataclasses.replace(ToolResult.failure("permission_denied", message), approval="user")
 
     def execute(self, name: str, arguments: dict[str, Any], *, truncated: bool = False) -> ToolResult:
         """Run one call; the result carries how it was approved (`result.approval`). `truncated` marks a
@@ -74,7 +106,15 @@ class Executor:
         except ValidationError as exc:
             return ToolResult.failure("invalid_arguments", _validation_message(t, exc))
         args = validated.model_dump()
-        approved, how = self.approver.decide(t, args)
+        key = arguments_digest(t.name, arguments)
+        if t.permission != "read" and key in self._unknown and t.name not in self.approver.denied:
+            refused = self._unknown_again(t, args)  # asking again is this call's approval
+            if refused is not None:
+                return refused
+            self._unknown.discard(key)
+            approved, how = True, "user"
+        else:
+            approved, how = self.approver.decide(t, args)
         if not approved:
             return dataclasses.replace(
                 ToolResult.failure("permission_denied", denial_message(t.name, how)), approval=how
@@ -85,13 +125,14 @@ class Executor:
                 return dataclasses.replace(hit, approval=how)
         else:
             self.cache.invalidate()  # before and after: reads must not outlive a possible change
-        key = arguments_digest(t.name, arguments)
         if t.permission != "read" and not t.repeatable and key in self._done_writes:
             first = self._done_writes[key]
             return dataclasses.replace(
                 first, summary=f"(already done earlier in this run; not repeated) {first.summary}", approval=how
             )
         result = cap_result(self._run(t, args), self.context.output_cap)
+        if t.permission != "read" and result.error_kind == "timeout":
+            result = unknown_outcome(t.name, result)
         if t.permission == "read":
             self.cache.put(t, args, result)
         else:
@@ -134,6 +175,15 @@ class Executor:
         if isinstance(value, ToolResult):
             return value
         return ToolResult.success(value, _summarize(t.name, value))
+
+
+def unknown_outcome(name: str, result: ToolResult) -> ToolResult:
+    """A timed-out write or dangerous call as the model and the log see it: started, outcome unknown."""
+    message = (
+        f"{result.error} Started, outcome unknown: {name} may have done its work before the limit. It is not "
+        "run again by itself; check its effect (e.g. read what it writes) before asking for it again."
+    )
+    return ToolResult.failure("timeout", message, f"started, outcome unknown: {result.summary}")
 
 
 def _summarize(name: str, value: Any) -> str:
