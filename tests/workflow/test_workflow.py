@@ -205,6 +205,7 @@ def steps_toml(*steps: str, name: str = "v") -> str:
         (steps_toml('id = "a-b"\ntool = "list_dir"'), "steps.0.id"),
         ('name = "x"\n[[steps]\n', "not valid TOML"),
         ('name = "x"\nsteps = []\n', "steps"),
+        (steps_toml(*[f'id = "s{i}"\ntool = "list_dir"' for i in range(3000)]), "at most 500 items"),  # issue 26
     ],
 )
 def test_invalid_workflows_are_one_line_exit_2(tmp_path: Path, workspace: Path, text: str, message: str) -> None:
