@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 from hermes_local.config import McpServerConfig
 from hermes_local.sandbox.net import host_allowed
 from hermes_local.sandbox.policy import SandboxPolicy, SandboxRefused
-from hermes_local.tools.mcp_listing import listed_tools, quiet_sdk_logs
+from hermes_local.tools.mcp_listing import listed_tools, network_warnings, quiet_sdk_logs
 from hermes_local.tools.mcp_results import arguments_model, clean_schema, permission_for, to_tool_result
 from hermes_local.tools.registry import Tool, ToolResult
 
@@ -375,6 +375,8 @@ class McpManager:
         if self._started:
             return
         self._started = True
+        for line in network_warnings({name: s.config for name, s in self.servers.items()}):
+            self.on_notice(line)
         with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(self.servers))) as pool:
             futures = {pool.submit(s.start): s for s in self.servers.values()}
         for future, server in futures.items():

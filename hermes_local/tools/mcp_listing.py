@@ -4,7 +4,8 @@
 listed twice keeps the first, with one warning), and only those whose schema passes `check_schema` (the
 others are one warning each naming the tool; the run goes on). `quiet_sdk_logs` sends the mcp SDK's log
 records (a server printing non-JSON lines on stdout, ...) to the run's notice sink as one line each, once per
-message, instead of tracebacks on the terminal.
+message, instead of tracebacks on the terminal. `network_warnings` says plainly that `allow_hosts` gives a
+sandboxed stdio server the whole network (bwrap shares the network or none; it cannot filter hosts).
 
 `check_schema` refuses, in one line naming the tool, a schema that is not a valid JSON schema, that has a
 `$ref` (or `$dynamicRef`, `$recursiveRef`) pointing outside itself (`http://...`, `other.json`: validation
@@ -283,3 +284,13 @@ def quiet_sdk_logs(notice: Callable[[str], None] | None) -> Callable[[], None]:
             _HANDLER.sinks.remove(sink)
 
     return release
+
+
+def network_warnings(servers: dict[str, Any]) -> list[str]:
+    """One line per sandboxed stdio server (`McpServerConfig`) whose `allow_hosts` opens the whole network."""
+    return [
+        f"MCP server {name}: allow_hosts gives this stdio server the whole network, not only "
+        f"{', '.join(c.allow_hosts)} (host loopback included); bwrap cannot allow single hosts"
+        for name, c in servers.items()
+        if c.command and c.sandbox and c.allow_hosts
+    ]

@@ -209,3 +209,15 @@ def test_a_server_with_3000_tools_does_not_make_the_run_fail(
     assert result.exit_code == 0, result.output[-2000:]
     out = json.loads(result.stdout)
     assert [(c["name"], c["ok"]) for c in out["tool_calls"]] == [("raw__t7", True)]
+
+
+def test_allow_hosts_on_a_stdio_server_is_said_to_mean_the_whole_network(tmp_path: Path) -> None:
+    """Issue 26 item 8 (MCP): one allowed host gave a stdio server the whole network, silently."""
+    notices: list[str] = []
+    config = {**raw_server(tmp_path, {"tools": [OK_TOOL]}), "sandbox": True, "allow_hosts": ["api.example.org"]}
+    m = McpManager({"raw": McpServerConfig(**config)}, on_notice=notices.append)
+    try:
+        m.start()
+    finally:
+        m.close()
+    assert any("whole network" in n and "api.example.org" in n and "raw" in n for n in notices), notices
