@@ -29,6 +29,7 @@ from urllib.parse import urlsplit
 from hermes_local.config import McpServerConfig
 from hermes_local.sandbox.net import host_allowed
 from hermes_local.sandbox.policy import SandboxPolicy, SandboxRefused
+from hermes_local.sandbox.procs import TAG_VARIABLE, kill_tagged, new_tag
 from hermes_local.tools.mcp_listing import listed_tools, network_warnings, quiet_sdk_logs
 from hermes_local.tools.mcp_results import arguments_model, clean_schema, permission_for, to_tool_result
 from hermes_local.tools.registry import Tool, ToolResult
@@ -144,6 +145,7 @@ class McpServer:
     _task: concurrent.futures.Future[Any] | None = None
     _stderr_path: Path | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _tag: str = field(default_factory=new_tag)
 
     @property
     def transport(self) -> str:
@@ -158,6 +160,7 @@ class McpServer:
                 params = None
             else:
                 params = stdio_parameters(self.name, self.config, self.sandbox, self.workspace)
+                params.env = {**(params.env or {}), TAG_VARIABLE: self._tag}  # its daemons carry it: stop() kills them
             ready: concurrent.futures.Future[list[Any]] = concurrent.futures.Future()
             self._task = self.runner.submit(self._serve(params, ready))
             try:
@@ -243,6 +246,7 @@ class McpServer:
 
     def stop(self) -> None:
         self._halt()
+        kill_tagged(self._tag)  # descendants that left the server's process group (a daemon), sandbox or not
         if self.status == "running":
             self.status = "stopped"
         if self._stderr_path is not None:

@@ -221,3 +221,25 @@ def test_allow_hosts_on_a_stdio_server_is_said_to_mean_the_whole_network(tmp_pat
     finally:
         m.close()
     assert any("whole network" in n and "api.example.org" in n and "raw" in n for n in notices), notices
+
+
+def test_an_unsandboxed_servers_daemon_does_not_outlive_the_run(tmp_path: Path) -> None:
+    """Issue 26 item 8 (MCP): with `sandbox = false` a server's daemon (setsid grandchild) outlived the run."""
+    import os
+
+    pidfile = tmp_path / "daemon.pid"
+    m = start(tmp_path, {"tools": [OK_TOOL], "daemon": str(pidfile)}, [])
+    try:
+        assert [t.name for t, _ in m.tools()] == ["raw__echo"]
+        deadline = time.monotonic() + 30
+        while not (pidfile.exists() and pidfile.read_text()):
+            assert time.monotonic() < deadline, "the daemon never started"
+            time.sleep(0.05)
+        pid = int(pidfile.read_text())
+        os.kill(pid, 0)  # alive while the run is
+    finally:
+        m.close()
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{pid}").exists() and Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z":
+        assert time.monotonic() < deadline, f"daemon {pid} outlived the run"
+        time.sleep(0.05)
