@@ -29,6 +29,7 @@ from hermes_local.sandbox.protect import agent_home
 ENV_PREFIX = "HERMES_LOCAL_"
 T = TypeVar("T")
 MAX_TOOL_TIMEOUT = 86_400.0  # one day: larger values (inf, 1e308) overflow timers and would never fire
+MAX_TIMEOUT = MAX_TOOL_TIMEOUT  # the same bound for engine, approval and MCP timeouts (`inf` is refused at load)
 _PACKAGE_DIR = Path(__file__).resolve().parent
 # Workspace files that run code later, outside any sandbox and without asking (a git hook at the next commit,
 # .envrc on `cd`, VS Code tasks on opening the folder, shell rc files at the next shell, *.pth at the next
@@ -103,7 +104,7 @@ class McpServerConfig(BaseModel):
     url: str | None = None
     permission: Literal["read", "write", "dangerous"] | None = None  # default: from the tools' annotations
     tools: list[str] | None = None  # allow-list of the server's own tool names; None = all
-    timeout: float = Field(30.0, gt=0)  # per call, and for starting the server
+    timeout: float = Field(30.0, gt=0, le=MAX_TIMEOUT, allow_inf_nan=False)  # per call, and for starting the server
     cache: bool = False  # results may be served from a read cache (never unless set)
     sandbox: bool = True  # stdio servers run in the command sandbox (bwrap) unless set false
     allow_hosts: list[str] = Field(default_factory=list)  # network for a sandboxed stdio server (none if empty)
@@ -162,7 +163,7 @@ class Settings(BaseModel):
     engine: str = Field("llama-cpp", pattern="^(llama-cpp|llama-server|vllm)$")
     engine_url: str | None = None
     engine_token: str | None = None
-    engine_timeout: float = Field(120.0, gt=0)
+    engine_timeout: float = Field(120.0, gt=0, le=MAX_TIMEOUT, allow_inf_nan=False)
     temperature: float = Field(0.2, ge=0.0, allow_inf_nan=False)  # tool-call steps
     # final answers (the step-limit request) and workflow summaries
     answer_temperature: float = Field(0.7, ge=0.0, allow_inf_nan=False)
@@ -190,7 +191,7 @@ class Settings(BaseModel):
     serve_token_file: str | None = None
     serve_hosts: list[str] = Field(default_factory=list)
     serve_max_queue: int = Field(32, ge=1, le=500)
-    approval_timeout: float = Field(300.0, gt=0)
+    approval_timeout: float = Field(300.0, gt=0, le=MAX_TIMEOUT, allow_inf_nan=False)
     cors_origins: list[str] = Field(default_factory=list)
     # Pre-approved: append_to_memo only appends a line to memo.md in the workspace, and remember only
     # adds a fact to hermes-local's own store (`hermes-local memory forget ID` undoes it).

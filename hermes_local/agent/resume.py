@@ -3,8 +3,10 @@
 Turns come back from the logged `turn_added` events (assistant turns from the logged text), the
 ledger from the logged tool outcomes, and a step cut off by a crash gets its tool turn: the logged
 results, then `interrupted` for a call that had started and `not run` for the rest. Completed calls
-are handed to the executor so they are never run again. This module does not run anything, call
-the model or write the log.
+are handed to the executor so they are never run again; a write or dangerous call that timed out or
+was cut off by the crash is handed over as "started, outcome unknown", so it is never re-run by itself
+(the executor asks, or stops the run), and its tool turn tells the model the outcome is unknown. This
+module does not run anything, call the model or write the log.
 """
 
 from __future__ import annotations
@@ -16,7 +18,10 @@ from hermes_local.prompts import Segments
 from hermes_local.tools.execution import Executor
 from hermes_local.tools.registry import ToolResult
 
-INTERRUPTED = "interrupted: the previous run was killed while this call was running; check its effect before retrying"
+INTERRUPTED = (
+    "interrupted: the previous run was killed while this call was running; started, outcome unknown: "
+    "check its effect before retrying"
+)
 NOT_STARTED = "not run: the previous run was killed before this call started; call it again if it is still needed"
 STOPPED_CALLS = frozenset({INTERRUPTED, NOT_STARTED})
 
@@ -45,18 +50,25 @@ def rebuild_memory(
             memory.ledger.append(e.outcome)
         if e.outcome.ok:
             executor.remember_done(e.outcome.digest, e.outcome.result)
+        elif e.outcome.error_kind == "timeout" and _writes(executor, e.outcome.name):
+            executor.remember_unknown(e.outcome.digest)  # it may have done its work before the limit
     memory.on_turn = on_turn
     if memory.turns and memory.turns[-1].role == "assistant":
-        _settle_interrupted_step(memory, memory.turns[-1].step, events, dialect, tool_names)
+        _settle_interrupted_step(memory, memory.turns[-1].step, events, dialect, executor)
     return memory
 
 
+def _writes(executor: Executor, name: str) -> bool:
+    t = executor.registry.get(name)
+    return t is not None and t.permission != "read"
+
+
 def _settle_interrupted_step(
-    memory: Memory, step: int, events: list[Event], dialect: Dialect, tool_names: list[str]
+    memory: Memory, step: int, events: list[Event], dialect: Dialect, executor: Executor
 ) -> None:
     """Give the last logged step its tool turn: logged results, or interrupted/not-started errors."""
     text = next(e.text for e in reversed(events) if isinstance(e, AssistantText) and e.step == step)
-    parsed = dialect.parse(text, tool_names)
+    parsed = dialect.parse(text, executor.registry.names())
     started = [e for e in events if isinstance(e, ToolCallStarted) and e.step == step]
     finished = [e.outcome for e in events if isinstance(e, ToolFinished) and e.outcome.step == step]
     outcomes: list[ToolOutcome] = []
@@ -64,7 +76,9 @@ def _settle_interrupted_step(
         if i < len(finished):
             res = finished[i].result
         elif i < len(started):
-            res = ToolResult.failure("tool_error", INTERRUPTED, "interrupted by a crash")
+            res = ToolResult.failure("tool_error", INTERRUPTED, "started, outcome unknown: interrupted by a crash")
+            if _writes(executor, call.name):
+                executor.remember_unknown(ToolOutcome(step, call.name, call.arguments, res).digest)
         else:
             res = ToolResult.failure("tool_error", NOT_STARTED, "not run (crash)")
         outcomes.append(ToolOutcome(step, call.name, call.arguments, res))

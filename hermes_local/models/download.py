@@ -3,7 +3,8 @@
 Downloads with `hf_hub_download` into the standard Hugging Face cache (HF_HOME / HF_HUB_CACHE, read
 when called) or a `--local-dir`, with the hub's progress bar and token handling (HF_TOKEN), pinned to
 the registry's or the caller's revision. Before transferring: one metadata request, then a free-space
-check against the hub's size (else the registry's). After: sha256 against the registry's pin, else the
+check against the hub's size (else the registry's); the stream is cut at that declared size (a hub that
+declares 1,000 bytes cannot make us write 64 MB). After: sha256 against the registry's pin, else the
 hub's LFS sha256 (its ETag); a mismatch deletes the file. A dropped connection is resumed in-process by
 huggingface-hub (HTTP Range, a few retries); a new run starts the file over (hub >= 1.0 keeps no partial
 files). Every failure the user can act on is a one-line `UserError` (exit 2): offline, hub unreachable,
@@ -132,6 +133,28 @@ def _delete_download(path: Path) -> None:
             pass
 
 
+def _capped_progress(declared: int, file: str) -> type:
+    """A progress-bar class for `hf_hub_download` that stops the stream once it passes the hub's declared size.
+
+    huggingface-hub calls `update(len(chunk))` before writing each chunk, so nothing past the cap is written.
+    """
+    from huggingface_hub.utils import tqdm as hf_tqdm
+
+    class Capped(hf_tqdm):  # type: ignore[misc, valid-type]
+        received = 0
+
+        def update(self, n: float | None = 1) -> bool | None:
+            Capped.received += int(n or 0)
+            if Capped.received > declared:
+                raise UserError(
+                    f"the hub declared {file} as {declared:,} bytes but sent more; stopped at the declared size "
+                    "(nothing past it was written); the download was refused"
+                )
+            return super().update(n)
+
+    return Capped
+
+
 def download_model(
     spec: str,
     *,
@@ -192,8 +215,11 @@ def download_model(
                 local_dir=local_dir,
                 endpoint=endpoint,
                 token=token,
+                tqdm_class=_capped_progress(size, file) if size else None,
             )
         )
+    except UserError:
+        raise
     except Exception as exc:  # noqa: BLE001
         raise _explain(exc, choice, revision, endpoint) from exc
 

@@ -9,7 +9,8 @@ registry, tagged with the owner set by `own()` in the spawning thread (the servi
 `kill_owned()` stops one run's commands; `kill_all()` runs from SIGINT/SIGTERM handlers and at exit.
 A small reaper process (started on the first spawn, in its own session) holds the other end of a
 pipe: when the agent dies in a way no handler sees (SIGKILL, OOM killer), it reads EOF and kills the
-process groups and cages that were still live. Without bwrap (see `policy.py`) and without a pids
+process groups and cages that were still live. `kill_tagged` kills the processes whose environment
+carries a tag (`new_tag`), daemons that left their group included. Without bwrap (see `policy.py`) and without a pids
 cgroup, a grandchild that left the process group (`setsid`) can outlive a SIGKILLed agent: that is
 the case the sandbox's PID namespace closes.
 Does not decide what runs or where (`policy.py`, `tools/shell.py`).
@@ -325,3 +326,35 @@ def spawn(
         raise
     _tell_reaper(f"+ {proc.pid} {cage.path if cage else ''}".rstrip())
     return running
+
+
+TAG_VARIABLE = "HERMES_LOCAL_PROCESS_TAG"
+
+
+def new_tag() -> str:
+    """A fresh value for `TAG_VARIABLE`: set it in a program's environment, then `kill_tagged` finds its descendants."""
+    import secrets
+
+    return secrets.token_hex(8)
+
+
+def kill_tagged(tag: str) -> int:
+    """SIGKILL every process of this user whose environment carries `TAG_VARIABLE=tag`; how many were killed.
+
+    Descendants inherit the environment even when they leave the process group (`setsid`, a daemon's double
+    fork), so this reaches what a process-group kill misses for programs started outside the sandbox.
+    """
+    marker = f"{TAG_VARIABLE}={tag}".encode()
+    killed = 0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+        except OSError:  # gone, or another user's
+            continue
+        if marker in environ.split(b"\0"):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(int(entry.name), signal.SIGKILL)
+                killed += 1
+    return killed

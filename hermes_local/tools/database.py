@@ -12,8 +12,9 @@ Memory stays bounded: no single value may exceed `MAX_VALUE_BYTES` (SQLite's len
 `SQLITE_HEAP_LIMIT` (a row of many big values fails cleanly), rows are fetched one at a time and
 at most `MAX_FETCH_BYTES` are fetched per call; sorts and temporary tables are kept in memory
 (under the same cap) so a query cannot fill the disk with temporary files. Text that is not valid
-UTF-8 is shown with `\\x` escapes instead of failing the query. SQLite errors are reported as
-what they are (locked, not a database, corrupt, interrupted write with a hot journal) rather than
+UTF-8 is shown with `\\x` escapes instead of failing the query, and only the start of a long text value is
+decoded (the Python copies stay small however many big values a row or concurrent reads hold). SQLite
+errors are reported as what they are (locked, not a database, corrupt, interrupted write with a hot journal) rather than
 as a mistake in the SQL.
 
 A database in WAL mode is opened `immutable=1` when it has no `-wal` file (nothing unmerged, no
@@ -40,6 +41,7 @@ MAX_FETCH_BYTES = 64 * 1024 * 1024
 MAX_SQL_BYTES = 1_000_000
 SQLITE_HEAP_LIMIT = 256 * 1024 * 1024  # process-wide; SQLite only lets it be lowered
 _MAX_CELL = 500
+DECODE_BYTES = 4 * _MAX_CELL  # of a text value, decoded for the result: enough for the characters shown
 
 # Pragmas that only read, allowed without an argument / with a table or index name.
 _READ_PRAGMAS = {
@@ -93,8 +95,20 @@ def _is_wal(db_path: Path) -> bool:
     return len(header) == 20 and header[:16] == b"SQLite format 3\x00" and header[18:20] == b"\x02\x02"
 
 
+class _Clipped(str):
+    """The start of a long text value, decoded; `total_bytes` is the value's whole size."""
+
+    total_bytes: int = 0
+
+
 def _decode_text(raw: bytes) -> str:
-    return raw.decode("utf-8", "backslashreplace")
+    """Text as shown: bad UTF-8 as `\\x` escapes; only the first `DECODE_BYTES` of a long value are decoded
+    (a 16 MB value of bad bytes became 64 MB of escapes, and 15 of them in one row peaked at 2.4 GB)."""
+    if len(raw) <= DECODE_BYTES:
+        return raw.decode("utf-8", "backslashreplace")
+    clipped = _Clipped(raw[:DECODE_BYTES].decode("utf-8", "backslashreplace"))
+    clipped.total_bytes = len(raw)
+    return clipped
 
 
 def open_read_only(db_path: Path) -> sqlite3.Connection:
@@ -119,6 +133,8 @@ def open_read_only(db_path: Path) -> sqlite3.Connection:
 
 
 def _size(value: Any) -> int:
+    if isinstance(value, _Clipped):
+        return value.total_bytes
     if isinstance(value, (bytes, str)):
         return len(value)
     return 8
@@ -127,6 +143,8 @@ def _size(value: Any) -> int:
 def _cell(value: Any) -> Any:
     if isinstance(value, bytes):
         return f"<blob {len(value)} bytes>"
+    if isinstance(value, _Clipped):
+        return value[:_MAX_CELL] + f"…[{value.total_bytes:,} bytes in all]"
     if isinstance(value, str) and len(value) > _MAX_CELL:
         return value[:_MAX_CELL] + f"…[{len(value) - _MAX_CELL} more characters]"
     return value

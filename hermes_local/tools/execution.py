@@ -6,12 +6,16 @@ or `ToolContext.timeout`); the tool sees that limit as `ctx.timeout` so it can s
 why, and a tool that does not is abandoned shortly after. Results longer than the context's
 `output_cap` are cut to a head and a tail with a notice. A write/dangerous call repeated with
 identical arguments in one run returns the first result instead of running twice, unless the tool
-is `repeatable` (failed calls may be retried). An unknown argument name with exactly one close match
-among the tool's (`startDate` for `start_date`) is renamed, said in the result for the model and in a
-notice line. Identical read calls within a run come from the
-`ResultCache` (`tools/cache.py`), which any write or dangerous call clears. Every result the tool
-produced carries the tool's `provenance`, and the approver sees each one (`Approver.observe`) before
-the next call is decided, so a dangerous call after untrusted content is asked again. `run_grouped` runs one
+is `repeatable` (failed calls may be retried). A write or dangerous call that timed out is "started,
+outcome unknown" (it may have done its work); `remember_unknown` hands the executor such calls of a
+resumed run (timed out, or cut off by a kill), and one asked for again is never re-run by itself: the
+person is asked (the note says why), and with nobody to ask the run stops with one line naming the
+call (`HermesError`, exit 1). An unknown argument name with exactly one close match among the tool's
+(`startDate` for `start_date`) is renamed, said in the result for the model and in a notice line.
+Identical read calls within a run come from the `ResultCache` (`tools/cache.py`), which any write or
+dangerous call clears. Every result the tool produced carries the tool's `provenance`, and the approver
+sees each one (`Approver.observe`) before the next call is decided, so a dangerous call after untrusted
+content is asked again. `run_grouped` runs one
 turn's calls: consecutive read calls concurrently (a bounded pool), every other call alone and in
 order, results in the order of the calls. Does not parse model output or talk to the LLM, and
 does not sandbox tools: confinement is each tool's job (see `tools/confined.py`).
@@ -32,7 +36,8 @@ from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
-from hermes_local.tools.approval import Approver
+from hermes_local.errors import HermesError
+from hermes_local.tools.approval import ApprovalRequest, Approver
 from hermes_local.tools.cache import ResultCache
 from hermes_local.tools.limits import clip_text
 from hermes_local.tools.registry import Tool, ToolContext, ToolFailure, ToolRegistry, ToolResult, arguments_digest
@@ -41,6 +46,10 @@ from hermes_local.tools.registry import Tool, ToolContext, ToolFailure, ToolRegi
 ABANDON_GRACE = 1.0
 MAX_ERROR_CHARS = 1500
 MAX_PARALLEL_CALLS = 4
+UNKNOWN_NOTE = (
+    "This call was started before (it timed out, or the run was killed while it ran) and its outcome is "
+    "unknown: it may already have done its work, and running it again may do it twice."
+)
 T = TypeVar("T")
 
 
@@ -53,6 +62,7 @@ class Executor:
     approver: Approver = field(default_factory=lambda: Approver(interactive=False))
     _done_writes: dict[str, ToolResult] = field(default_factory=dict)
     cache: ResultCache = field(default_factory=ResultCache)
+    _unknown: set[str] = field(default_factory=set)  # digests of started calls whose outcome is unknown
 
     def concurrent(self, name: str) -> bool:
         """Whether a call to this tool may run at the same time as other read calls of its turn."""
@@ -65,6 +75,28 @@ class Executor:
         self._done_writes[digest] = result
         if result.provenance == "untrusted" and not self.approver.untrusted_from:
             self.approver.untrusted_from = "a tool result of the resumed run"
+
+    def remember_unknown(self, digest: str) -> None:
+        """Mark a write call (by digest) as started with an unknown outcome: never re-run it by itself."""
+        self._unknown.add(digest)
+
+    def _unknown_again(self, t: Tool, args: dict[str, Any]) -> ToolResult | None:
+        """None when the person says to run the call again; otherwise its refusal (or the run stops)."""
+        approver = self.approver
+        if not approver.interactive or approver.ask is None:
+            shown = json.dumps(args, ensure_ascii=False, default=str)
+            raise HermesError(
+                f"{t.name}({clip_text(shown, 200)[0]}) was started by the run before and its outcome is unknown; "
+                "check its effect, then resume on a terminal to decide whether to run it again",
+                exit_code=1,
+            )
+        if approver.ask(ApprovalRequest(t, dict(args), UNKNOWN_NOTE)) in ("y", "a"):
+            return None
+        message = (
+            f"{t.name} was not run again: it was started before and its outcome is unknown, and the user "
+            "declined to repeat it. Check its effect (e.g. read what it writes) instead of calling it again."
+        )
+        return dataclasses.replace(ToolResult.failure("permission_denied", message), approval="user")
 
     def execute(self, name: str, arguments: dict[str, Any], *, truncated: bool = False) -> ToolResult:
         """Run one call; the result carries how it was approved (`result.approval`). `truncated` marks a
@@ -98,7 +130,15 @@ class Executor:
     def _approved_run(self, t: Tool, args: dict[str, Any], arguments: dict[str, Any]) -> ToolResult:
         """Approve, then serve from the cache, refuse a repeat write, or run: the validated call's result
         (`arguments` as the model wrote them: what a finished write is known by, also across a resume)."""
-        approved, how = self.approver.decide(t, args, self.context.workspace)
+        key = arguments_digest(t.name, arguments)
+        if t.permission != "read" and key in self._unknown and t.name not in self.approver.denied:
+            refused = self._unknown_again(t, args)  # asking again is this call's approval
+            if refused is not None:
+                return refused
+            self._unknown.discard(key)
+            approved, how = True, "user"
+        else:
+            approved, how = self.approver.decide(t, args, self.context.workspace)
         if not approved:
             return dataclasses.replace(
                 ToolResult.failure("permission_denied", denial_message(t.name, how)), approval=how
@@ -121,6 +161,8 @@ class Executor:
                 first, summary=f"(already done earlier in this run; not repeated) {first.summary}", approval=how
             )
         result = cap_result(self._run(t, args), self.context.output_cap)
+        if t.permission != "read" and result.error_kind == "timeout":
+            result = unknown_outcome(t.name, result)
         if t.permission == "read":
             self.cache.put(t, args, result)
         else:
@@ -187,6 +229,15 @@ def correct_names(t: Tool, arguments: dict[str, Any]) -> tuple[dict[str, Any], d
     if not renamed:
         return arguments, {}
     return {renamed.get(k, k): v for k, v in arguments.items()}, renamed
+
+
+def unknown_outcome(name: str, result: ToolResult) -> ToolResult:
+    """A timed-out write or dangerous call as the model and the log see it: started, outcome unknown."""
+    message = (
+        f"{result.error} Started, outcome unknown: {name} may have done its work before the limit. It is not "
+        "run again by itself; check its effect (e.g. read what it writes) before asking for it again."
+    )
+    return ToolResult.failure("timeout", message, f"started, outcome unknown: {result.summary}")
 
 
 def _summarize(name: str, value: Any) -> str:

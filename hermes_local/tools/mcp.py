@@ -29,7 +29,9 @@ from urllib.parse import urlsplit
 from hermes_local.config import McpServerConfig
 from hermes_local.sandbox.net import host_allowed
 from hermes_local.sandbox.policy import SandboxPolicy, SandboxRefused
+from hermes_local.sandbox.procs import TAG_VARIABLE, kill_tagged, new_tag
 from hermes_local.sandbox.workspace import PinnedWorkspace, folder_of
+from hermes_local.tools.mcp_listing import listed_tools, network_warnings, quiet_sdk_logs
 from hermes_local.tools.mcp_pins import PinStore, definition_hash
 from hermes_local.tools.mcp_results import arguments_model, clean_schema, open_world, permission_for, to_tool_result
 from hermes_local.tools.registry import Tool, ToolResult
@@ -149,6 +151,7 @@ class McpServer:
     _task: concurrent.futures.Future[Any] | None = None
     _stderr_path: Path | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _tag: str = field(default_factory=new_tag)
 
     @property
     def transport(self) -> str:
@@ -163,6 +166,7 @@ class McpServer:
                 params = None
             else:
                 params = stdio_parameters(self.name, self.config, self.sandbox, self.workspace)
+                params.env = {**(params.env or {}), TAG_VARIABLE: self._tag}  # its daemons carry it: stop() kills them
             ready: concurrent.futures.Future[list[Any]] = concurrent.futures.Future()
             self._task = self.runner.submit(self._serve(params, ready))
             try:
@@ -248,6 +252,7 @@ class McpServer:
 
     def stop(self) -> None:
         self._halt()
+        kill_tagged(self._tag)  # descendants that left the server's process group (a daemon), sandbox or not
         if self.status == "running":
             self.status = "stopped"
         if self._stderr_path is not None:
@@ -316,14 +321,10 @@ class McpServer:
                 note = "It was already restarted once; its tools are unavailable for the rest of this run."
             return ToolResult.failure("tool_error", f"{crashed}. {note}", summary=f"MCP server {self.name} crashed")
 
-    def as_tools(self) -> list[Tool]:
-        allowed = self.config.tools
-        out = []
-        for spec in self.tools:
-            if allowed is not None and spec.name not in allowed:
-                continue
-            out.append(self._tool(spec))
-        return out
+    def as_tools(self, notice: Notice | None = None) -> list[Tool]:
+        """The allowed tools, one per name, those with a schema we can apply (see `mcp_listing.listed_tools`)."""
+        specs = listed_tools(self.name, self.tools, self.config.tools, notice or (lambda line: None))
+        return [self._tool(spec) for spec in specs]
 
     def _tool(self, spec: Any) -> Tool:
         server, remote = self, spec.name
@@ -380,6 +381,7 @@ class McpManager:
         }
         self.on_notice = on_notice or (lambda line: None)
         self.pins = pins or PinStore()
+        self._release_logs = quiet_sdk_logs(self.on_notice)  # SDK log lines are notices, never tracebacks
         self._started = False
 
     def start(self) -> None:
@@ -387,6 +389,8 @@ class McpManager:
         if self._started:
             return
         self._started = True
+        for line in network_warnings({name: s.config for name, s in self.servers.items()}):
+            self.on_notice(line)
         with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(self.servers))) as pool:
             futures = {pool.submit(s.start): s for s in self.servers.values()}
         for future, server in futures.items():
@@ -396,10 +400,12 @@ class McpManager:
     def tools(self) -> list[tuple[Tool, str]]:
         """(tool, source) for every running server's allowed tools whose definition matches its pin (mcp_pins.py)."""
         self.start()
-        found = [(t, f"mcp:{s.name}") for s in self.servers.values() if s.status == "running" for t in s.as_tools()]
+        running = [s for s in self.servers.values() if s.status == "running"]
+        found = [(t, f"mcp:{s.name}") for s in running for t in s.as_tools(self.on_notice)]
         return self.pins.admit(found, self.on_notice)
 
     def close(self) -> None:
         for server in self.servers.values():
             server.stop()
         self.runner.stop()
+        self._release_logs()

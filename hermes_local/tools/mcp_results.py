@@ -59,11 +59,14 @@ def clean_schema(schema: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def arguments_model(name: str, schema: dict[str, Any]) -> type[BaseModel]:
-    """A pydantic model that accepts exactly what `schema` accepts (checked with jsonschema) and dumps it back."""
-    from jsonschema import validators  # type: ignore[import-untyped]
+    """A pydantic model that accepts exactly what `schema` accepts (checked with jsonschema) and dumps it back.
 
-    validator_class = validators.validator_for(schema)
-    validator = validator_class(schema)
+    The check resolves local refs only and bounds pattern matching in time (`mcp_listing.bounded_validator`);
+    `mcp_listing.check_schema` has refused the schemas it could not apply safely.
+    """
+    from hermes_local.tools.mcp_listing import bounded_validator, validation_errors
+
+    validator = bounded_validator(schema)
 
     class Arguments(BaseModel):
         """A server tool's arguments: checked against its JSON schema, passed through as given."""
@@ -75,7 +78,7 @@ def arguments_model(name: str, schema: dict[str, Any]) -> type[BaseModel]:
         def _check(cls, data: Any) -> Any:
             if not isinstance(data, dict):
                 raise ValueError("arguments must be a JSON object")
-            errors = sorted(validator.iter_errors(data), key=lambda e: [str(p) for p in e.path])
+            errors = validation_errors(validator, data)
             if errors:
                 first = errors[0]
                 where = ".".join(str(p) for p in first.path) or "arguments"

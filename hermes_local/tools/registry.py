@@ -300,6 +300,13 @@ class ToolRegistry:
     def register(self, t: Tool, *, source: str = "builtin") -> None:
         if not isinstance(t, Tool):
             raise TypeError(f"{t!r} is not a Tool; decorate the function with @tool")
+        if t.input_schema is not None:  # a schema given as is (MCP): validation must never fetch a remote $ref
+            from hermes_local.tools.mcp_listing import SchemaRefused, check_refs
+
+            try:
+                check_refs(t.name, t.input_schema)
+            except SchemaRefused as exc:
+                raise UserError(f"{exc} (from {source})") from None
         if t.name in self._tools:
             raise UserError(
                 f"tool name {t.name!r} from {source} is already taken by {self._sources[t.name]}; "

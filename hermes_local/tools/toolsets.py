@@ -7,10 +7,11 @@ so denied tools are absent from the prompt and the grammar, not just refused; `u
 built-ins that cannot work in a run (`query_database` without `--db`, `http_get` without an allowed
 host, `ask_user` with nobody to ask), which are left out the same way. When more than
 `max_tools_in_prompt` tools remain, `route()` offers only `open_toolset` plus one line per toolset in
-the system prompt; calling `open_toolset(toolset)` returns that toolset's full schemas as a tool
-result, appended where new tokens go, so the cached prompt prefix survives. Routing never refuses a
-call: every enabled tool stays registered and runs whether or not its toolset was opened. Does not
-run tools or build prompts (the agent renders `PromptPlan`).
+the system prompt (a toolset's line names at most `NAMES_PER_TOOLSET` tools, so a server listing
+thousands of tools cannot make the prompt overflow); calling `open_toolset(toolset)` returns that
+toolset's full schemas as a tool result, appended where new tokens go, so the cached prompt prefix
+survives. Routing never refuses a call: every enabled tool stays registered and runs whether or not
+its toolset was opened. Does not run tools or build prompts (the agent renders `PromptPlan`).
 """
 
 from __future__ import annotations
@@ -136,13 +137,20 @@ class PromptPlan:
         return self.offered is not None
 
 
+NAMES_PER_TOOLSET = 20  # tool names a toolset's line lists; past it, a count (a server may list thousands)
+
+
 def toolset_lines(registry: ToolRegistry) -> list[str]:
+    """One line per toolset: its tool names (the first `NAMES_PER_TOOLSET`, then how many more) and what it is for."""
     lines = []
     for group, names in groups(registry).items():
         about = BUILTIN_GROUPS[group][1] if group in BUILTIN_GROUPS else ""
         if not about and registry.source(names[0]).startswith("mcp:"):
             about = f"tools of the {group} MCP server"
-        lines.append(f"- {group}: {', '.join(names)}" + (f" ({about})" if about else ""))
+        shown = ", ".join(names[:NAMES_PER_TOOLSET])
+        if len(names) > NAMES_PER_TOOLSET:
+            shown += f" and {len(names) - NAMES_PER_TOOLSET} more (open the toolset to see them)"
+        lines.append(f"- {group}: {shown}" + (f" ({about})" if about else ""))
     return lines
 
 

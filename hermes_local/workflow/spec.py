@@ -25,6 +25,7 @@ from hermes_local.prompts import BoundedSandbox, TemplateBudget, render_bounded,
 from hermes_local.tools import ToolRegistry
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
+MAX_STEPS = 500  # a workflow's steps; a longer file is refused at load (3,000 steps ran for minutes, unbounded)
 STEP_ID_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"  # usable as `steps.<id>` in Jinja
 _SINGLE_EXPRESSION = re.compile(r"^\s*\{\{(?P<expr>(?:(?!\{\{|\}\}|\{%|%\}).)*)\}\}\s*$", re.S)
 
@@ -51,7 +52,7 @@ class WorkflowSpec(BaseModel):
     description: str = ""
     tools_modules: list[str] = Field(default_factory=list)
     vars: dict[str, Any] = Field(default_factory=dict)
-    steps: list[StepSpec] = Field(min_length=1)
+    steps: list[StepSpec] = Field(min_length=1, max_length=MAX_STEPS)
 
 
 @dataclass

@@ -210,3 +210,18 @@ def test_script_wrapper_downloads(
         [sys.executable, "scripts/download_model.py", "nope"], cwd=ROOT, env=env, capture_output=True, text=True
     )
     assert proc.returncode == 2 and proc.stderr.startswith("error: unknown model 'nope'")
+
+
+def test_a_stream_longer_than_the_declared_size_is_cut_there_and_refused(
+    online: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+) -> None:
+    """Issue 26 item 8 (resources): a hub declaring 1,000 bytes made us write all 64 MB before refusing."""
+    big = DATA + b"\0" * (64 * 1024 * 1024)
+    write_registry(online)
+    hub = start_hub(monkeypatch, request)
+    hosted = hub.add(REPO, FILE, big, declared_size=1000)
+    with pytest.raises(UserError) as info:
+        download_model("tiny")
+    assert "declared" in str(info.value) and "\n" not in str(info.value)
+    assert all(p.stat().st_size <= 1000 for p in blobs(online))  # nothing past the declared size on disk
+    assert hosted.sent < 16 * 1024 * 1024, hosted.sent  # the transfer stopped early (socket buffers aside)

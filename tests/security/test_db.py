@@ -187,3 +187,49 @@ def test_pragmas_and_extensions_cannot_change_anything(db: Path, sql: str) -> No
     assert not result.ok and result.error_kind in ("permission_denied", "invalid_arguments"), result
     assert hashlib.sha256(db.read_bytes()).hexdigest() == digest
     assert sorted(p.name for p in db.parent.iterdir()) == ["data.db"]
+
+
+_WIDE = textwrap.dedent(
+    """
+    import json, resource, sys, threading
+    from pathlib import Path
+    from hermes_local.tools import Approver, Executor, ToolContext, default_registry
+    db = Path(sys.argv[1])
+    ex = Executor(default_registry(), ToolContext(workspace=db.parent, db_path=db, timeout=120.0), Approver())
+    out = []
+    def one():
+        r = ex.execute("query_database", {"sql": "SELECT * FROM wide", "limit": 10})
+        out.append([r.ok, r.error_kind, len(r.to_json())])
+    one()  # alone first: it must succeed
+    threads = [threading.Thread(target=one) for _ in range(4)]  # MAX_PARALLEL_CALLS reads of one turn
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    print(json.dumps({"results": out, "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024}))
+    """
+)
+
+
+def test_a_row_of_15_big_invalid_utf8_values_stays_under_800_mb_also_read_concurrently(tmp_path: Path) -> None:
+    """Issue 26 item 8 (resources): 15 x 16 MB of bad UTF-8 in one row peaked at 2.4 GB (64 MB of escapes each)."""
+    path = tmp_path / "wide.db"
+    make = textwrap.dedent(  # in a child: this process's SQLite heap may already be capped by other tests
+        """
+        import sqlite3, sys
+        conn = sqlite3.connect(sys.argv[1])
+        conn.execute("CREATE TABLE wide (" + ", ".join(f"c{i} TEXT" for i in range(15)) + ")")
+        value = b"\\xff" * (16 * 1024 * 1024 - 64)
+        conn.execute("INSERT INTO wide VALUES (" + ", ".join(["CAST(? AS TEXT)"] * 15) + ")", [value] * 15)
+        conn.commit()
+        """
+    )
+    subprocess.run([sys.executable, "-c", make, str(path)], check=True)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    proc = subprocess.run([sys.executable, "-c", _WIDE, str(path)], capture_output=True, text=True, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    report = json.loads(proc.stdout)
+    print(f"15 x 16 MB bad UTF-8, 4 concurrent reads: peak RSS {report['peak_mb']} MB, results {report['results']}")
+    assert len(report["results"]) == 5 and report["results"][0][0], report
+    assert all(ok or kind == "invalid_arguments" for ok, kind, _ in report["results"]), report  # never a timeout
+    assert report["peak_mb"] < 800

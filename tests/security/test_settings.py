@@ -55,6 +55,17 @@ def test_cli_tool_timeout_inf_is_one_line(tmp_path: Path) -> None:
     assert_one_line(proc, "tool_timeout", "finite")
 
 
+@pytest.mark.parametrize("key", ["engine_timeout", "approval_timeout"])
+def test_engine_and_approval_timeout_inf_are_refused_at_load_in_one_line(key: str, hermetic_home: Path) -> None:
+    """Issue 26 item 8 (resources): `inf` was accepted and became a traceback when a timer was set."""
+    config = hermetic_home / "hermes" / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(f"{key} = inf\n")
+    with pytest.raises(UserError, match=key):
+        load_settings()
+    assert_one_line(cli("run", "--model", "replay:none.jsonl", "hi"), key, "finite")
+
+
 def test_unreadable_config_is_one_line(hermetic_home: Path) -> None:
     config = hermetic_home / "hermes" / "config.toml"
     config.parent.mkdir(parents=True, exist_ok=True)

@@ -286,3 +286,12 @@ def test_summarize_step_asks_the_model_once_and_writes_the_output(tmp_path: Path
     (workspace / "summary.md").unlink()
     res = run_wf(str(wf), "--workspace", str(workspace), "--model", f"replay:{replay}")
     assert res.exit_code == 1 and "✗ summary [(summarize)] permission_denied" in res.stdout
+
+
+def test_a_3000_step_workflow_is_refused_at_load_in_one_line(tmp_path: Path, workspace: Path) -> None:
+    """Issue 26 item 8 (resources): 3,000 steps ran for minutes with no limit."""
+    wf = tmp_path / "wf.toml"
+    wf.write_text(steps_toml(*[f'id = "s{i}"\ntool = "list_dir"' for i in range(3000)]))
+    res = run_wf(str(wf), "--workspace", str(workspace), "--yes")
+    assert res.exit_code == 2, res.stdout[-500:]
+    assert "at most 500 items" in res.stderr and len(res.stderr.strip().splitlines()) == 1, res.stderr[-500:]
