@@ -17,6 +17,7 @@ through `on_event`. This module never formats terminal output.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Any
 
@@ -26,6 +27,7 @@ from hermes_local.agent.memory import Memory, Turn, extract_plan
 from hermes_local.agent.result import AgentConfig, RunResult, step_limit_line
 from hermes_local.agent.resume import STOPPED_CALLS, rebuild_memory
 from hermes_local.agent.turn import execute_turn, is_parroted
+from hermes_local.calls.grammar import GrammarTooLarge
 from hermes_local.calls.parse import ParseResult, ToolCall
 from hermes_local.config import home_dir
 from hermes_local.dialects import Dialect, require_same_dialect
@@ -143,8 +145,10 @@ class Agent:
         if not self.config.grammar or self.config.tool_choice == "none" or not len(self.executor.registry):
             return None
         tools = [t for t in self.executor.registry if not (without_final_answer and t.name == FINAL_ANSWER)]
-        if without_final_answer not in self._grammar_texts:
-            self._grammar_texts[without_final_answer] = self.dialect.grammar(tools) if tools else None
+        if without_final_answer not in self._grammar_texts:  # too large (thousands of tools): parse and validate only
+            with contextlib.suppress(GrammarTooLarge):
+                self._grammar_texts[without_final_answer] = self.dialect.grammar(tools) if tools else None
+            self._grammar_texts.setdefault(without_final_answer, None)
         return self._grammar_texts[without_final_answer]
 
     def _prompt_tokens(self, memory: Memory, prefill: str) -> list[int]:
