@@ -34,3 +34,32 @@ def test_the_map_names_every_file() -> None:
         if not shown & names:
             missing.append(rel)
     assert not missing, f"README's map does not mention: {missing}"
+
+
+# -- every command line the README shows: the names in it resolve ---------------------------------------------
+def _readme_commands() -> list[str]:
+    """The `hermes-local ...` lines of the README's code blocks and of tests/eval/README.md."""
+    lines = []
+    for doc in (ROOT / "README.md", ROOT / "tests" / "eval" / "README.md"):
+        text = doc.read_text(encoding="utf-8")
+        for block in re.findall(r"```(?:sh|bash)?\n(.*?)```", text, re.S) + re.findall(r"^    (.*)$", text, re.M):
+            lines += [line.strip() for line in block.splitlines() if line.strip().startswith("hermes-local ")]
+    return lines
+
+
+def _help_texts() -> str:
+    from typer.testing import CliRunner
+
+    from hermes_local.cli.app import app
+
+    runner = CliRunner()
+    return "\n".join(runner.invoke(app, [*cmd, "--help"], terminal_width=400).stdout for cmd in (["run"], ["eval"]))
+
+
+def test_every_model_name_in_the_docs_and_help_resolves() -> None:
+    from hermes_local.models.registry import lookup
+
+    names = re.findall(r"--model ([\w.:/-]+)", "\n".join(_readme_commands()) + "\n" + _help_texts())
+    registry_names = [n for n in names if not n.startswith("replay:") and not n.endswith(".gguf") and n != "NAME"]
+    assert registry_names, "the docs name no registry model"
+    assert [n for n in registry_names if lookup(n) is None] == []

@@ -110,7 +110,8 @@ RUN_EXAMPLES = (
     "Examples:\n\n"
     'hermes-local run "What time is it? Note it in my memo."\n\n'
     'hermes-local run "Summarise notes.txt into report.md" --workspace ~/work --allow write_file\n\n'
-    'hermes-local run "Top 5 customers by revenue" --db shop.sqlite --model hermes-2-pro-llama-3 --n-gpu-layers -1\n\n'
+    'hermes-local run "Top 5 customers by revenue" --db shop.sqlite'
+    " --model hermes-2-pro-llama-3-8b --n-gpu-layers -1\n\n"
     "hermes-local run --resume 20261130-101500-abc123"
 )
 
