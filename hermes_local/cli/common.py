@@ -126,6 +126,42 @@ def read_instructions(value: str | None) -> str | None:
         raise UserError(f"--instructions {value}: cannot read {path} ({exc}); give an existing text file") from exc
 
 
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def check_paths(
+    *, workspace: Path | None = None, db: Path | None = None, tools_modules: list[str] | None = None
+) -> None:
+    """The paths a command line names, checked before the model loads and before any other output.
+
+    A missing workspace, a `--db` that is not an SQLite file, or a `--tools-module` that is neither a file nor
+    an importable module is one line naming the fix (UserError, exit 2), not a surprise mid-run.
+    """
+    import importlib.util
+
+    if workspace is not None and not workspace.is_dir():
+        raise UserError(f"workspace {workspace} is not a directory; create it or pass --workspace DIR")
+    if db is not None:
+        try:
+            with db.expanduser().open("rb") as handle:
+                head = handle.read(len(SQLITE_MAGIC))
+        except OSError as exc:
+            raise UserError(f"--db {db}: cannot open it ({exc.strerror}); give an existing SQLite file") from exc
+        if head and head != SQLITE_MAGIC:
+            raise UserError(f"--db {db} is not an SQLite database; give an SQLite file (.sqlite, .db)")
+    for spec in tools_modules or []:
+        if spec.endswith(".py") or "/" in spec:
+            if not Path(spec).expanduser().is_file():
+                raise UserError(f"--tools-module {spec} does not exist; give a .py file or an importable module")
+            continue
+        try:
+            found = importlib.util.find_spec(spec)
+        except (ImportError, ValueError):
+            found = None
+        if found is None:
+            raise UserError(f"--tools-module {spec} is neither a .py file nor an importable module; check the name")
+
+
 def _floats(text: str | None, flag: str) -> list[float] | None:
     if not text:
         return None

@@ -12,7 +12,15 @@ from typing import Annotated
 
 import typer
 
-from hermes_local.cli.common import DialectOpt, InstructionsOpt, ToolsOpt, fail, notice, settings_from_flags
+from hermes_local.cli.common import (
+    DialectOpt,
+    InstructionsOpt,
+    ToolsOpt,
+    check_paths,
+    fail,
+    notice,
+    settings_from_flags,
+)
 
 workflow_app = typer.Typer(help="Run TOML workflows: tool steps in dependency order, no model.", no_args_is_help=True)
 
@@ -134,6 +142,8 @@ def workflow_run(
     from hermes_local.runtime import load_llm
     from hermes_local.workflow.run import load_workflow, run_workflow
 
+    # before any step runs; a --resume may reuse the outputs of queries whose database is gone
+    check_paths(workspace=workspace, db=None if resume else db, tools_modules=tools_module)
     variables = _parse_vars(var)
     settings = settings_from_flags(locals())
     wf = load_workflow(file, tools_modules=tools_module or [], var_overrides=variables, allow_imports=allow_imports)

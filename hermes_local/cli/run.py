@@ -35,6 +35,7 @@ from hermes_local.cli.common import (
     ToolsOpt,
     WorkspaceOpt,
     YesOpt,
+    check_paths,
     fail,
     notice,
     settings_from_flags,
@@ -157,6 +158,7 @@ def run(
 
     if (task is None) == (resume is None):
         fail("give a TASK, or --resume ID to continue a session (not both)")
+    check_paths(workspace=workspace, db=db, tools_modules=tools_module)  # before the model and any output
     events = events_to_resume(resume, on_skip=notice) if resume else []
     if resume and dialect is None:
         dialect = recorded_dialect(events)  # the logged turns are in that dialect; another --dialect is refused
@@ -185,8 +187,16 @@ def run(
     leftover = getattr(llm, "remaining", 0)
     if leftover:
         fail(f"the replay file has {leftover} unused output(s); the run diverged from the recording", 1)
-    if result.stopped == "error":
-        raise typer.Exit(1)
+    _exit_with(result.stopped)
+
+
+def _exit_with(stopped: str) -> None:
+    """Exit with the code of how the run ended (README "Exit codes": answer 0, error 1, max_steps 3, ...)."""
+    from hermes_local.agent.result import exit_code_for
+
+    code = exit_code_for(stopped)
+    if code:
+        raise typer.Exit(code)
 
 
 def chat(
@@ -213,6 +223,7 @@ def chat(
     tools: ToolsOpt = None,
 ) -> None:
     """Interactive multi-turn chat with tools. /reset starts over, /exit (or Ctrl-D) quits."""
+    check_paths(workspace=workspace, db=db, tools_modules=tools_module)
     settings = settings_from_flags(locals())
     llm, agent, session = _prepare(
         settings, workspace=workspace, yes=yes, tools_module=tools_module, db=db, as_json=False

@@ -105,8 +105,8 @@ def test_session_is_logged(tmp_path: Path, workspace: Path) -> None:
 @pytest.mark.real_model
 def test_full_run_on_the_embedded_model(workspace: Path) -> None:
     code, out, err = run_json(TASK, "--workspace", str(workspace), "--max-steps", "3", "--n-ctx", "2048")
-    assert code == 0, err
     assert out["stopped"] in ("answer", "max_steps")
+    assert code == {"answer": 0, "max_steps": 3}[out["stopped"]], err
     assert out["usage"]["prompt_tokens"] > 100 and out["usage"]["completion_tokens"] > 0
     assert 0 < out["usage"]["prompt_tokens_evaluated"] <= out["usage"]["prompt_tokens"]
 
@@ -135,8 +135,8 @@ def test_python_dash_m_runs_required_tool_calls(workspace: Path) -> None:
         timeout=300,
         stdin=subprocess.DEVNULL,
     )
-    assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
+    assert proc.returncode == {"answer": 0, "max_steps": 3}[out["stopped"]], proc.stderr
     assert out["tool_calls"] and out["steps"] <= 2
     # every step called a tool; a run that ended early did so through final_answer
     assert out["stopped"] == "max_steps" or out["tool_calls"][-1]["name"] == "final_answer"
@@ -145,7 +145,7 @@ def test_python_dash_m_runs_required_tool_calls(workspace: Path) -> None:
 @pytest.mark.real_model
 def test_readme_first_command_calls_a_tool_without_tool_choice_required(workspace: Path) -> None:
     code, out, err = run_json(TASK, "--workspace", str(workspace), "--max-steps", "3", "--n-ctx", "2048")
-    assert code == 0, err
+    assert code == {"answer": 0, "max_steps": 3}[out["stopped"]], err
     valid = [c for c in out["tool_calls"] if c["name"] not in ("invalid_tool_call",)]
     assert valid, out  # the answer guard sends a tool-less guess back and the next step must call a tool
     assert out["guarded"] in (0, 1)

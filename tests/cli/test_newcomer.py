@@ -3,16 +3,21 @@
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
+from hermes_local.agent.result import EXIT_CODES
 from hermes_local.cli.app import app
 from hermes_local.errors import UserError
 from hermes_local.models.registry import close_names, lookup, resolve_model
+from hermes_local.testing import tool_call_text as call
+from hermes_local.testing import write_replay
 
 runner = CliRunner()
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize(
@@ -38,3 +43,74 @@ def test_run_with_a_misspelt_model_says_did_you_mean_in_one_line(workspace: Path
     res = runner.invoke(app, ["run", "x", "--model", "hermes-2-pro-lama-3-8b", "--workspace", str(workspace)])
     assert res.exit_code == 2 and "did you mean hermes-2-pro-llama-3-8b:Q4_K_M?" in res.stderr
     assert len(res.stderr.strip().splitlines()) == 1
+
+
+# -- exit codes a script can rely on; paths checked before the model and before any output ----------------------
+def test_a_run_that_hits_the_step_limit_exits_3(tmp_path: Path, workspace: Path) -> None:
+    replay = write_replay(tmp_path / "r.jsonl", [call("get_current_time"), "It is some time."])
+    res = runner.invoke(
+        app,
+        ["run", "What time is it?", "--model", f"replay:{replay}", "--workspace", str(workspace), "--max-steps", "1"],
+    )
+    assert res.exit_code == EXIT_CODES["max_steps"] == 3, res.stderr
+
+
+def test_an_answered_run_exits_0(tmp_path: Path, workspace: Path) -> None:
+    replay = write_replay(tmp_path / "r.jsonl", ["Hello."])
+    res = runner.invoke(app, ["run", "Say hello", "--model", f"replay:{replay}", "--workspace", str(workspace)])
+    assert res.exit_code == 0 and res.stdout.strip() == "Hello."
+
+
+def _sqlite(path: Path) -> Path:
+    sqlite3.connect(path).close()
+    return path
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--db", "{tmp}/missing.sqlite"], "--db {tmp}/missing.sqlite: cannot open it"),
+        (["--db", "{tmp}/notes.txt"], "is not an SQLite database"),
+        (["--workspace", "{tmp}/nowhere"], "workspace {tmp}/nowhere is not a directory"),
+        (["--tools-module", "{tmp}/my_tools.py"], "--tools-module {tmp}/my_tools.py does not exist"),
+        (["--tools-module", "no_such_module_here"], "neither a .py file nor an importable module"),
+        (["--instructions", "@{tmp}/rules.txt"], "--instructions @{tmp}/rules.txt: cannot read"),
+    ],
+)
+def test_paths_on_the_command_line_are_checked_before_the_model_and_any_output(
+    tmp_path: Path, workspace: Path, flags: list[str], message: str
+) -> None:
+    (tmp_path / "notes.txt").write_text("not a database, just some notes\n")
+    args = [f.format(tmp=tmp_path) for f in flags]
+    base = ["--model", "no-such-model", "--workspace", str(workspace)]  # the model would fail next: it must not
+    for command in (["run", "x"], ["chat"]):
+        res = runner.invoke(app, [*command, *base, *args])
+        assert res.exit_code == 2, res.stderr
+        assert res.stdout == "" and res.stderr.startswith("error: ") and len(res.stderr.splitlines()) == 1
+        assert message.format(tmp=tmp_path) in res.stderr
+
+
+def test_workflow_run_checks_db_before_any_step(tmp_path: Path, workspace: Path) -> None:
+    res = runner.invoke(
+        app, ["workflow", "run", str(ROOT / "scripts/examples/daily_report.toml"), "--db", str(tmp_path / "no.sqlite")]
+    )
+    assert res.exit_code == 2 and "cannot open it" in res.stderr and res.stdout == ""
+
+
+def test_a_real_sqlite_db_passes_the_check(tmp_path: Path, workspace: Path) -> None:
+    replay = write_replay(tmp_path / "r.jsonl", ["No rows needed."])
+    db = _sqlite(tmp_path / "shop.sqlite")
+    res = runner.invoke(
+        app, ["run", "x", "--model", f"replay:{replay}", "--workspace", str(workspace), "--db", str(db)]
+    )
+    assert res.exit_code == 0, res.stderr
+
+
+def test_mcp_list_exits_1_when_a_configured_server_fails(hermetic_home: Path) -> None:
+    home = hermetic_home / "hermes"
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.toml").write_text('[mcp.servers.gone]\ncommand = "no-such-mcp-server-binary"\n')
+    for extra in ([], ["--json"]):
+        res = runner.invoke(app, ["mcp", "list", *extra])
+        assert res.exit_code == 1, res.stdout + res.stderr
+        assert "gone" in res.stdout and "failed" in res.stdout
