@@ -186,6 +186,17 @@ def events_to_resume(session_id: str, *, on_skip: Callable[[str], None] | None =
     return events
 
 
+def events_to_continue(session_id: str, *, on_skip: Callable[[str], None] | None = None) -> list[Event]:
+    """The events of a finished session that a new message may follow (`run --continue ID`)."""
+    events = read_events(session_path(session_id), on_skip=on_skip)
+    if not any(isinstance(e, RunStart) for e in events):
+        raise UserError(f"session {session_id} has no recorded start; it cannot be continued")
+    last = next((e for e in reversed(events) if isinstance(e, RunStart | RunResumed | RunEnd)), None)
+    if not isinstance(last, RunEnd):
+        raise UserError(f"session {session_id} has not ended; finish it with: hermes-local run --resume {session_id}")
+    return events
+
+
 def recorded_dialect(events: list[Event]) -> str | None:
     """The dialect a logged run was started in (None for logs written before it was recorded)."""
     start = next((e for e in events if isinstance(e, RunStart)), None)

@@ -1,15 +1,15 @@
 """The agent loop: render -> complete -> parse -> execute -> feed back, with its guards.
 
-`Agent.run(goal)` returns a `RunResult`; `Agent.resume(events)` continues a logged session;
-`Agent.chat(memory, message)` runs one turn of a multi-turn chat. Model mistakes (bad JSON,
+`Agent.run(goal)` returns a `RunResult`; `Agent.resume(events)` continues a logged session (with a
+message, a finished one); `Agent.chat(memory, message)` runs one turn of a multi-turn chat. Model mistakes (bad JSON,
 unknown tools, bad arguments) go back to the model as tool results and the loop continues. Guards:
 the context budget (compaction before ~75% of n_ctx), a goal reminder every few steps, the loop
 guard (identical repeats, call cycles, results already seen twice: `guards.LoopGuard`), the no-tool
 answer guard (one bounce of an answer given without any tool call when the goal needs a tool; the
 next step must call a tool), a cap on consecutive failures, and one final-answer request at
 max_steps. Under tool_choice=required the model ends the run with the `final_answer` tool (guarded
-like an answer when no tool has answered yet). The
-calls of one turn run through `execution.run_grouped` (reads concurrently, others in order).
+like an answer when no tool has answered yet). The calls of one turn run through `execution.run_grouped`
+(reads concurrently, others in order).
 Progress is reported as typed `events.Event` objects through `on_event`; every tool call becomes one
 `events.ToolOutcome`. This module never formats terminal output.
 """
@@ -246,8 +246,9 @@ class Agent:
             memory.add_assistant(result.steps, result.answer, [])
         return memory, result
 
-    def resume(self, events: list[Event]) -> RunResult:
-        """Continue a logged session: completed calls are not re-run; an in-flight call is interrupted."""
+    def resume(self, events: list[Event], message: str | None = None) -> RunResult:
+        """Continue a logged session: completed calls are not re-run; an in-flight call is interrupted.
+        With `message`, a finished session goes on with that new user message (`run --continue ID`)."""
         start = next((e for e in events if isinstance(e, RunStart)), None)
         if start is None:
             raise ValueError("the session log has no run_start event")
@@ -255,6 +256,8 @@ class Agent:
         memory = rebuild_memory(events, start, self.system_prompt(), self.dialect, self.executor, self._on_turn)
         last_step = max((t.step for t in memory.turns), default=0)
         self.on_event(RunResumed(memory.goal, last_step + 1))
+        if message is not None:
+            return self.chat(memory, message)[1]
         return self._loop(memory, self._new_result(last_step), first_step=last_step + 1)
 
     # -- the loop --------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """Rebuild a run's memory from its session log, so `Agent.resume` can continue where it stopped.
 
-Turns come back from the logged `turn_added` events (assistant turns from the logged text), the
+Turns come back from the logged `turn_added` events (assistant turns, calls and answers, from the logged text), the
 ledger from the logged tool outcomes, and a step cut off by a crash gets its tool turn: the logged
 results, then `interrupted` for a call that had started and `not run` for the rest. Completed calls
 are handed to the executor so they are never run again. This module does not run anything, call
@@ -9,9 +9,17 @@ the model or write the log.
 
 from __future__ import annotations
 
-from hermes_local.agent.memory import Memory, Turn, TurnSink
+from hermes_local.agent.memory import Memory, Turn, TurnSink, extract_plan
 from hermes_local.dialects import Dialect
-from hermes_local.events import AssistantText, Event, RunStart, ToolCallStarted, ToolFinished, ToolOutcome, TurnAdded
+from hermes_local.events import (
+    AssistantText,
+    Event,
+    RunStart,
+    ToolCallStarted,
+    ToolFinished,
+    ToolOutcome,
+    TurnAdded,
+)
 from hermes_local.prompts import Segments
 from hermes_local.tools.execution import Executor
 from hermes_local.tools.registry import ToolResult
@@ -33,9 +41,9 @@ def rebuild_memory(
     for e in events:
         if isinstance(e, TurnAdded):
             memory.restore_turn(Turn.from_event(e.to_dict()))
-        elif isinstance(e, AssistantText) and not e.final:
-            parsed = dialect.parse(e.text, tool_names)
-            if parsed.calls or parsed.errors:
+        elif isinstance(e, AssistantText):  # calls, and answers (guarded ones, a finished run's, a chat turn's)
+            parsed = dialect.parse(extract_plan(e.text)[2], tool_names)
+            if parsed.calls or parsed.errors or parsed.text:
                 memory.restore_assistant(e.step, parsed.text, parsed.calls)
     tool_steps = {t.step for t in memory.turns if t.role == "tool"}
     for e in events:
@@ -57,6 +65,8 @@ def _settle_interrupted_step(
     """Give the last logged step its tool turn: logged results, or interrupted/not-started errors."""
     text = next(e.text for e in reversed(events) if isinstance(e, AssistantText) and e.step == step)
     parsed = dialect.parse(text, tool_names)
+    if not parsed.calls and not parsed.errors:
+        return  # an answer (a chat turn, or a continued run's): nothing was interrupted
     started = [e for e in events if isinstance(e, ToolCallStarted) and e.step == step]
     finished = [e.outcome for e in events if isinstance(e, ToolFinished) and e.outcome.step == step]
     outcomes: list[ToolOutcome] = []

@@ -9,6 +9,7 @@ every command. Does not build agents or hold command logic.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
@@ -37,8 +38,21 @@ class HermesGroup(TyperGroup):
 
     def parse_args(self, ctx: Context, args: list[str]) -> list[str]:
         if args and not args[0].startswith("-") and args[0] not in self.commands:
+            self._refuse_a_word_that_could_be_a_command(args[0])
             args = [self.default_command, *args]
         return super().parse_args(ctx, args)
+
+    def _refuse_a_word_that_could_be_a_command(self, word: str) -> None:
+        """`hermes-local "task"` takes only a task that cannot be a command: a single bare word (`stats`,
+        `sesions`) is a mistyped or future subcommand far more often than a task, so it is refused (exit 2)."""
+        import difflib
+
+        if not re.fullmatch(r"[A-Za-z][\w-]*", word):
+            return
+        close = difflib.get_close_matches(word.lower(), sorted(self.commands), n=1, cutoff=0.6)
+        if close:
+            fail(f"no command {word!r}; did you mean `hermes-local {close[0]}`? (a task: hermes-local run {word})")
+        fail(f"no command {word!r} (see hermes-local --help); to give the agent this task: hermes-local run {word}")
 
     def invoke(self, ctx: Context) -> Any:
         try:

@@ -48,7 +48,14 @@ def eval_command(
             min=1, max=64, help="Runs at once on one loaded model (decoded together as sequences of one batch)."
         ),
     ] = 1,
-    report: Annotated[Path, typer.Option(help="Where to write the JSON report.")] = Path("eval-report.json"),
+    report: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            "--report",
+            help="Where to write the JSON report (default: $HERMES_LOCAL_HOME/evals/<time>-<cases>.json).",
+        ),
+    ] = None,
     case: Annotated[list[str] | None, typer.Option(help="Run only this case ID (repeatable).")] = None,
     max_steps: Annotated[int | None, typer.Option(help="Default step limit for cases without max_steps.")] = None,
     n_ctx: Annotated[int | None, typer.Option(help="Context window in tokens.")] = None,
@@ -72,12 +79,22 @@ def eval_command(
         suite = load_cases(cases, only=case, registry=everything)
         reports = run_suite(suite, settings, repeat=repeat, on_progress=notice, jobs=jobs)
     data = suite_report(reports, cases_file=cases, model=settings.model, repeat=repeat)
+    report = report or default_report_path(cases)
     report.parent.mkdir(parents=True, exist_ok=True)
     report.write_text(json.dumps(data, ensure_ascii=False, indent=2, default=str) + "\n", encoding="utf-8")
     typer.echo(format_table(reports, data["summary"]))
     typer.echo(f"report: {report}")
     if data["summary"]["failed"]:
         raise typer.Exit(1)
+
+
+def default_report_path(cases: Path) -> Path:
+    """Where an eval report goes without --out: under $HERMES_LOCAL_HOME/evals/, never the current folder."""
+    import time
+
+    from hermes_local.config import home_dir
+
+    return home_dir() / "evals" / f"{time.strftime('%Y%m%d-%H%M%S')}-{cases.stem}.json"
 
 
 # -- sessions export ------------------------------------------------------------------------------

@@ -151,24 +151,35 @@ def run(
     resume: Annotated[
         str | None, typer.Option(help="Continue session ID (see `sessions list`); completed calls are not re-run.")
     ] = None,
+    continue_id: Annotated[
+        str | None,
+        typer.Option(
+            "--continue", metavar="ID", help="Follow a finished session ID with TASK as a new message (same memory)."
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object with the result.")] = False,
 ) -> None:
-    """Run the agent on TASK until it answers or reaches --max-steps (or continue one with --resume ID)."""
-    from hermes_local.session import events_to_resume, recorded_dialect
+    """Run the agent on TASK until it answers or reaches --max-steps (or continue one with --resume ID).
 
-    if (task is None) == (resume is None):
-        fail("give a TASK, or --resume ID to continue a session (not both)")
+    TASK "-" reads the task from stdin; --continue ID follows a finished session with TASK as a new message.
+    """
+    from hermes_local.session import recorded_dialect
+
+    task, events = _task_and_events(task, resume, continue_id)
     check_paths(workspace=workspace, db=db, tools_modules=tools_module)  # before the model and any output
-    events = events_to_resume(resume, on_skip=notice) if resume else []
-    if resume and dialect is None:
+    session_id = resume or continue_id
+    if session_id and dialect is None:
         dialect = recorded_dialect(events)  # the logged turns are in that dialect; another --dialect is refused
     settings = settings_from_flags(locals())
     llm, agent, session = _prepare(
-        settings, workspace=workspace, yes=yes, tools_module=tools_module, db=db, as_json=as_json, session_id=resume
+        settings, workspace=workspace, yes=yes, tools_module=tools_module, db=db, as_json=as_json, session_id=session_id
     )
     try:
         with agent, session:
-            result = agent.resume(events) if resume else agent.run(task or "")
+            if events:
+                result = agent.resume(events, message=task if continue_id else None)
+            else:
+                result = agent.run(task or "")
     except KeyboardInterrupt:
         fail(f"interrupted; continue with: hermes-local run --resume {session.id}", 130)
     except EngineError as exc:  # a remote engine went away mid-run: the session log is complete so far
@@ -188,6 +199,27 @@ def run(
     if leftover:
         fail(f"the replay file has {leftover} unused output(s); the run diverged from the recording", 1)
     _exit_with(result.stopped)
+
+
+def _task_and_events(task: str | None, resume: str | None, continue_id: str | None) -> tuple[str | None, list]:
+    """The task (stdin for "-") and the logged events a --resume / --continue goes on from; one line otherwise."""
+    from hermes_local.session import events_to_continue, events_to_resume
+
+    if resume and continue_id:
+        fail("give --resume ID (a killed run) or --continue ID (a finished one), not both")
+    if continue_id and task is None:
+        fail(f'--continue {continue_id} needs the new message: hermes-local run --continue {continue_id} "..."')
+    if not continue_id and (task is None) == (resume is None):
+        fail("give a TASK, or --resume ID to continue a session (not both)")
+    if task == "-":
+        task = sys.stdin.read().strip()
+        if not task:
+            fail('run - reads the task from stdin, and stdin was empty; e.g. echo "Summarise it" | hermes-local run -')
+    if resume:
+        return task, events_to_resume(resume, on_skip=notice)
+    if continue_id:
+        return task, events_to_continue(continue_id, on_skip=notice)
+    return task, []
 
 
 def _exit_with(stopped: str) -> None:

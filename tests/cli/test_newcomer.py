@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from hermes_local.agent.result import EXIT_CODES
 from hermes_local.cli.app import app
 from hermes_local.errors import UserError
 from hermes_local.models.registry import close_names, lookup, resolve_model
+from hermes_local.session import list_sessions, read_records, session_path
 from hermes_local.testing import tool_call_text as call
 from hermes_local.testing import write_replay
 
@@ -114,3 +116,63 @@ def test_mcp_list_exits_1_when_a_configured_server_fails(hermetic_home: Path) ->
         res = runner.invoke(app, ["mcp", "list", *extra])
         assert res.exit_code == 1, res.stdout + res.stderr
         assert "gone" in res.stdout and "failed" in res.stdout
+
+
+# -- the `hermes-local "task"` shortcut, `run -`, `run --continue ID`, eval reports ----------------------------
+@pytest.mark.parametrize(
+    ("word", "message"),
+    [
+        ("sesions", "did you mean `hermes-local sessions`?"),
+        ("modles", "did you mean `hermes-local models`?"),
+        ("stats", "no command 'stats' (see hermes-local --help)"),
+    ],
+)
+def test_a_single_word_that_could_be_a_command_is_refused(word: str, message: str, workspace: Path) -> None:
+    res = runner.invoke(app, [word, "--workspace", str(workspace)])
+    assert res.exit_code == 2 and message in res.stderr and res.stdout == ""
+    assert f"hermes-local run {word}" in res.stderr  # how to mean it as a task after all
+
+
+def test_the_shortcut_still_takes_a_task_of_several_words(tmp_path: Path, workspace: Path) -> None:
+    replay = write_replay(tmp_path / "r.jsonl", ["Hello."])
+    res = runner.invoke(app, ["Say hello please", "--model", f"replay:{replay}", "--workspace", str(workspace)])
+    assert res.exit_code == 0 and res.stdout.strip() == "Hello.", res.stderr
+
+
+def test_run_dash_reads_the_task_from_stdin(tmp_path: Path, workspace: Path) -> None:
+    replay = write_replay(tmp_path / "r.jsonl", ["Piped."])
+    args = ["run", "-", "--model", f"replay:{replay}", "--workspace", str(workspace), "--json"]
+    res = runner.invoke(app, args, input="Summarise the piped text\n")
+    assert res.exit_code == 0, res.stderr
+    sid = json.loads(res.stdout)["session_id"]
+    start = read_records(session_path(sid))[0]
+    assert start["kind"] == "run_start" and start["goal"] == "Summarise the piped text"
+    empty = runner.invoke(app, args, input="")
+    assert empty.exit_code == 2 and "stdin was empty" in empty.stderr
+
+
+def test_run_continue_follows_a_finished_session_with_a_new_message(tmp_path: Path, workspace: Path) -> None:
+    first = write_replay(tmp_path / "a.jsonl", [call("get_current_time"), "It is ten."])
+    res = runner.invoke(app, ["run", "What time is it?", "--model", f"replay:{first}", "--workspace", str(workspace)])
+    assert res.exit_code == 0, res.stderr
+    sid = list_sessions()[0].id
+    second = write_replay(tmp_path / "b.jsonl", ["In the morning."])
+    args = ["run", "--continue", sid, "Morning or evening?", "--model", f"replay:{second}", "--json"]
+    res = runner.invoke(app, [*args, "--workspace", str(workspace)])
+    assert res.exit_code == 0, res.stderr
+    out = json.loads(res.stdout)
+    assert out["answer"] == "In the morning." and out["session_id"] == sid
+    kinds = [r["kind"] for r in read_records(session_path(sid))]
+    assert kinds.count("run_start") == 1 and kinds.count("run_end") == 2 and "run_resumed" in kinds
+    again = runner.invoke(app, ["run", "--continue", sid, "--model", f"replay:{second}"])
+    assert again.exit_code == 2 and "needs the new message" in again.stderr
+
+
+def test_run_continue_refuses_a_session_that_has_not_ended(workspace: Path) -> None:
+    from hermes_local.events import RunStart
+    from hermes_local.session import SessionLog
+
+    with SessionLog() as log:
+        log.log(RunStart("t", [], "hermes", "hermes"))
+    res = runner.invoke(app, ["run", "--continue", log.id, "more", "--workspace", str(workspace)])
+    assert res.exit_code == 2 and f"hermes-local run --resume {log.id}" in res.stderr

@@ -1,0 +1,45 @@
+"""`Agent.resume(events, message=...)`: a finished session followed by a new message, as a new process does it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hermes_local.config import load_settings
+from hermes_local.runtime import build_agent
+from hermes_local.session import SessionLog, events_to_continue, read_events
+from hermes_local.testing import ScriptedLLM, tool_call_text
+from hermes_local.tools import Approver, default_registry
+
+
+def _agent(llm: ScriptedLLM, workspace: Path, log: SessionLog):
+    return build_agent(
+        llm,
+        load_settings({}),
+        workspace=workspace,
+        registry=default_registry(),
+        approver=Approver(allow=["append_to_memo"], interactive=False),
+        on_event=log.log,
+    )
+
+
+def test_a_finished_session_continues_with_the_same_memory_and_its_prompt_as_prefix(workspace: Path) -> None:
+    first_llm = ScriptedLLM([tool_call_text("get_current_time"), "It is ten o'clock."])
+    with SessionLog() as log, _agent(first_llm, workspace, log) as agent:
+        assert agent.run("What time is it?").answer == "It is ten o'clock."
+    session_id = log.id
+
+    second_llm = ScriptedLLM(["Yes, in the morning."])  # a new process: a fresh model, the log on disk
+    with SessionLog(session_id) as log2, _agent(second_llm, workspace, log2) as agent:
+        result = agent.resume(events_to_continue(session_id), message="Is that morning?")
+    assert result.stopped == "answer" and result.answer == "Yes, in the morning."
+    prompt = second_llm.prompt_texts[0]
+    # the finished run's last prompt and the answer it got are the new prompt's prefix: its KV state is reusable
+    assert prompt.startswith(first_llm.prompt_texts[-1] + "It is ten o'clock.")
+    assert prompt.count("What time is it?") >= 1 and "Is that morning?" in prompt
+
+    third_llm = ScriptedLLM(["Goodbye."])  # and again: the continued run's answer is restored, no turn invented
+    with SessionLog(session_id) as log3, _agent(third_llm, workspace, log3) as agent:
+        assert agent.resume(events_to_continue(session_id), message="Thanks.").answer == "Goodbye."
+    assert third_llm.prompt_texts[0].startswith(second_llm.prompt_texts[-1] + "Yes, in the morning.")
+    kinds = [e.kind for e in read_events(log.path)]
+    assert kinds.count("run_end") == 3 and kinds.count("run_resumed") == 2
