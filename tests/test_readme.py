@@ -63,3 +63,14 @@ def test_every_model_name_in_the_docs_and_help_resolves() -> None:
     registry_names = [n for n in names if not n.startswith("replay:") and not n.endswith(".gguf") and n != "NAME"]
     assert registry_names, "the docs name no registry model"
     assert [n for n in registry_names if lookup(n) is None] == []
+
+
+def test_the_quick_start_says_how_long_the_tests_take_and_what_skips_without_llama_server() -> None:
+    quick = (ROOT / "README.md").read_text(encoding="utf-8").split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    assert re.search(r"test command\s+takes about \d+ minutes", quick)
+    skipping = [
+        name
+        for name in ("tests/engines/test_engines.py", "tests/engines/test_rpc.py")
+        if "needs_server" in (ROOT / name).read_text() or "rpc-server" in (ROOT / name).read_text()
+    ]
+    assert all(name in quick for name in skipping) and "llama-server" in quick

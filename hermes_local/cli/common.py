@@ -37,6 +37,7 @@ class HermesGroup(TyperGroup):
     default_command = "run"
 
     def parse_args(self, ctx: Context, args: list[str]) -> list[str]:
+        escape_help_markup(self)  # before any --help of this group or a command below it is rendered
         if args and not args[0].startswith("-") and args[0] not in self.commands:
             self._refuse_a_word_that_could_be_a_command(args[0])
             args = [self.default_command, *args]
@@ -59,6 +60,25 @@ class HermesGroup(TyperGroup):
             return super().invoke(ctx)
         except HermesError as exc:
             fail(exc.line, exc.exit_code)
+
+
+def escape_help_markup(command: Any) -> None:
+    """Keep every literal bracket of the help texts: rich markup would swallow `[mcp.servers.NAME]`.
+
+    Escapes (once) the help, short help and epilog of `command`, its parameters and every command below it.
+    """
+    from rich.markup import escape
+
+    if getattr(command, "_markup_escaped", False):
+        return
+    command._markup_escaped = True
+    for owner in (command, *getattr(command, "params", [])):
+        for attr in ("help", "short_help", "epilog"):
+            value = getattr(owner, attr, None)
+            if isinstance(value, str):
+                setattr(owner, attr, escape(value))
+    for sub in (getattr(command, "commands", None) or {}).values():
+        escape_help_markup(sub)
 
 
 ModelOpt = Annotated[

@@ -176,3 +176,27 @@ def test_run_continue_refuses_a_session_that_has_not_ended(workspace: Path) -> N
         log.log(RunStart("t", [], "hermes", "hermes"))
     res = runner.invoke(app, ["run", "--continue", log.id, "more", "--workspace", str(workspace)])
     assert res.exit_code == 2 and f"hermes-local run --resume {log.id}" in res.stderr
+
+
+# -- help texts keep every literal bracket --------------------------------------------------------------------
+def _commands(command, path: tuple[str, ...] = ()):
+    yield path, command
+    for name, sub in (getattr(command, "commands", None) or {}).items():
+        yield from _commands(sub, (*path, name))
+
+
+def test_every_help_text_renders_its_literal_brackets() -> None:
+    import re
+
+    import typer
+
+    checked = 0
+    for path, command in _commands(typer.main.get_command(app)):
+        texts = [command.help, command.epilog, *(getattr(p, "help", None) for p in command.params)]
+        wanted = {m for text in texts if text for m in re.findall(r"\[[^\]\s]+\]", text)}
+        if not wanted:
+            continue
+        shown = runner.invoke(app, [*path, "--help"], env={"COLUMNS": "400"}).stdout
+        assert {w for w in wanted if w not in shown} == set(), path
+        checked += 1
+    assert checked >= 3  # mcp ([mcp.servers.NAME]), models info/download (NAME[:QUANT]), doctor
