@@ -28,6 +28,7 @@ from typing import Any
 from hermes_local.config import home_dir
 from hermes_local.errors import UserError
 from hermes_local.events import (
+    AssistantText,
     Compaction,
     Event,
     Guarded,
@@ -221,6 +222,30 @@ def _one_line(text: object, limit: int = 300) -> str:
     return terminal_safe(flat if len(flat) <= limit else flat[:limit] + "…")
 
 
+_REPLY_PARTS = re.compile(
+    r"<(think|thinking|scratchpad)>(.*?)(?:</\1>|$)|<plan>(.*?)(?:</plan>|$)|<tool_call>(.*?)(?:</tool_call>|$)",
+    re.S | re.I,
+)
+
+
+def describe_reply(e: AssistantText) -> str:
+    """What the model wrote at a step, part by part: thought, plan, each call, the rest of its text."""
+    lines, rest, last = [], [], 0
+    for m in _REPLY_PARTS.finditer(e.text):
+        rest.append(e.text[last : m.start()])
+        last = m.end()
+        if m.group(1):
+            lines.append(f"   thought: {_one_line(m.group(2), 2000)}")
+        elif m.group(3) is not None:
+            lines.append(f"   plan: {_one_line(m.group(3), 2000)}")
+        else:
+            lines.append(f"   call: {_one_line(m.group(4), 2000)}")
+    text = " ".join("".join([*rest, e.text[last:]]).split())
+    if text:
+        lines.append(f"   {'final answer' if e.final else 'text'}: {_one_line(text, 2000)}")
+    return "\n".join(lines) if lines else "   (the model wrote nothing)"
+
+
 def describe_event(e: Event) -> str | None:
     """One terminal-safe line for an event (None for kinds not worth showing, such as tokens)."""
     if isinstance(e, RunStart):
@@ -241,8 +266,10 @@ def describe_event(e: Event) -> str | None:
     if isinstance(e, ToolFinished):
         cached = " (cached)" if e.outcome.result.cached else ""
         return f"     {'✓' if e.outcome.ok else '✗'} {_one_line(e.outcome.summary)}{cached}"
+    if isinstance(e, AssistantText):
+        return describe_reply(e)
     if isinstance(e, Guarded):
-        return f"   (answer sent back: the goal needs a tool such as {_one_line(e.tool, 80)})"
+        return f"   (dropped: the answer above was sent back: the goal needs a tool such as {_one_line(e.tool, 80)})"
     if isinstance(e, Compaction):
         return f"   (memory compacted through step {e.through_step})"
     if isinstance(e, McpServerFailed):

@@ -276,9 +276,9 @@ class Agent:
                 choice = "required" if force_tool and self._grammar() else self.config.tool_choice
                 text = self._complete(memory, step, choice, result, forced=force_tool)
                 force_tool = False
+                self.on_event(AssistantText(step, text))  # all the model wrote, its <plan> too (`sessions show`)
                 current, todo, text = extract_plan(text)
                 memory.note_plan(current, todo, step)
-                self.on_event(AssistantText(step, text))
                 parsed = self.dialect.parse(text, tool_names)
                 if self.config.tool_choice == "none" or (not parsed.calls and not parsed.errors):
                     tool = self._guard_answer(memory, result)

@@ -64,7 +64,7 @@ def _settle_interrupted_step(
 ) -> None:
     """Give the last logged step its tool turn: logged results, or interrupted/not-started errors."""
     text = next(e.text for e in reversed(events) if isinstance(e, AssistantText) and e.step == step)
-    parsed = dialect.parse(text, tool_names)
+    parsed = dialect.parse(extract_plan(text)[2], tool_names)
     if not parsed.calls and not parsed.errors:
         return  # an answer (a chat turn, or a continued run's): nothing was interrupted
     started = [e for e in events if isinstance(e, ToolCallStarted) and e.step == step]

@@ -54,6 +54,7 @@ def _prepare(
     db: Path | None,
     as_json: bool,
     session_id: str | None = None,
+    verbose: bool = False,
 ):
     """Model, session log and agent for run/chat; user mistakes exit 2 with one line."""
     from hermes_local.cli.asker import ask_user, terminal_approver
@@ -82,7 +83,7 @@ def _prepare(
         llm = load_llm(settings, on_info=None if as_json else lambda line: typer.echo(line, err=True), source=source)
         approver = terminal_approver(settings, yes=yes)
         session = SessionLog(session_id)
-        printer = TerminalPrinter(stream_tokens=not as_json and sys.stderr.isatty())
+        printer = TerminalPrinter(stream_tokens=not as_json and sys.stderr.isatty(), verbose=verbose)
 
         def on_event(event: Event) -> None:
             session.log(event)
@@ -158,6 +159,9 @@ def run(
         ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object with the result.")] = False,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="Also show what the model wrote at each step (as `sessions show`).")
+    ] = False,
 ) -> None:
     """Run the agent on TASK until it answers or reaches --max-steps (or continue one with --resume ID).
 
@@ -172,7 +176,14 @@ def run(
         dialect = recorded_dialect(events)  # the logged turns are in that dialect; another --dialect is refused
     settings = settings_from_flags(locals())
     llm, agent, session = _prepare(
-        settings, workspace=workspace, yes=yes, tools_module=tools_module, db=db, as_json=as_json, session_id=session_id
+        settings,
+        workspace=workspace,
+        yes=yes,
+        tools_module=tools_module,
+        db=db,
+        as_json=as_json,
+        session_id=session_id,
+        verbose=verbose,
     )
     try:
         with agent, session:

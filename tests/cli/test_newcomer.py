@@ -200,3 +200,47 @@ def test_every_help_text_renders_its_literal_brackets() -> None:
         assert {w for w in wanted if w not in shown} == set(), path
         checked += 1
     assert checked >= 3  # mcp ([mcp.servers.NAME]), models info/download (NAME[:QUANT]), doctor
+
+
+# -- what the model wrote: sessions show, run --verbose, prompt ------------------------------------------------
+PLANNED = "<think>The user wants the time.</think><plan>current: get the time; todo: answer</plan>\n" + call(
+    "get_current_time"
+)
+
+
+def test_sessions_show_prints_each_step_with_what_the_model_wrote(tmp_path: Path, workspace: Path) -> None:
+    replay = write_replay(tmp_path / "r.jsonl", [PLANNED, "It is ten o'clock."])
+    args = ["run", "What time is it?", "--model", f"replay:{replay}", "--workspace", str(workspace), "--json"]
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0, res.stderr
+    sid = json.loads(res.stdout)["session_id"]
+    shown = runner.invoke(app, ["sessions", "show", sid]).stdout
+    assert "   thought: The user wants the time." in shown
+    assert "   plan: current: get the time; todo: answer" in shown
+    assert '   call: {"name": "get_current_time", "arguments": {}}' in shown
+    assert "prompt tokens" in shown and "     ✓ " in shown  # tokens of each call, the tool result's summary
+    assert "   text: It is ten o'clock." in shown
+    raw = runner.invoke(app, ["sessions", "show", sid, "--json"]).stdout.splitlines()
+    kinds = [json.loads(line)["kind"] for line in raw]
+    assert kinds[0] == "run_start" and "assistant" in kinds and kinds[-1] == "run_end"
+    assistant = next(json.loads(line) for line in raw if json.loads(line)["kind"] == "assistant")
+    assert assistant["text"] == PLANNED  # the raw reply, its <plan> too
+
+
+def test_run_verbose_streams_what_the_model_wrote(tmp_path: Path, workspace: Path) -> None:
+    replay = write_replay(tmp_path / "r.jsonl", [PLANNED, "It is ten o'clock."])
+    base = ["run", "What time is it?", "--model", f"replay:{replay}", "--workspace", str(workspace)]
+    res = runner.invoke(app, [*base, "--verbose"])
+    assert res.exit_code == 0, res.stderr
+    assert "   plan: current: get the time; todo: answer" in res.stderr and "   call: " in res.stderr
+    quiet = runner.invoke(app, base)
+    assert "   plan: " not in quiet.stderr
+
+
+def test_prompt_reads_an_instructions_file_as_run_does(tmp_path: Path) -> None:
+    rules = tmp_path / "rules.txt"
+    rules.write_text("Always answer in French.\n")
+    res = runner.invoke(app, ["prompt", "What time is it?", "--instructions", f"@{rules}", "--json"])
+    assert res.exit_code == 0, res.stderr
+    text = json.loads(res.stdout)["text"]
+    assert "Always answer in French." in text and f"@{rules}" not in text
