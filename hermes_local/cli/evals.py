@@ -88,6 +88,13 @@ def eval_command(
         raise typer.Exit(1)
 
 
+def for_a_person(message: str) -> str:
+    """A tool's error as a person reads it: without the closing advice meant for the model ("tell the user")."""
+    import re
+
+    return re.sub(r"[;,:]?\s*(?:try again later or )?tell the user[^.;]*\.?\s*$", "", message).strip()
+
+
 def default_report_path(cases: Path) -> Path:
     """Where an eval report goes without --out: under $HERMES_LOCAL_HOME/evals/, never the current folder."""
     import time
@@ -159,16 +166,22 @@ def workflow_run(
     from hermes_local.runtime import load_llm
     from hermes_local.workflow.run import load_workflow, run_workflow
 
+    if db is not None and not resume and not db.expanduser().exists():
+        fail(f"--db {db} does not exist; create it first (for scripts/examples/daily_report.toml: "
+             f"python scripts/examples/make_orders_db.py {db})")  # fmt: skip
     # before any step runs; a --resume may reuse the outputs of queries whose database is gone
     check_paths(workspace=workspace, db=None if resume else db, tools_modules=tools_module)
     variables = _parse_vars(var)
     settings = settings_from_flags(locals())
     wf = load_workflow(file, tools_modules=tools_module or [], var_overrides=variables, allow_imports=allow_imports)
+    if db is None and not resume and any(step.tool == "query_database" for step in wf.steps):
+        fail(f"workflow {wf.name} queries a database: pass --db FILE (for scripts/examples/daily_report.toml create "
+             "one first with: python scripts/examples/make_orders_db.py orders.sqlite)")  # fmt: skip
     approver = terminal_approver(settings, yes=yes)
 
     def show(o) -> None:
         mark = {"ok": "✓", "reused": "↺", "failed": "✗", "skipped": "-"}[o.status]
-        detail = o.summary if o.status != "failed" else f"{o.error_kind}: {o.error}"
+        detail = o.summary if o.status != "failed" else f"{o.error_kind}: {for_a_person(o.error or '')}"
         extra = " (reused)" if o.status == "reused" else ""
         typer.echo(f"{mark} {o.id} [{o.tool}]{extra} {detail}")
 
