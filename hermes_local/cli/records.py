@@ -58,6 +58,36 @@ def tools_list(
         registry.close()
 
 
+@tools_app.command("check")
+def tools_check(
+    module: Annotated[str, typer.Argument(help="A .py file (or importable module) of @tool functions.")],
+    dialect: Annotated[
+        str | None, typer.Option(help="Render the offer in this dialect (default: the settings', else hermes).")
+    ] = None,
+) -> None:
+    """For each @tool in MODULE: its JSON schema, how the prompt offers it in the dialect, and what to fix."""
+    from hermes_local.dialects import get_dialect
+    from hermes_local.prompts import Segments
+    from hermes_local.runtime import load_tools_module
+    from hermes_local.tools.registry import tool_warnings
+
+    settings = settings_from_flags(locals())
+    chosen = get_dialect(settings.dialect or "hermes")
+    found = load_tools_module(module)
+    warned = 0
+    for t in found:
+        typer.echo(terminal_safe(f"== {t.name}  [{t.permission}]"))
+        typer.echo(json.dumps(t.schema(), indent=2, ensure_ascii=False))
+        system = [{"role": "system", "content": Segments.untrusted("")}]
+        offer = chosen.render(system, [t.schema()], add_generation_prompt=False).text
+        typer.echo(f"-- in the {chosen.name} prompt:")
+        typer.echo(terminal_safe(offer, keep_newlines=True))
+        for warning in tool_warnings(t):
+            typer.echo(terminal_safe(f"warning: {warning}"), err=True)
+            warned += 1
+    typer.echo(f"{len(found)} tool(s), {warned} warning(s)", err=True)
+
+
 @sessions_app.command("list")
 def sessions_list() -> None:
     """List recorded sessions, oldest first."""
