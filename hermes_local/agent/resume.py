@@ -79,3 +79,18 @@ def _settle_interrupted_step(
             res = ToolResult.failure("tool_error", NOT_STARTED, "not run (crash)")
         outcomes.append(ToolOutcome(step, call.name, call.arguments, res))
     memory.add_tool_results(step, outcomes)
+
+
+def memory_at_step(
+    events: list[Event], step: int, system: Segments, dialect: Dialect, executor: Executor
+) -> Memory | None:
+    """The memory as the loop held it when it asked the model at `step` (for `prompt --session ID --step N`):
+    every logged turn up to that step's reply, its own notes (a goal reminder) included. None when the log
+    has no model reply at `step`. Runs and logs nothing (the executor only learns which calls were done)."""
+    start = next((e for e in events if isinstance(e, RunStart)), None)
+    cut = next((i for i, e in enumerate(events) if isinstance(e, AssistantText) and e.step == step), None)
+    if start is None or cut is None:
+        return None
+    memory = rebuild_memory(events[:cut], start, system, dialect, executor, lambda turn: None)
+    memory.on_turn = None
+    return memory

@@ -43,3 +43,32 @@ def test_a_finished_session_continues_with_the_same_memory_and_its_prompt_as_pre
     assert third_llm.prompt_texts[0].startswith(second_llm.prompt_texts[-1] + "Yes, in the morning.")
     kinds = [e.kind for e in read_events(log.path)]
     assert kinds.count("run_end") == 3 and kinds.count("run_resumed") == 2
+
+
+def test_prompt_at_step_n_of_a_recorded_session_is_what_the_model_got(workspace: Path, monkeypatch) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from hermes_local.cli.app import app
+    from hermes_local.runtime import build_registry
+
+    llm = ScriptedLLM([tool_call_text("get_current_time"), tool_call_text("list_dir"), "Done."])
+    with SessionLog() as log:
+        agent = build_agent(
+            llm,
+            load_settings({}),
+            workspace=workspace,
+            registry=build_registry(),
+            approver=Approver(),
+            on_event=log.log,
+        )
+        with agent:
+            agent.run("What time is it, and what is here?")
+    monkeypatch.chdir(workspace)
+    for step in (1, 2, 3):
+        res = CliRunner().invoke(app, ["prompt", "--session", log.id, "--step", str(step), "--json"])
+        assert res.exit_code == 0, res.stderr
+        assert json.loads(res.stdout)["text"] == llm.prompt_texts[step - 1], step
+    missing = CliRunner().invoke(app, ["prompt", "--session", log.id, "--step", "9"])
+    assert missing.exit_code == 2 and "no model reply at step 9" in missing.stderr
