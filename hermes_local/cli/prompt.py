@@ -105,3 +105,25 @@ def _memory_at(agent, events: list, step: int, session_id: str):
     if memory is None:
         fail(f"session {session_id} has no model reply at step {step}; see `hermes-local sessions show {session_id}`")
     return memory
+
+
+def step_prompts(session_id: str) -> dict[int, str]:
+    """Each step's exact prompt text of a recorded run (`sessions show --raw`), built as `prompt --session` does."""
+    from hermes_local.agent.resume import memory_at_step
+    from hermes_local.events import AssistantText
+    from hermes_local.runtime import build_agent, build_registry, dialect_for, find_model, load_tokenizer
+    from hermes_local.session import recorded_dialect
+
+    events = _recorded(session_id)
+    settings = settings_from_flags({"dialect": recorded_dialect(events)})
+    source = find_model(settings)
+    llm = load_tokenizer(settings, source)
+    chosen = dialect_for(settings, llm, source)
+    registry = build_registry([], settings, workspace=Path(".").resolve())
+    out: dict[int, str] = {}
+    with build_agent(llm, settings, workspace=Path("."), registry=registry, dialect=chosen) as agent:
+        for step in sorted({e.step for e in events if isinstance(e, AssistantText)}):
+            memory = memory_at_step(events, step, agent.system_prompt(), chosen, agent.executor)
+            if memory is not None:
+                out[step] = chosen.render(memory.messages(), agent.tool_schemas()).text
+    return out

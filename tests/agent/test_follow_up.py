@@ -72,3 +72,34 @@ def test_prompt_at_step_n_of_a_recorded_session_is_what_the_model_got(workspace:
         assert json.loads(res.stdout)["text"] == llm.prompt_texts[step - 1], step
     missing = CliRunner().invoke(app, ["prompt", "--session", log.id, "--step", "9"])
     assert missing.exit_code == 2 and "no model reply at step 9" in missing.stderr
+
+
+def test_sessions_show_raw_prints_each_steps_new_prompt_text_and_raw_reply(workspace: Path, monkeypatch) -> None:
+    import os
+
+    from typer.testing import CliRunner
+
+    from hermes_local.cli.app import app
+    from hermes_local.runtime import build_registry
+
+    replies = ["<plan>current: time</plan>" + tool_call_text("get_current_time"), "It is now."]
+    llm = ScriptedLLM(list(replies))
+    with SessionLog() as log:
+        agent = build_agent(
+            llm,
+            load_settings({}),
+            workspace=workspace,
+            registry=build_registry(),
+            approver=Approver(),
+            on_event=log.log,
+        )
+        with agent:
+            agent.run("What time is it?")
+    monkeypatch.chdir(workspace)
+    res = CliRunner().invoke(app, ["sessions", "show", log.id, "--raw"])
+    assert res.exit_code == 0, res.stderr
+    first, second = llm.prompt_texts
+    added = second[len(os.path.commonprefix([second, first + replies[0]])) :]
+    assert "<tool_response>" in added
+    assert f"   ── prompt (new text) ──\n{first}\n" in res.stdout and f"{added}\n" in res.stdout
+    assert f"   ── raw reply ──\n{replies[0]}\n" in res.stdout and "   plan: current: time" in res.stdout
