@@ -96,7 +96,7 @@ def test_workflow_run_checks_db_before_any_step(tmp_path: Path, workspace: Path)
     res = runner.invoke(
         app, ["workflow", "run", str(ROOT / "scripts/examples/daily_report.toml"), "--db", str(tmp_path / "no.sqlite")]
     )
-    assert res.exit_code == 2 and "cannot open it" in res.stderr and res.stdout == ""
+    assert res.exit_code == 2 and "does not exist; create it first" in res.stderr and res.stdout == ""
 
 
 def test_a_real_sqlite_db_passes_the_check(tmp_path: Path, workspace: Path) -> None:
