@@ -28,7 +28,7 @@ from hermes_local.sandbox import procs
 from hermes_local.sandbox.policy import SandboxPolicy
 from hermes_local.sandbox.workspace import PinnedWorkspace
 from hermes_local.tools import Approver, Executor, Tool, ToolContext, ToolRegistry, default_registry
-from hermes_local.tools.registry import AskUser
+from hermes_local.tools.registry import AskUser, tool_warnings
 from hermes_local.tools.shell import SANDBOXED_TOOLS
 from hermes_local.tools.toolsets import group_of, parse_spec, route, select_tools, unusable
 
@@ -207,6 +207,9 @@ def build_registry(
     for spec in tools_modules:
         for t in load_tools_module(spec):
             registry.register(t, source=f"module:{spec}")
+            for warning in tool_warnings(t):  # a user's tool: its name and description
+                if on_notice is not None:
+                    on_notice(f"warning: {warning}")
     if settings is not None and settings.mcp.servers:
         from hermes_local.tools.mcp import McpManager
 

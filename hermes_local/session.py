@@ -28,6 +28,7 @@ from typing import Any
 from hermes_local.config import home_dir
 from hermes_local.errors import UserError
 from hermes_local.events import (
+    AssistantText,
     BudgetWarning,
     Compaction,
     Event,
@@ -189,6 +190,17 @@ def events_to_resume(session_id: str, *, on_skip: Callable[[str], None] | None =
     return events
 
 
+def events_to_continue(session_id: str, *, on_skip: Callable[[str], None] | None = None) -> list[Event]:
+    """The events of a finished session that a new message may follow (`run --continue ID`)."""
+    events = read_events(session_path(session_id), on_skip=on_skip)
+    if not any(isinstance(e, RunStart) for e in events):
+        raise UserError(f"session {session_id} has no recorded start; it cannot be continued")
+    last = next((e for e in reversed(events) if isinstance(e, RunStart | RunResumed | RunEnd)), None)
+    if not isinstance(last, RunEnd):
+        raise UserError(f"session {session_id} has not ended; finish it with: hermes-local run --resume {session_id}")
+    return events
+
+
 def recorded_dialect(events: list[Event]) -> str | None:
     """The dialect a logged run was started in (None for logs written before it was recorded)."""
     start = next((e for e in events if isinstance(e, RunStart)), None)
@@ -213,6 +225,30 @@ def _one_line(text: object, limit: int = 300) -> str:
     return terminal_safe(flat if len(flat) <= limit else flat[:limit] + "…")
 
 
+_REPLY_PARTS = re.compile(
+    r"<(think|thinking|scratchpad)>(.*?)(?:</\1>|$)|<plan>(.*?)(?:</plan>|$)|<tool_call>(.*?)(?:</tool_call>|$)",
+    re.S | re.I,
+)
+
+
+def describe_reply(e: AssistantText) -> str:
+    """What the model wrote at a step, part by part: thought, plan, each call, the rest of its text."""
+    lines, rest, last = [], [], 0
+    for m in _REPLY_PARTS.finditer(e.text):
+        rest.append(e.text[last : m.start()])
+        last = m.end()
+        if m.group(1):
+            lines.append(f"   thought: {_one_line(m.group(2), 2000)}")
+        elif m.group(3) is not None:
+            lines.append(f"   plan: {_one_line(m.group(3), 2000)}")
+        else:
+            lines.append(f"   call: {_one_line(m.group(4), 2000)}")
+    text = " ".join("".join([*rest, e.text[last:]]).split())
+    if text:
+        lines.append(f"   {'final answer' if e.final else 'text'}: {_one_line(text, 2000)}")
+    return "\n".join(lines) if lines else "   (the model wrote nothing)"
+
+
 def describe_event(e: Event) -> str | None:
     """One terminal-safe line for an event (None for kinds not worth showing, such as tokens)."""
     if isinstance(e, RunStart):
@@ -233,6 +269,8 @@ def describe_event(e: Event) -> str | None:
     if isinstance(e, ToolFinished):
         cached = " (cached)" if e.outcome.result.cached else ""
         return f"     {'✓' if e.outcome.ok else '✗'} {_one_line(e.outcome.summary)}{cached}"
+    if isinstance(e, AssistantText):
+        return describe_reply(e)
     if isinstance(e, Reasoning):
         return f"   thought: {_one_line(e.text)}"
     if isinstance(e, RehearsedCall):
@@ -241,8 +279,8 @@ def describe_event(e: Event) -> str | None:
     if isinstance(e, Guarded):
         if e.reason != "no_tool":
             what = "an empty reply" if e.reason == "empty" else "a reply of only a made-up tool result"
-            return f"   ({what} sent back" + (f"; asked for {_one_line(e.tool, 80)})" if e.tool else ")")
-        return f"   (answer sent back: the goal needs a tool such as {_one_line(e.tool, 80)})"
+            return f"   (dropped: {what} was sent back" + (f"; asked for {_one_line(e.tool, 80)})" if e.tool else ")")
+        return f"   (dropped: the answer above was sent back: the goal needs a tool such as {_one_line(e.tool, 80)})"
     if isinstance(e, BudgetWarning):
         return f"   (warning: {_one_line(e.message)})"
     if isinstance(e, Compaction):

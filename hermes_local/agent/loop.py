@@ -1,7 +1,7 @@
 """The agent loop: render -> complete -> parse -> execute -> feed back, with its guards.
 
-`Agent.run(goal)` returns a `RunResult`; `Agent.resume(events)` continues a logged session;
-`Agent.chat(memory, message)` runs one turn of a multi-turn chat. Model mistakes (bad JSON,
+`Agent.run(goal)` returns a `RunResult`; `Agent.resume(events)` continues a logged session (with a
+message, a finished one); `Agent.chat(memory, message)` runs one turn of a multi-turn chat. Model mistakes (bad JSON,
 unknown tools, bad arguments) go back to the model as tool results and the loop continues. Guards:
 the context budget (compaction before ~75% of n_ctx), token budgets (`budget.TokenBudget`: stopped
 "budget"), a goal reminder every few steps, the loop guard (`guards.LoopGuard`), the no-tool answer
@@ -260,8 +260,9 @@ class Agent:
             memory.add_assistant(result.steps, result.answer, [])
         return memory, result
 
-    def resume(self, events: list[Event]) -> RunResult:
-        """Continue a logged session: completed calls are not re-run; an in-flight call is interrupted."""
+    def resume(self, events: list[Event], message: str | None = None) -> RunResult:
+        """Continue a logged session: completed calls are not re-run; an in-flight call is interrupted.
+        With `message`, a finished session goes on with that new user message (`run --continue ID`)."""
         start = next((e for e in events if isinstance(e, RunStart)), None)
         if start is None:
             raise ValueError("the session log has no run_start event")
@@ -269,6 +270,8 @@ class Agent:
         memory = rebuild_memory(events, start, self.system_prompt(), self.dialect, self.executor, self._on_turn)
         last_step = max((t.step for t in memory.turns), default=0)
         self.on_event(RunResumed(memory.goal, last_step + 1))
+        if message is not None:
+            return self.chat(memory, message)[1]
         return self._loop(memory, self._new_result(last_step), first_step=last_step + 1)
 
     # -- the loop --------------------------------------------------------------------------
@@ -290,9 +293,9 @@ class Agent:
                 choice = "required" if force_tool and self._grammar() else self.config.tool_choice
                 text = self._complete(memory, step, choice, result, forced=force_tool)
                 force_tool = False
+                self.on_event(AssistantText(step, text))  # all the model wrote, its <plan> too (`sessions show`)
                 current, todo, text = extract_plan(text)
                 memory.note_plan(current, todo, step)
-                self.on_event(AssistantText(step, text))
                 parsed = result.note_reply(step, self.dialect.parse(text, tool_names), self.on_event)
                 if self.config.tool_choice == "none" or (not parsed.calls and not parsed.errors):
                     bounce = self._answer_or_bounce(memory, step, parsed, result)

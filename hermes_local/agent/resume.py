@@ -1,6 +1,6 @@
 """Rebuild a run's memory from its session log, so `Agent.resume` can continue where it stopped.
 
-Turns come back from the logged `turn_added` events (assistant turns from the logged text), the
+Turns come back from the logged `turn_added` events (assistant turns, calls and answers, from the logged text), the
 ledger from the logged tool outcomes, and a step cut off by a crash gets its tool turn: the logged
 results, then `interrupted` for a call that had started and `not run` for the rest. Completed calls
 are handed to the executor so they are never run again; a write or dangerous call that timed out or
@@ -11,9 +11,17 @@ module does not run anything, call the model or write the log.
 
 from __future__ import annotations
 
-from hermes_local.agent.memory import Memory, Turn, TurnSink
+from hermes_local.agent.memory import Memory, Turn, TurnSink, extract_plan
 from hermes_local.dialects import Dialect
-from hermes_local.events import AssistantText, Event, RunStart, ToolCallStarted, ToolFinished, ToolOutcome, TurnAdded
+from hermes_local.events import (
+    AssistantText,
+    Event,
+    RunStart,
+    ToolCallStarted,
+    ToolFinished,
+    ToolOutcome,
+    TurnAdded,
+)
 from hermes_local.prompts import Segments
 from hermes_local.tools.execution import Executor
 from hermes_local.tools.registry import ToolResult
@@ -38,9 +46,9 @@ def rebuild_memory(
     for e in events:
         if isinstance(e, TurnAdded):
             memory.restore_turn(Turn.from_event(e.to_dict()))
-        elif isinstance(e, AssistantText) and not e.final:
-            parsed = dialect.parse(e.text, tool_names)
-            if parsed.calls or parsed.errors:
+        elif isinstance(e, AssistantText):  # calls, and answers (guarded ones, a finished run's, a chat turn's)
+            parsed = dialect.parse(extract_plan(e.text)[2], tool_names)
+            if parsed.calls or parsed.errors or parsed.text:
                 memory.restore_assistant(e.step, parsed)
     tool_steps = {t.step for t in memory.turns if t.role == "tool"}
     for e in events:
@@ -68,7 +76,9 @@ def _settle_interrupted_step(
 ) -> None:
     """Give the last logged step its tool turn: logged results, or interrupted/not-started errors."""
     text = next(e.text for e in reversed(events) if isinstance(e, AssistantText) and e.step == step)
-    parsed = dialect.parse(text, executor.registry.names())
+    parsed = dialect.parse(extract_plan(text)[2], executor.registry.names())
+    if not parsed.calls and not parsed.errors:
+        return  # an answer (a chat turn, or a continued run's): nothing was interrupted
     started = [e for e in events if isinstance(e, ToolCallStarted) and e.step == step]
     finished = [e.outcome for e in events if isinstance(e, ToolFinished) and e.outcome.step == step]
     outcomes: list[ToolOutcome] = []
@@ -83,3 +93,18 @@ def _settle_interrupted_step(
             res = ToolResult.failure("tool_error", NOT_STARTED, "not run (crash)")
         outcomes.append(ToolOutcome(step, call.name, call.arguments, res))
     memory.add_tool_results(step, outcomes)
+
+
+def memory_at_step(
+    events: list[Event], step: int, system: Segments, dialect: Dialect, executor: Executor
+) -> Memory | None:
+    """The memory as the loop held it when it asked the model at `step` (for `prompt --session ID --step N`):
+    every logged turn up to that step's reply, its own notes (a goal reminder) included. None when the log
+    has no model reply at `step`. Runs and logs nothing (the executor only learns which calls were done)."""
+    start = next((e for e in events if isinstance(e, RunStart)), None)
+    cut = next((i for i, e in enumerate(events) if isinstance(e, AssistantText) and e.step == step), None)
+    if start is None or cut is None:
+        return None
+    memory = rebuild_memory(events[:cut], start, system, dialect, executor, lambda turn: None)
+    memory.on_turn = None
+    return memory

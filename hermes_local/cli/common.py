@@ -10,6 +10,7 @@ every command. Does not build agents or hold command logic.
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -40,15 +41,48 @@ class HermesGroup(TyperGroup):
     default_command = "run"
 
     def parse_args(self, ctx: Context, args: list[str]) -> list[str]:
+        escape_help_markup(self)  # before any --help of this group or a command below it is rendered
         if args and not args[0].startswith("-") and args[0] not in self.commands:
+            self._refuse_a_word_that_could_be_a_command(args[0])
             args = [self.default_command, *args]
         return super().parse_args(ctx, args)
+
+    def _refuse_a_word_that_could_be_a_command(self, word: str) -> None:
+        """`hermes-local "task"` takes only a task that cannot be a command: a single bare word (`stats`,
+        `sesions`) is a mistyped or future subcommand far more often than a task, so it is refused (exit 2)."""
+        import difflib
+
+        if not re.fullmatch(r"[A-Za-z][\w-]*", word):
+            return
+        close = difflib.get_close_matches(word.lower(), sorted(self.commands), n=1, cutoff=0.6)
+        if close:
+            fail(f"no command {word!r}; did you mean `hermes-local {close[0]}`? (a task: hermes-local run {word})")
+        fail(f"no command {word!r} (see hermes-local --help); to give the agent this task: hermes-local run {word}")
 
     def invoke(self, ctx: Context) -> Any:
         try:
             return super().invoke(ctx)
         except HermesError as exc:
             fail(exc.line, exc.exit_code)
+
+
+def escape_help_markup(command: Any) -> None:
+    """Keep every literal bracket of the help texts: rich markup would swallow `[mcp.servers.NAME]`.
+
+    Escapes (once) the help, short help and epilog of `command`, its parameters and every command below it.
+    """
+    from rich.markup import escape
+
+    if getattr(command, "_markup_escaped", False):
+        return
+    command._markup_escaped = True
+    for owner in (command, *getattr(command, "params", [])):
+        for attr in ("help", "short_help", "epilog"):
+            value = getattr(owner, attr, None)
+            if isinstance(value, str):
+                setattr(owner, attr, escape(value))
+    for sub in (getattr(command, "commands", None) or {}).values():
+        escape_help_markup(sub)
 
 
 ModelOpt = Annotated[
@@ -144,6 +178,42 @@ def read_instructions(value: str | None) -> str | None:
         return path.read_text(encoding="utf-8").strip()
     except (OSError, UnicodeDecodeError) as exc:
         raise UserError(f"--instructions {value}: cannot read {path} ({exc}); give an existing text file") from exc
+
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def check_paths(
+    *, workspace: Path | None = None, db: Path | None = None, tools_modules: list[str] | None = None
+) -> None:
+    """The paths a command line names, checked before the model loads and before any other output.
+
+    A missing workspace, a `--db` that is not an SQLite file, or a `--tools-module` that is neither a file nor
+    an importable module is one line naming the fix (UserError, exit 2), not a surprise mid-run.
+    """
+    import importlib.util
+
+    if workspace is not None and not workspace.is_dir():
+        raise UserError(f"workspace {workspace} is not a directory; create it or pass --workspace DIR")
+    if db is not None:
+        try:
+            with db.expanduser().open("rb") as handle:
+                head = handle.read(len(SQLITE_MAGIC))
+        except OSError as exc:
+            raise UserError(f"--db {db}: cannot open it ({exc.strerror}); give an existing SQLite file") from exc
+        if head and head != SQLITE_MAGIC:
+            raise UserError(f"--db {db} is not an SQLite database; give an SQLite file (.sqlite, .db)")
+    for spec in tools_modules or []:
+        if spec.endswith(".py") or "/" in spec:
+            if not Path(spec).expanduser().is_file():
+                raise UserError(f"--tools-module {spec} does not exist; give a .py file or an importable module")
+            continue
+        try:
+            found = importlib.util.find_spec(spec)
+        except (ImportError, ValueError):
+            found = None
+        if found is None:
+            raise UserError(f"--tools-module {spec} is neither a .py file nor an importable module; check the name")
 
 
 def _floats(text: str | None, flag: str) -> list[float] | None:

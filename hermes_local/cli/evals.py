@@ -12,7 +12,15 @@ from typing import Annotated
 
 import typer
 
-from hermes_local.cli.common import DialectOpt, InstructionsOpt, ToolsOpt, fail, notice, settings_from_flags
+from hermes_local.cli.common import (
+    DialectOpt,
+    InstructionsOpt,
+    ToolsOpt,
+    check_paths,
+    fail,
+    notice,
+    settings_from_flags,
+)
 
 workflow_app = typer.Typer(help="Run TOML workflows: tool steps in dependency order, no model.", no_args_is_help=True)
 
@@ -40,7 +48,14 @@ def eval_command(
             min=1, max=64, help="Runs at once on one loaded model (decoded together as sequences of one batch)."
         ),
     ] = 1,
-    report: Annotated[Path, typer.Option(help="Where to write the JSON report.")] = Path("eval-report.json"),
+    report: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            "--report",
+            help="Where to write the JSON report (default: $HERMES_LOCAL_HOME/evals/<time>-<cases>.json).",
+        ),
+    ] = None,
     case: Annotated[list[str] | None, typer.Option(help="Run only this case ID (repeatable).")] = None,
     max_steps: Annotated[int | None, typer.Option(help="Default step limit for cases without max_steps.")] = None,
     n_ctx: Annotated[int | None, typer.Option(help="Context window in tokens.")] = None,
@@ -64,12 +79,29 @@ def eval_command(
         suite = load_cases(cases, only=case, registry=everything)
         reports = run_suite(suite, settings, repeat=repeat, on_progress=notice, jobs=jobs)
     data = suite_report(reports, cases_file=cases, model=settings.model, repeat=repeat)
+    report = report or default_report_path(cases)
     report.parent.mkdir(parents=True, exist_ok=True)
     report.write_text(json.dumps(data, ensure_ascii=False, indent=2, default=str) + "\n", encoding="utf-8")
     typer.echo(format_table(reports, data["summary"]))
     typer.echo(f"report: {report}")
     if data["summary"]["failed"]:
         raise typer.Exit(1)
+
+
+def for_a_person(message: str) -> str:
+    """A tool's error as a person reads it: without the closing advice meant for the model ("tell the user")."""
+    import re
+
+    return re.sub(r"[;,:]?\s*(?:try again later or )?tell the user[^.;]*\.?\s*$", "", message).strip()
+
+
+def default_report_path(cases: Path) -> Path:
+    """Where an eval report goes without --out: under $HERMES_LOCAL_HOME/evals/, never the current folder."""
+    import time
+
+    from hermes_local.config import home_dir
+
+    return home_dir() / "evals" / f"{time.strftime('%Y%m%d-%H%M%S')}-{cases.stem}.json"
 
 
 # -- sessions export ------------------------------------------------------------------------------
@@ -134,14 +166,22 @@ def workflow_run(
     from hermes_local.runtime import load_llm
     from hermes_local.workflow.run import load_workflow, run_workflow
 
+    if db is not None and not resume and not db.expanduser().exists():
+        fail(f"--db {db} does not exist; create it first (for scripts/examples/daily_report.toml: "
+             f"python scripts/examples/make_orders_db.py {db})")  # fmt: skip
+    # before any step runs; a --resume may reuse the outputs of queries whose database is gone
+    check_paths(workspace=workspace, db=None if resume else db, tools_modules=tools_module)
     variables = _parse_vars(var)
     settings = settings_from_flags(locals())
     wf = load_workflow(file, tools_modules=tools_module or [], var_overrides=variables, allow_imports=allow_imports)
+    if db is None and not resume and any(step.tool == "query_database" for step in wf.steps):
+        fail(f"workflow {wf.name} queries a database: pass --db FILE (for scripts/examples/daily_report.toml create "
+             "one first with: python scripts/examples/make_orders_db.py orders.sqlite)")  # fmt: skip
     approver = terminal_approver(settings, yes=yes)
 
     def show(o) -> None:
         mark = {"ok": "✓", "reused": "↺", "failed": "✗", "skipped": "-"}[o.status]
-        detail = o.summary if o.status != "failed" else f"{o.error_kind}: {o.error}"
+        detail = o.summary if o.status != "failed" else f"{o.error_kind}: {for_a_person(o.error or '')}"
         extra = " (reused)" if o.status == "reused" else ""
         typer.echo(f"{mark} {o.id} [{o.tool}]{extra} {detail}")
 

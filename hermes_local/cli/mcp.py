@@ -24,7 +24,7 @@ mcp_app = typer.Typer(help="MCP servers configured under [mcp.servers.NAME] in c
 
 @mcp_app.command("list")
 def mcp_list(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
-    """Start each configured server once and show its status and tool count (then stop them)."""
+    """Start each configured server once and show its status and tool count (then stop them); exit 1 if one fails."""
     from hermes_local.tools.mcp import McpManager
 
     settings = load_settings()
@@ -63,7 +63,13 @@ def mcp_list(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")
         manager.close()
     if as_json:
         typer.echo(json.dumps(rows, ensure_ascii=False, indent=2))
-        return
+    else:
+        _print_rows(rows)
+    if any(row["status"] != "running" for row in rows):
+        raise typer.Exit(1)  # a script can tell that a configured server does not work
+
+
+def _print_rows(rows: list[dict]) -> None:
     for row in rows:
         typer.echo(
             terminal_safe(

@@ -57,18 +57,27 @@ def models_info(
     n_gpu_layers: NGpu = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
-    """Read a GGUF's header: architecture, parameters, quant, trained context, template, memory estimate."""
-    from hermes_local.models.footprint import estimate_memory, format_memory
-    from hermes_local.models.gguf import gguf_info, human_bytes, human_count
-    from hermes_local.models.registry import resolve
+    """Read a GGUF's header: architecture, parameters, quant, trained context, template, memory estimate.
 
+    A registry model not downloaded yet shows what the registry knows and the file `models download` would fetch.
+    """
+    from hermes_local.engines.inprocess.backend import gpu_offload_available
+    from hermes_local.models.footprint import estimate_memory, memory_line
+    from hermes_local.models.gguf import gguf_info, human_bytes, human_count
+    from hermes_local.models.registry import installed_path, lookup, resolve
+
+    settings = settings_from_flags(locals())
+    wanted = lookup(model) if not Path(model).expanduser().exists() else None
+    if wanted is not None and installed_path(wanted) is None:
+        _not_downloaded_info(wanted, as_json)
+        return
     path, choice, header = resolve(model)
     info = gguf_info(header)
-    settings = settings_from_flags(locals())
-    memory = estimate_memory(header, settings.n_ctx, settings.n_gpu_layers)
+    offload = gpu_offload_available()  # the real build's fact, as `run` and `doctor` see it
+    memory = estimate_memory(header, settings.n_ctx, settings.n_gpu_layers if offload else 0)
     if as_json:
-        extra = {"registry": choice.label if choice else None, "memory": memory}
-        typer.echo(json.dumps(info | extra, indent=2))
+        extra = {"registry": choice.label if choice else None, "downloaded": True, "gpu_offload": offload}
+        typer.echo(json.dumps(info | extra | {"memory": memory}, indent=2))
         return
     typer.echo(f"file:            {path}")
     if choice:
@@ -86,7 +95,41 @@ def models_info(
     typer.echo(f"chat template:   {template}; mentions tools: {'yes' if info['template_supports_tools'] else 'no'}")
     for note in info["notes"]:
         typer.echo(f"note:            {note}")
-    typer.echo(format_memory(memory))
+    typer.echo(memory_line(header, settings.n_ctx, settings.n_gpu_layers, gpu_offload=offload))
+
+
+def _not_downloaded_info(choice: Any, as_json: bool) -> None:
+    """`models info` for a registry entry that is not on disk: size, quant, formats and the file to fetch."""
+    from hermes_local.models.gguf import human_bytes
+    from hermes_local.models.registry import download_hint
+
+    entry, spec = choice.entry, choice.spec
+    facts = {
+        "registry": choice.label,
+        "downloaded": False,
+        "description": entry.description,
+        "repo": entry.repo,
+        "revision": entry.revision or "main",
+        "file": spec.file,
+        "size": spec.size,
+        "quant": choice.quant,
+        "quants": list(entry.quants),
+        "chat_format": entry.chat_format,
+        "tool_call_format": entry.tool_call_format,
+        "n_ctx": entry.n_ctx,
+        "license": entry.license,
+        "download": download_hint(choice),
+    }
+    if as_json:
+        typer.echo(json.dumps(facts, indent=2))
+        return
+    typer.echo(f"registry:        {choice.label}  ({entry.repo or entry.source}, license {entry.license})")
+    typer.echo(f"description:     {entry.description or '-'}")
+    typer.echo(f"quant:           {choice.quant}  (also: {', '.join(q for q in entry.quants if q != choice.quant)})")
+    typer.echo(f"size:            {human_bytes(spec.size)}")
+    calls = entry.tool_call_format or "the chat format's own"
+    typer.echo(f"chat format:     {entry.chat_format}; tool calls: {calls}; context: {entry.n_ctx}")
+    typer.echo(f"not downloaded:  {download_hint(choice)} fetches {spec.file} from {entry.repo or entry.source}")
 
 
 @models_app.command("download")

@@ -17,12 +17,21 @@ from typing import Annotated
 
 import typer
 
-from hermes_local.cli.common import DialectOpt, InstructionsOpt, ModelOpt, ToolsModuleOpt, ToolsOpt, settings_from_flags
+from hermes_local.cli.common import (
+    DialectOpt,
+    InstructionsOpt,
+    ModelOpt,
+    ToolsModuleOpt,
+    ToolsOpt,
+    fail,
+    notice,
+    settings_from_flags,
+)
 from hermes_local.textsafe import terminal_safe
 
 
 def prompt_command(
-    task: Annotated[str, typer.Argument(help="The task, as you would give it to `run`.")],
+    task: Annotated[str | None, typer.Argument(help="The task, as you would give it to `run`.")] = None,
     model: ModelOpt = None,
     dialect: DialectOpt = None,
     tools_module: ToolsModuleOpt = None,
@@ -32,12 +41,26 @@ def prompt_command(
     as_json: Annotated[
         bool, typer.Option("--json", help='Print {"dialect", "tool_call_format", "text", "token_count"}.')
     ] = False,
+    session: Annotated[
+        str | None, typer.Option(help="Show a recorded session's prompt instead (see `sessions list`).")
+    ] = None,
+    step: Annotated[int, typer.Option(min=1, help="With --session: the prompt the model got at this step.")] = 1,
 ) -> None:
-    """Print the exact first prompt for TASK (special tokens as text) and its token count; runs nothing."""
+    """Print the exact first prompt for TASK (special tokens as text) and its token count; runs nothing.
+
+    With --session ID --step N: the prompt of step N of that recorded run, rebuilt from its log.
+    """
     from hermes_local.dialects import missing_framing
     from hermes_local.prompts import to_tokens
     from hermes_local.runtime import build_agent, build_registry, dialect_for, find_model, load_tokenizer
 
+    if (task is None) == (session is None):
+        fail("give a TASK, or --session ID (with --step N) for a recorded run's prompt")
+    events = _recorded(session) if session else []
+    if events and dialect is None:
+        from hermes_local.session import recorded_dialect
+
+        dialect = recorded_dialect(events)
     settings = settings_from_flags(locals())  # build_agent joins the instructions with the routing note, as in `run`
     source = find_model(settings)
     llm = load_tokenizer(settings, source)
@@ -54,7 +77,7 @@ def prompt_command(
     registry = build_registry(tools_module or [], settings, workspace=Path(".").resolve())  # MCP tools too
     check_spec(registry, settings.tools)  # a mistyped --tools name is one line, exit 2
     with build_agent(llm, settings, workspace=Path("."), registry=registry, dialect=chosen) as agent:
-        memory = agent.new_memory(task)
+        memory = agent.new_memory(task or "") if not events else _memory_at(agent, events, step, session or "")
     prefill = chosen.required_prefill if agent.config.tool_choice == "required" else ""
     segments = chosen.render(memory.messages(), agent.tool_schemas(), prefill=prefill)
     count = len(to_tokens(segments, llm))
@@ -66,3 +89,41 @@ def prompt_command(
     typer.echo(text, nl=False)
     calls = f" ({chosen.call_format} calls)" if chosen.call_format != chosen.name else ""
     typer.echo(f"\n-- {count} tokens, dialect {chosen.name}{calls}, model {llm.description}", err=True)
+
+
+def _recorded(session_id: str) -> list:
+    from hermes_local.session import read_events, session_path
+
+    return read_events(session_path(session_id), on_skip=notice)
+
+
+def _memory_at(agent, events: list, step: int, session_id: str):
+    """The memory of a recorded run at `step` (its tools and settings as given to this command)."""
+    from hermes_local.agent.resume import memory_at_step
+
+    memory = memory_at_step(events, step, agent.system_prompt(), agent.dialect, agent.executor)
+    if memory is None:
+        fail(f"session {session_id} has no model reply at step {step}; see `hermes-local sessions show {session_id}`")
+    return memory
+
+
+def step_prompts(session_id: str) -> dict[int, str]:
+    """Each step's exact prompt text of a recorded run (`sessions show --raw`), built as `prompt --session` does."""
+    from hermes_local.agent.resume import memory_at_step
+    from hermes_local.events import AssistantText
+    from hermes_local.runtime import build_agent, build_registry, dialect_for, find_model, load_tokenizer
+    from hermes_local.session import recorded_dialect
+
+    events = _recorded(session_id)
+    settings = settings_from_flags({"dialect": recorded_dialect(events)})
+    source = find_model(settings)
+    llm = load_tokenizer(settings, source)
+    chosen = dialect_for(settings, llm, source)
+    registry = build_registry([], settings, workspace=Path(".").resolve())
+    out: dict[int, str] = {}
+    with build_agent(llm, settings, workspace=Path("."), registry=registry, dialect=chosen) as agent:
+        for step in sorted({e.step for e in events if isinstance(e, AssistantText)}):
+            memory = memory_at_step(events, step, agent.system_prompt(), chosen, agent.executor)
+            if memory is not None:
+                out[step] = chosen.render(memory.messages(), agent.tool_schemas()).text
+    return out

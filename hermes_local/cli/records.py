@@ -68,6 +68,36 @@ def tools_list(
         registry.close()
 
 
+@tools_app.command("check")
+def tools_check(
+    module: Annotated[str, typer.Argument(help="A .py file (or importable module) of @tool functions.")],
+    dialect: Annotated[
+        str | None, typer.Option(help="Render the offer in this dialect (default: the settings', else hermes).")
+    ] = None,
+) -> None:
+    """For each @tool in MODULE: its JSON schema, how the prompt offers it in the dialect, and what to fix."""
+    from hermes_local.dialects import get_dialect
+    from hermes_local.prompts import Segments
+    from hermes_local.runtime import load_tools_module
+    from hermes_local.tools.registry import tool_warnings
+
+    settings = settings_from_flags(locals())
+    chosen = get_dialect(settings.dialect or "hermes")
+    found = load_tools_module(module)
+    warned = 0
+    for t in found:
+        typer.echo(terminal_safe(f"== {t.name}  [{t.permission}]"))
+        typer.echo(json.dumps(t.schema(), indent=2, ensure_ascii=False))
+        system = [{"role": "system", "content": Segments.untrusted("")}]
+        offer = chosen.render(system, [t.schema()], add_generation_prompt=False).text
+        typer.echo(f"-- in the {chosen.name} prompt:")
+        typer.echo(terminal_safe(offer, keep_newlines=True))
+        for warning in tool_warnings(t):
+            typer.echo(terminal_safe(f"warning: {warning}"), err=True)
+            warned += 1
+    typer.echo(f"{len(found)} tool(s), {warned} warning(s)", err=True)
+
+
 @sessions_app.command("list")
 def sessions_list() -> None:
     """List recorded sessions, oldest first."""
@@ -82,13 +112,46 @@ def sessions_list() -> None:
 def sessions_show(
     session_id: Annotated[str, typer.Argument(help="A session ID from `sessions list`.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print the raw events as JSON lines.")] = False,
+    raw: Annotated[
+        bool, typer.Option("--raw", help="Also print each step's new prompt text and the model's raw reply.")
+    ] = False,
 ) -> None:
-    """Show what happened in a session: steps, tool calls, results, the answer."""
+    """Show what happened in a session, step by step: what the model wrote (thought, plan, calls, text), the tool
+    results and the tokens; --raw adds the exact prompt text each step added and the raw reply."""
     from hermes_local.session import describe_events, read_events, session_path
 
     events = read_events(session_path(session_id), on_skip=notice)
-    for line in (json.dumps(e.to_dict(), ensure_ascii=True) for e in events) if as_json else describe_events(events):
-        typer.echo(line)
+    if as_json:
+        for event in events:
+            typer.echo(json.dumps(event.to_dict(), ensure_ascii=True))
+    elif raw:
+        _show_raw(session_id, events)
+    else:
+        for line in describe_events(events):
+            typer.echo(line)
+
+
+def _show_raw(session_id: str, events: list) -> None:
+    """`sessions show --raw`: each step's lines, then the prompt text it added and the reply, verbatim."""
+    import os
+
+    from hermes_local.cli.prompt import step_prompts
+    from hermes_local.events import AssistantText
+    from hermes_local.session import describe_event
+
+    prompts, before = step_prompts(session_id), ""
+    for event in events:
+        line = describe_event(event)
+        if line is not None:
+            typer.echo(line)
+        if isinstance(event, AssistantText):
+            prompt = prompts.get(event.step, "") if not event.final else ""
+            if prompt:
+                new = prompt[len(os.path.commonprefix([prompt, before])) :]
+                typer.echo("   ── prompt (new text) ──\n" + terminal_safe(new, keep_newlines=True))
+                before = prompt
+            typer.echo("   ── raw reply ──\n" + terminal_safe(event.text, keep_newlines=True))
+            before += event.text
 
 
 @memory_app.command("list")

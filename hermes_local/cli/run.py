@@ -39,6 +39,7 @@ from hermes_local.cli.common import (
     WorkspaceOpt,
     YesOpt,
     announce_shielded,
+    check_paths,
     fail,
     notice,
     pin_workspace,
@@ -122,11 +123,13 @@ def _prepare(
     return llm, agent, session
 
 
-def live_printer(*, as_json: bool = False, quiet: bool = False) -> TerminalPrinter:
-    """The progress printer: tokens streamed when stderr is a terminal (not with --json), thoughts unless quiet."""
+def live_printer(*, as_json: bool = False, quiet: bool = False, verbose: bool = False) -> TerminalPrinter:
+    """The progress printer: tokens streamed when stderr is a terminal (not with --json), thoughts unless
+    quiet, and with `verbose` what the model wrote at each step."""
     from hermes_local.cli.terminal import TerminalPrinter
 
-    return TerminalPrinter(stream_tokens=not as_json and sys.stderr.isatty(), show_thoughts=not quiet)
+    stream = not as_json and sys.stderr.isatty()
+    return TerminalPrinter(stream_tokens=stream, show_thoughts=not quiet, verbose=verbose)
 
 
 def shown_once(printer: TerminalPrinter, answer: str | None) -> bool:
@@ -140,7 +143,8 @@ RUN_EXAMPLES = (
     "Examples:\n\n"
     'hermes-local run "What time is it? Note it in my memo."\n\n'
     'hermes-local run "Summarise notes.txt into report.md" --workspace ~/work --allow write_file\n\n'
-    'hermes-local run "Top 5 customers by revenue" --db shop.sqlite --model hermes-2-pro-llama-3 --n-gpu-layers -1\n\n'
+    'hermes-local run "Top 5 customers by revenue" --db shop.sqlite'
+    " --model hermes-2-pro-llama-3-8b --n-gpu-layers -1\n\n"
     "hermes-local run --resume 20261130-101500-abc123"
 )
 
@@ -180,27 +184,47 @@ def run(
     resume: Annotated[
         str | None, typer.Option(help="Continue session ID (see `sessions list`); completed calls are not re-run.")
     ] = None,
+    continue_id: Annotated[
+        str | None,
+        typer.Option(
+            "--continue", metavar="ID", help="Follow a finished session ID with TASK as a new message (same memory)."
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object with the result.")] = False,
     quiet: QuietOpt = False,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="Also show what the model wrote at each step (as `sessions show`).")
+    ] = False,
 ) -> None:
-    """Run the agent on TASK until it answers or reaches --max-steps (or continue one with --resume ID)."""
-    from hermes_local.agent.result import exit_code_for
-    from hermes_local.session import events_to_resume, recorded_dialect
+    """Run the agent on TASK until it answers or reaches --max-steps (or continue one with --resume ID).
 
-    if (task is None) == (resume is None):
-        fail("give a TASK, or --resume ID to continue a session (not both)")
-    events = events_to_resume(resume, on_skip=notice) if resume else []
-    if resume and dialect is None:
+    TASK "-" reads the task from stdin; --continue ID follows a finished session with TASK as a new message.
+    """
+    from hermes_local.session import recorded_dialect
+
+    task, events = _task_and_events(task, resume, continue_id)
+    check_paths(workspace=workspace, db=db, tools_modules=tools_module)  # before the model and any output
+    session_id = resume or continue_id
+    if session_id and dialect is None:
         dialect = recorded_dialect(events)  # the logged turns are in that dialect; another --dialect is refused
     settings = settings_from_flags(locals())
-    printer = live_printer(as_json=as_json, quiet=quiet)
+    printer = live_printer(as_json=as_json, quiet=quiet, verbose=verbose)
     llm, agent, session = _prepare(
-        settings, workspace=workspace, yes=yes, tools_module=tools_module, db=db, as_json=as_json, session_id=resume,
+        settings,
+        workspace=workspace,
+        yes=yes,
+        tools_module=tools_module,
+        db=db,
+        as_json=as_json,
+        session_id=session_id,
         printer=printer,
     )
     try:
         with agent, session:
-            result = agent.resume(events) if resume else agent.run(task or "")
+            if events:
+                result = agent.resume(events, message=task if continue_id else None)
+            else:
+                result = agent.run(task or "")
     except KeyboardInterrupt:
         fail(f"interrupted; continue with: hermes-local run --resume {session.id}", 130)
     except EngineError as exc:  # a remote engine went away mid-run: the session log is complete so far
@@ -220,8 +244,37 @@ def run(
     leftover = getattr(llm, "remaining", 0)
     if leftover:
         fail(f"the replay file has {leftover} unused output(s); the run diverged from the recording", 1)
-    if exit_code_for(result.stopped):
-        raise typer.Exit(exit_code_for(result.stopped))
+    _exit_with(result.stopped)
+
+
+def _task_and_events(task: str | None, resume: str | None, continue_id: str | None) -> tuple[str | None, list]:
+    """The task (stdin for "-") and the logged events a --resume / --continue goes on from; one line otherwise."""
+    from hermes_local.session import events_to_continue, events_to_resume
+
+    if resume and continue_id:
+        fail("give --resume ID (a killed run) or --continue ID (a finished one), not both")
+    if continue_id and task is None:
+        fail(f'--continue {continue_id} needs the new message: hermes-local run --continue {continue_id} "..."')
+    if not continue_id and (task is None) == (resume is None):
+        fail("give a TASK, or --resume ID to continue a session (not both)")
+    if task == "-":
+        task = sys.stdin.read().strip()
+        if not task:
+            fail('run - reads the task from stdin, and stdin was empty; e.g. echo "Summarise it" | hermes-local run -')
+    if resume:
+        return task, events_to_resume(resume, on_skip=notice)
+    if continue_id:
+        return task, events_to_continue(continue_id, on_skip=notice)
+    return task, []
+
+
+def _exit_with(stopped: str) -> None:
+    """Exit with the code of how the run ended (README "Exit codes": answer 0, error 1, max_steps 3, ...)."""
+    from hermes_local.agent.result import exit_code_for
+
+    code = exit_code_for(stopped)
+    if code:
+        raise typer.Exit(code)
 
 
 def chat(
@@ -250,6 +303,7 @@ def chat(
     quiet: QuietOpt = False,
 ) -> None:
     """Interactive multi-turn chat with tools. /reset starts over, /exit (or Ctrl-D) quits."""
+    check_paths(workspace=workspace, db=db, tools_modules=tools_module)
     settings = settings_from_flags(locals())
     printer = live_printer(quiet=quiet)
     llm, agent, session = _prepare(

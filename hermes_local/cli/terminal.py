@@ -3,10 +3,11 @@
 Streamed tokens are split as they arrive (`calls.thoughts.ReplyStream`): a thought is shown dimmed
 (hidden with `--quiet`), the model's prose as it is, and call or plan markup not at all, since the parsed
 call gets its own line. Then one `sessions show` line per step, model call, tool call, tool result,
-call rehearsed in a thought and compaction. `showed(answer)` tells the CLI whether the last reply's
-streamed prose already was the answer, so a terminal shows it once. Everything that reaches the
-terminal goes through `textsafe.terminal_safe`, so model, file or tool text cannot send escape
-sequences or bidi controls. Does not log or decide anything.
+call rehearsed in a thought and compaction (with `verbose`, also what the model wrote: thought, plan,
+calls, text). `showed(answer)` tells the CLI whether the last reply's streamed prose already was the
+answer, so a terminal shows it once. Everything that reaches the terminal goes through
+`textsafe.terminal_safe`, so model, file or tool text cannot send escape sequences or bidi controls.
+Does not log or decide anything.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import TextIO
 
 from hermes_local.calls.thoughts import ReplyStream
 from hermes_local.events import (
+    AssistantText,
     BudgetWarning,
     Compaction,
     Event,
@@ -38,9 +40,12 @@ DIM, NORMAL = "\x1b[2m", "\x1b[22m"
 class TerminalPrinter:
     """Shows agent events on stderr as they happen: streamed thoughts and prose, then the `sessions show` lines."""
 
-    def __init__(self, stream_tokens: bool, stream: TextIO | None = None, *, show_thoughts: bool = True) -> None:
+    def __init__(
+        self, stream_tokens: bool, stream: TextIO | None = None, *, show_thoughts: bool = True, verbose: bool = False
+    ) -> None:
         self.stream_tokens = stream_tokens
         self.show_thoughts = show_thoughts
+        self.shown = (*SHOWN_LIVE, AssistantText) if verbose else SHOWN_LIVE  # --verbose: what the model wrote
         self.stream = stream or sys.stderr
         self.mid_line = False
         self.reply = ReplyStream()
@@ -54,7 +59,7 @@ class TerminalPrinter:
         elif isinstance(event, Reasoning):
             if self.show_thoughts and not self.stream_tokens:  # streamed already when tokens are shown
                 self._line(describe_event(event))
-        elif isinstance(event, SHOWN_LIVE):
+        elif isinstance(event, self.shown):
             self._line(describe_event(event))
             self.new_reply = self.new_reply or isinstance(event, StepStart | LLMCall)
         self.stream.flush()

@@ -10,6 +10,7 @@ Does not download (see `download.py`), estimate memory (`footprint.py`) or run i
 
 from __future__ import annotations
 
+import difflib
 import importlib.util
 import json
 import os
@@ -174,6 +175,26 @@ def lookup(spec: str, registry: Registry | None = None) -> ModelChoice | None:
     return None
 
 
+def close_names(spec: str, registry: Registry | None = None, n: int = 3) -> list[str]:
+    """The registry names closest to a `--model` that did not resolve (`NAME:QUANT` when a quant was given).
+
+    Aliases count as spellings of their model, and the suggestion is always the model's own name, with the
+    quant the user asked for when the model has it, else its default quant.
+    """
+    registry = registry or load_registry()
+    name_part, _, quant_part = spec.partition(":")
+    spellings = {key.lower(): name for name, entry in registry.models.items() for key in (name, *entry.aliases)}
+    out: list[str] = []
+    for match in difflib.get_close_matches(name_part.lower(), list(spellings), n=n * 3, cutoff=0.6):
+        name = spellings[match]
+        entry = registry.models[name]
+        quant = next((q for q in entry.quants if q.lower() == quant_part.lower()), entry.default_quant)
+        label = f"{name}:{quant}"
+        if label not in out:
+            out.append(label)
+    return out[:n]
+
+
 # -- where files live --------------------------------------------------------------------------
 def hf_cache_dir() -> Path:
     """The Hugging Face hub cache, read from the environment now (HF_HUB_CACHE, else HF_HOME/hub)."""
@@ -270,10 +291,14 @@ def _locate(spec: str | None) -> tuple[Path, ModelChoice | None]:
             if choice is None:
                 if candidate.suffix.lower() == ".gguf" or os.sep in spec:
                     raise UserError(f"model file {spec} does not exist; check the path")
-                known = ", ".join(load_registry().models)
+                registry = load_registry()
+                close = close_names(spec, registry)
+                hint = f"known: {', '.join(registry.models)}; "
+                if close:
+                    hint = f"did you mean {close[0]}? " + (f"also close: {', '.join(close[1:])}; " if close[1:] else "")
                 raise UserError(
-                    f"model {spec!r} is neither a file nor a known model name (known: {known}); "
-                    "see `hermes-local models list` or pass a path to a .gguf file"
+                    f"model {spec!r} is neither a file nor a known model name ({hint}"
+                    "see `hermes-local models list` or pass a path to a .gguf file)"
                 )
             found = installed_path(choice)
             if found is None:

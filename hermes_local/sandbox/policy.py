@@ -13,7 +13,8 @@ caller that can only pass argv and env (an MCP stdio client) gets them too; call
 `SandboxPolicy` is the run's setting (`sandbox = auto | bwrap | off`) with the answer to "is it in
 force, and why"; `SandboxPolicy.command(argv, workspace=...)` applies it to a long-lived program (an
 MCP stdio server), making the program's own virtual environment visible (`program_dirs`) and raising
-`SandboxRefused` when bwrap is required but missing. Does not start or kill processes (see
+`SandboxRefused` when bwrap is required but missing; `find_command(name)` finds such a program beside the
+running interpreter (its virtualenv's `bin/`), then on PATH. Does not start or kill processes (see
 `procs.py`) and knows nothing about tools.
 """
 
@@ -341,3 +342,14 @@ class SandboxPolicy:
         ws = "read-write" if writable else "read-only"
         net = "network ALLOWED" if allow_network else "no network"
         return f"sandbox: bwrap, workspace {ws}, {net}, env {env}; limits {limits}"
+
+
+def find_command(command: str) -> str | None:
+    """A stdio server's executable: a path as given, else beside the running interpreter (the virtualenv's `bin/`,
+    where `pip install mcp-server-git` put it, active or not), else on PATH; None when it is in none of them."""
+    if os.sep in command:
+        return command if Path(command).expanduser().exists() else None
+    beside = Path(sys.executable).parent / command  # not resolved: a venv's python is a link out of its bin/
+    if command and beside.is_file() and os.access(beside, os.X_OK):
+        return str(beside)
+    return shutil.which(command) if command else None

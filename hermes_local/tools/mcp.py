@@ -17,7 +17,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import os
-import shutil
+import sys
 import tempfile
 import threading
 from collections.abc import Callable, Coroutine
@@ -28,7 +28,7 @@ from urllib.parse import urlsplit
 
 from hermes_local.config import McpServerConfig
 from hermes_local.sandbox.net import host_allowed
-from hermes_local.sandbox.policy import SandboxPolicy, SandboxRefused
+from hermes_local.sandbox.policy import SandboxPolicy, SandboxRefused, find_command
 from hermes_local.sandbox.procs import TAG_VARIABLE, kill_tagged, new_tag
 from hermes_local.sandbox.workspace import PinnedWorkspace, folder_of
 from hermes_local.tools.mcp_listing import listed_tools, network_warnings, quiet_sdk_logs
@@ -103,9 +103,13 @@ def stdio_parameters(
     from mcp import StdioServerParameters
 
     command = config.command or ""
-    resolved = shutil.which(command) or command
-    if not Path(resolved).exists():
-        raise McpStartError(f"MCP server {name}: command {command!r} was not found; install it or fix the path")
+    resolved = find_command(command)
+    if resolved is None:
+        beside = Path(sys.executable).parent
+        raise McpStartError(
+            f"MCP server {name}: command {command!r} was not found beside the running Python ({beside}) or on "
+            "PATH; install it into this environment or give its full path"
+        )
     pin = workspace if isinstance(workspace, PinnedWorkspace) and not config.cwd else None
     folder = Path(config.cwd).expanduser() if config.cwd else folder_of(workspace)
     if sandbox is None or not config.sandbox or folder is None:

@@ -231,6 +231,7 @@ def tool(
     fresh_after_untrusted: bool = False,
     reaches: Callable[[dict[str, Any]], str | None] | None = None,
     writes_path: str | None = None,
+    validator: Callable[[Any], Any] | None = None,
 ) -> Any:
     """Decorator: `@tool` or `@tool(permission="write", timeout=10)`. Returns the `Tool`.
 
@@ -238,10 +239,13 @@ def tool(
     reused across runs; `exclusive` tools never run concurrently with other calls of the same turn.
     `provenance="trusted"` declares results that hold no outside text (the agent's own values, the
     user's words); `fresh_after_untrusted`, `reaches` and `writes_path`: see `Tool`.
+    `validator(args)` checks the arguments together (a pydantic "after" model validator: `args` has one
+    attribute per parameter; raise ValueError("start must be before end")); its error goes back to the
+    model like any invalid argument.
     """
 
     def wrap(fn: Callable[..., Any]) -> Tool:
-        from pydantic import Field
+        from pydantic import Field, model_validator
 
         description, arg_docs = _parse_docstring(fn.__doc__ or "")
         hints = typing.get_type_hints(fn, include_extras=True)  # keeps Annotated[str, Field(max_length=...)]
@@ -254,8 +258,11 @@ def tool(
                 continue
             default = ... if param.default is inspect.Parameter.empty else param.default
             fields[pname] = (annotation, Field(default, description=arg_docs.get(pname)))
+        checks: dict[str, Any] = {}
+        if validator is not None:
+            checks["_cross_field_check"] = model_validator(mode="after")(_returning_args(validator))
         model = create_model(  # type: ignore[call-overload]
-            f"{fn.__name__}_arguments", __config__=ConfigDict(extra="forbid"), **fields
+            f"{fn.__name__}_arguments", __config__=ConfigDict(extra="forbid"), __validators__=checks, **fields
         )
         return Tool(
             name=name or fn.__name__,
@@ -276,6 +283,32 @@ def tool(
         )
 
     return wrap(function) if function is not None else wrap
+
+
+def _returning_args(check: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """An "after" validator must return the model; a user's check may return None."""
+
+    def after(args: Any) -> Any:
+        result = check(args)
+        return args if result is None else result
+
+    return after
+
+
+_VERB_NOUN = re.compile(r"[a-z][a-z0-9]*(?:_[a-z0-9]+)+")
+
+
+def tool_warnings(t: Tool) -> list[str]:
+    """What a tool author should fix: a name that is not `verb_noun`, a description that says nothing."""
+    out = []
+    if not _VERB_NOUN.fullmatch(t.name):
+        out.append(f"tool {t.name!r}: name it verb_noun in snake case (e.g. get_weather, list_orders): models pick "
+                   "tools by name")  # fmt: skip
+    words = t.description.split()
+    if len(words) < 3 or t.description == t.function.__name__:
+        out.append(f"tool {t.name!r}: its description says nothing ({t.description!r}); write a docstring saying "
+                   "what it does and returns")  # fmt: skip
+    return out
 
 
 class ToolRegistry:

@@ -349,7 +349,7 @@ def test_full_agent_run_through_llama_server(server, workspace: Path) -> None:
     args += ["--workspace", str(workspace), "--tool-choice", "required", "--max-steps", "3", "--json"]
     res = runner.invoke(app, args)
     out = json.loads(res.stdout)
-    assert res.exit_code in (0, 1) and out["stopped"] in ("max_steps", "error", "answer"), res.stderr
+    assert res.exit_code in (0, 1, 3) and out["stopped"] in ("max_steps", "error", "answer"), res.stderr
     assert len(out["llm_calls"]) >= 3 and out["tool_calls"]
     assert all(c["error_kind"] != "invalid_arguments" for c in out["tool_calls"])  # grammar-shaped calls
     later = out["llm_calls"][1:]
@@ -405,7 +405,7 @@ def test_server_going_away_mid_run_is_one_line_and_resumable(
     finally:
         second.stop()
     out = json.loads(res.stdout)
-    assert res.exit_code in (0, 1) and out["steps"] >= 2, res.stderr
+    assert res.exit_code in (0, 1, 3) and out["steps"] >= 2, res.stderr
     kinds = [e["kind"] for e in read_records(session.path)]
     assert "run_resumed" in kinds and kinds[-1] == "run_end"
 

@@ -93,12 +93,28 @@ def test_wrong_replay_fails_the_right_case_at_the_right_step(tmp_path: Path) -> 
     assert "FAIL" in line and "step 2" in line
 
 
-def test_default_report_goes_to_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_default_report_goes_under_the_home_not_the_cwd(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, hermetic_home: Path
+) -> None:
     monkeypatch.chdir(tmp_path)
     res = run_eval(str(EVAL_DIR / "starter.jsonl"), "--model", f"replay:{EVAL_DIR / 'replay'}", "--case", "time_now")
     assert res.exit_code == 0, res.stderr
-    data = json.loads((tmp_path / "eval-report.json").read_text())
+    assert list(tmp_path.iterdir()) == []  # nothing written into the current folder
+    (written,) = (hermetic_home / "hermes" / "evals").glob("*-starter.json")
+    assert f"report: {written}" in res.stdout
+    data = json.loads(written.read_text())
     assert [c["id"] for c in data["cases"]] == ["time_now"]
+    out = tmp_path / "mine.json"
+    again = run_eval(
+        str(EVAL_DIR / "starter.jsonl"),
+        "--model",
+        f"replay:{EVAL_DIR / 'replay'}",
+        "--case",
+        "time_now",
+        "--out",
+        str(out),
+    )
+    assert again.exit_code == 0 and json.loads(out.read_text()).keys() == data.keys()
 
 
 # -- malformed files --------------------------------------------------------------------------------

@@ -372,7 +372,7 @@ def test_mcp_list_and_tools_list(hermetic_home: Path, notes_url: str) -> None:
     assert empty.exit_code == 0 and "no MCP servers configured" in empty.stdout
     write_config(hermetic_home, {"notes": {"url": notes_url, "trusted": True}, "broken": BROKEN_SERVER})
     res = runner.invoke(app, ["mcp", "list"])
-    assert res.exit_code == 0, res.stderr
+    assert res.exit_code == 1, res.stderr  # "broken" did not start
     lines = res.stdout.splitlines()
     assert lines[0].split()[:4] == ["notes", "running", "20", "tools"]
     assert lines[1].split()[:4] == ["broken", "failed", "0", "tools"] and "missing API token" in lines[2]
