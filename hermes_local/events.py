@@ -178,11 +178,13 @@ class LLMCall(Event):
     seconds: float
     prompt_seconds: float = 0.0
     finish_reason: str = "stop"
+    prefill: str = ""  # what the reply began with, written by us (a forced or required call's opening tag)
 
     def record(self) -> dict[str, Any]:
-        """The `llm_calls` entry of `--json` (everything but the kind and finish reason)."""
+        """The `llm_calls` entry of `--json` (everything but the kind, finish reason and prefill)."""
         d = dataclasses.asdict(self)
         d.pop("finish_reason")
+        d.pop("prefill")
         return d
 
 

@@ -216,7 +216,7 @@ class Agent:
         self._last_truncated = getattr(completion, "truncated", None)
         new = len(tokens) - common_prefix_length(tokens, self._previous_tokens)
         self._previous_tokens = tokens + completion.tokens
-        self.on_event(result.add_call(step, completion.usage, new, completion.finish_reason))
+        self.on_event(result.add_call(step, completion.usage, new, completion.finish_reason, prefill))
         self.budget.charge(completion.usage.prompt_tokens_evaluated + completion.usage.completion_tokens)
         if (warning := self.budget.warning()) is not None:
             self.on_event(BudgetWarning(step, warning))

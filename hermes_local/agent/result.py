@@ -77,7 +77,9 @@ class RunResult:
     reasoning: list[Reasoning] = field(default_factory=list)  # each reply's thought
     rehearsed: list[RehearsedCall] = field(default_factory=list)  # calls written inside a thought (never run)
 
-    def add_call(self, step: int, usage: Usage, prompt_tokens_new: int, finish_reason: str) -> LLMCall:
+    def add_call(
+        self, step: int, usage: Usage, prompt_tokens_new: int, finish_reason: str, prefill: str = ""
+    ) -> LLMCall:
         """Count one model call into the run's usage; returns its `LLMCall` event."""
         record = LLMCall(
             step,
@@ -88,6 +90,7 @@ class RunResult:
             usage.seconds,
             usage.prompt_seconds,
             finish_reason,
+            prefill,
         )
         self.llm_calls.append(record)
         for key in ("prompt_tokens", "prompt_tokens_evaluated", "completion_tokens", "seconds", "prompt_seconds"):

@@ -79,6 +79,8 @@ def prompt_command(
     with build_agent(llm, settings, workspace=Path("."), registry=registry, dialect=chosen) as agent:
         memory = agent.new_memory(task or "") if not events else _memory_at(agent, events, step, session or "")
     prefill = chosen.required_prefill if agent.config.tool_choice == "required" else ""
+    if events:
+        prefill = recorded_prefill(events, step)
     segments = chosen.render(memory.messages(), agent.tool_schemas(), prefill=prefill)
     count = len(to_tokens(segments, llm))
     if as_json:
@@ -125,5 +127,13 @@ def step_prompts(session_id: str) -> dict[int, str]:
         for step in sorted({e.step for e in events if isinstance(e, AssistantText)}):
             memory = memory_at_step(events, step, agent.system_prompt(), chosen, agent.executor)
             if memory is not None:
-                out[step] = chosen.render(memory.messages(), agent.tool_schemas()).text
+                prefill = recorded_prefill(events, step)
+                out[step] = chosen.render(memory.messages(), agent.tool_schemas(), prefill=prefill).text
     return out
+
+
+def recorded_prefill(events: list, step: int) -> str:
+    """The call prefill step `step` of a recorded run began with (a forced or required call), or ""."""
+    from hermes_local.events import LLMCall
+
+    return next((e.prefill for e in events if isinstance(e, LLMCall) and e.step == step), "")

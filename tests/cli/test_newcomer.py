@@ -141,7 +141,7 @@ def test_the_shortcut_still_takes_a_task_of_several_words(tmp_path: Path, worksp
 
 def test_run_dash_reads_the_task_from_stdin(tmp_path: Path, workspace: Path) -> None:
     replay = write_replay(tmp_path / "r.jsonl", ["Piped."])
-    args = ["run", "-", "--model", f"replay:{replay}", "--workspace", str(workspace), "--json"]
+    args = ["run", "-", "--model", f"replay:{replay}", "--workspace", str(workspace), "--json", "--no-answer-guard"]
     res = runner.invoke(app, args, input="Summarise the piped text\n")
     assert res.exit_code == 0, res.stderr
     sid = json.loads(res.stdout)["session_id"]
@@ -210,7 +210,9 @@ PLANNED = "<think>The user wants the time.</think><plan>current: get the time; t
 
 def test_sessions_show_prints_each_step_with_what_the_model_wrote(tmp_path: Path, workspace: Path) -> None:
     replay = write_replay(tmp_path / "r.jsonl", [PLANNED, "It is ten o'clock."])
+    # --no-answer-guard: step 1 free (not forced to a call), so the recorded reply keeps its thought and plan
     args = ["run", "What time is it?", "--model", f"replay:{replay}", "--workspace", str(workspace), "--json"]
+    args.append("--no-answer-guard")
     res = runner.invoke(app, args)
     assert res.exit_code == 0, res.stderr
     sid = json.loads(res.stdout)["session_id"]
@@ -230,6 +232,7 @@ def test_sessions_show_prints_each_step_with_what_the_model_wrote(tmp_path: Path
 def test_run_verbose_streams_what_the_model_wrote(tmp_path: Path, workspace: Path) -> None:
     replay = write_replay(tmp_path / "r.jsonl", [PLANNED, "It is ten o'clock."])
     base = ["run", "What time is it?", "--model", f"replay:{replay}", "--workspace", str(workspace)]
+    base.append("--no-answer-guard")  # step 1 free: the recorded reply keeps its plan
     res = runner.invoke(app, [*base, "--verbose"])
     assert res.exit_code == 0, res.stderr
     assert "   plan: current: get the time; todo: answer" in res.stderr and "   call: " in res.stderr
