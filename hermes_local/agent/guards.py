@@ -147,6 +147,12 @@ def bounce_note(tool: str | None, reason: str = "no_tool") -> str:
     return f"{wrong} Now reply with your answer to the goal, in plain words."
 
 
+def first_step_note(tool: str) -> str:
+    """The note after the goal when step 1 is forced to a call: which tool fits, as a bounce would say."""
+    what = HOW_TO_CALL.get(tool, f"call {tool}")
+    return f"Start with a tool call: {what} (or another fitting tool), then answer from its result."
+
+
 LOOP_ADVICE = "Change strategy (another tool or other arguments) or give the final answer from what you have."
 
 

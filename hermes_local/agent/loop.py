@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from hermes_local.agent.budget import DayUsage, TokenBudget
-from hermes_local.agent.guards import LoopGuard, bounce_note, needs_tool
+from hermes_local.agent.guards import LoopGuard, bounce_note, first_step_note, needs_tool
 from hermes_local.agent.memory import Memory, Turn, extract_plan
 from hermes_local.agent.result import AgentConfig, RunResult, step_limit_line
 from hermes_local.agent.resume import STOPPED_CALLS, rebuild_memory
@@ -281,7 +281,10 @@ class Agent:
         self.executor.cache.invalidate()  # the per-run result cache starts empty
         # Decide before generating: a goal that needs a tool starts with the call grammar on (the trigger
         # pre-fired), so no free text is generated only for the answer guard to throw away.
-        failures, force_tool = 0, first_step == 1 and self._guard_answer(memory, result) is not None
+        first_tool = self._guard_answer(memory, result) if first_step == 1 else None
+        failures, force_tool = 0, first_tool is not None
+        if first_tool:  # say which tool, as a bounce would: the grammar forces a call, the note picks it
+            memory.add_user_note(1, Segments.untrusted(first_step_note(first_tool)))
         try:
             for step in range(first_step, limit + 1):
                 result.steps = step
