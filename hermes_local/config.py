@@ -31,39 +31,17 @@ T = TypeVar("T")
 MAX_TOOL_TIMEOUT = 86_400.0  # one day: larger values (inf, 1e308) overflow timers and would never fire
 MAX_TIMEOUT = MAX_TOOL_TIMEOUT  # the same bound for engine, approval and MCP timeouts (`inf` is refused at load)
 _PACKAGE_DIR = Path(__file__).resolve().parent
-# Workspace files that run code later, outside any sandbox and without asking (a git hook at the next commit,
-# .envrc on `cd`, VS Code tasks on opening the folder, shell rc files at the next shell, *.pth at the next
-# Python start, CI workflows on push): writing one always asks, even under --yes / --allow. Glob patterns
-# matched against the path and every trailing part of it, case-insensitively. A Makefile is not listed: it
-# runs only when the user types `make`, like any script the agent writes (add "Makefile" to ask for it too).
-EXECUTE_LATER_FILES = (
-    ".git/*",
-    ".husky/*",
-    ".pre-commit-config.yaml",
-    ".envrc",
-    ".vscode/tasks.json",
-    ".vscode/settings.json",
-    ".vscode/launch.json",
-    ".idea/*",
-    ".bashrc",
-    ".bash_profile",
-    ".bash_login",
-    ".bash_logout",
-    ".profile",
-    ".zshrc",
-    ".zshenv",
-    ".zprofile",
-    ".zlogin",
-    ".config/fish/*",
-    "*.pth",
-    "sitecustomize.py",
-    "usercustomize.py",
-    ".github/workflows/*",
-    ".gitlab-ci.yml",
-    ".circleci/*",
-    ".travis.yml",
-    "azure-pipelines.yml",
-    "Jenkinsfile",
+# Workspace files that run code later, unsandboxed and unasked (a git hook at the next commit, .envrc on `cd`, VS
+# Code tasks on opening the folder, shell rc files, *.pth at the next Python start, CI workflows on push): writing
+# one always asks, even under --yes / --allow. Globs, matched case-insensitively against the path and every trailing
+# part of it. Not a Makefile: it runs only when the user types `make`, like any script (add "Makefile" to ask).
+EXECUTE_LATER_FILES = tuple(
+    """
+    .git/* .husky/* .pre-commit-config.yaml .envrc .vscode/tasks.json .vscode/settings.json .vscode/launch.json .idea/*
+    .bashrc .bash_profile .bash_login .bash_logout .profile .zshrc .zshenv .zprofile .zlogin .config/fish/*
+    *.pth sitecustomize.py usercustomize.py
+    .github/workflows/* .gitlab-ci.yml .circleci/* .travis.yml azure-pipelines.yml Jenkinsfile
+""".split()
 )
 
 
@@ -146,9 +124,8 @@ class Settings(BaseModel):
     n_batch: int = Field(512, ge=1)
     seed: int = 0
     flash_attn: bool = False
-    # flash attention + q8_0 KV cache, so batched verification (fast-forward, drafting, parallel runs) gives
-    # exactly the tokens one-at-a-time decoding gives (engines/inprocess/load.py); costs prompt and decode speed,
-    # so off by default
+    # flash attention + q8_0 KV cache, so batched verification (fast-forward, drafting, parallel runs) gives exactly
+    # the tokens one-at-a-time decoding gives (engines/inprocess/load.py); off by default: costs prompt/decode speed
     batch_invariant: bool = False
     # prompt-lookup drafting: guess copied text from the prompt, verified in one batch (exact at temperature 0);
     # on: it pays on tool-call steps and copy-heavy writes alike (README, Speed)
@@ -249,9 +226,8 @@ def load_settings(
 ) -> Settings:
     """Merge defaults, the config file, the environment and CLI values (None means "not given").
 
-    A setting that lowers safety changed in the config file during a run (`watch.py`) is used only once
-    `confirm(change)` (a person at a terminal) says yes; otherwise UserError names the file.
-    """
+    A setting that lowers safety changed in the config file during a run (`RunWatch`) is used only once
+    `confirm(change)` (a person at a terminal) says yes; otherwise UserError names the file."""
     check_config_changes(confirm)
     merged: dict[str, Any] = {}
     path = config_file()
@@ -271,18 +247,16 @@ def load_settings(
 
 
 def settings_for(cls: type[T], settings: Settings, **overrides: Any) -> T:
-    """An instance of dataclass `cls` from the settings of the same names (the others keep their defaults).
-
-    This is how `LlamaParams` and `AgentConfig` are built: a field added to both is wired without code.
-    """
+    """An instance of dataclass `cls` from the settings of the same names (the others keep their defaults): how
+    `LlamaParams` and `AgentConfig` are built, so a field added to both is wired without code."""
     names = {f.name for f in dataclasses.fields(cls)} & set(Settings.model_fields)  # type: ignore[arg-type]
     return cls(**{name: getattr(settings, name) for name in names if name not in overrides}, **overrides)
 
 
-# -- settings that lower safety, changed on disk during a run ---------------------------------------
-# A run records the safety settings of config.toml when it starts; if they are lower when it ends (or
-# when a later start finds it died), the change waits for a person's confirmation (`check_config_changes`).
+# -- settings that lower safety, changed on disk during a run: a run records those of config.toml when it starts;
+# lower ones when it ends (or when a later start finds it died) wait for a person's yes (`check_config_changes`).
 SANDBOX_RANK = {"bwrap": 0, "auto": 1, "off": 2}
+_SAFETY_KEYS = ("sandbox", "allow_tools", "allow_hosts", "deny_tools")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -307,9 +281,6 @@ def _safety(path: Path) -> dict[str, Any]:
     servers = raw.get("mcp", {}).get("servers", {}) if isinstance(raw.get("mcp"), dict) else {}
     out["mcp"] = {str(k): repr(v) for k, v in servers.items()} if isinstance(servers, dict) else {}
     return out
-
-
-_SAFETY_KEYS = ("sandbox", "allow_tools", "allow_hosts", "deny_tools")
 
 
 def lowered(before: dict[str, Any], now: dict[str, Any]) -> tuple[str, ...]:
@@ -395,9 +366,8 @@ def _read_pending() -> dict[str, Any] | None:
 def check_config_changes(confirm: Callable[[ConfigChange], bool] | None = None) -> None:
     """Refuse (UserError, one line) a safety-lowering change made during a run until `confirm` says yes.
 
-    Records of runs that died without ending are settled first. A change the user has since undone is
-    forgotten; an accepted one is not asked again.
-    """
+    Records of runs that died without ending are settled first. A change since undone is forgotten; an
+    accepted one is not asked again."""
     with contextlib.suppress(OSError):
         for record in _watch_dir().glob("*.json"):
             pid, _, _ = record.name.partition("-")

@@ -91,14 +91,8 @@ class ToolOutcome:
 
     def brief(self) -> dict[str, Any]:
         """The `--json` view: name, arguments, ok, error_kind, cached (and truncated when the call was cut)."""
-        brief = {
-            "name": self.name,
-            "arguments": self.arguments,
-            "ok": self.ok,
-            "error_kind": self.error_kind,
-            "cached": self.result.cached,
-        }
-        return brief | ({"truncated": True} if self.truncated else {})
+        brief = {"name": self.name, "arguments": self.arguments, "ok": self.ok, "error_kind": self.error_kind}
+        return brief | {"cached": self.result.cached} | ({"truncated": True} if self.truncated else {})
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ToolOutcome:
@@ -361,24 +355,8 @@ class Unknown(Event):
 
 EVENT_TYPES: dict[str, type[Event]] = {
     t.kind: t
-    for t in (
-        RunStart,
-        RunResumed,
-        StepStart,
-        TurnAdded,
-        LLMCall,
-        AssistantText,
-        Reasoning,
-        RehearsedCall,
-        Token,
-        ToolCallStarted,
-        ToolFinished,
-        Guarded,
-        BudgetWarning,
-        Compaction,
-        McpServerFailed,
-        RunEnd,
-    )
+    for t in (RunStart, RunResumed, StepStart, TurnAdded, LLMCall, AssistantText, Reasoning, RehearsedCall, Token)
+    + (ToolCallStarted, ToolFinished, Guarded, BudgetWarning, Compaction, McpServerFailed, RunEnd)
 }
 WORKFLOW_KINDS = frozenset({"workflow_start", "workflow_step", "workflow_end"})
 

@@ -26,7 +26,7 @@ from hermes_local.agent.guards import LoopGuard, bounce_note, first_step_note, n
 from hermes_local.agent.memory import Memory, Turn, extract_plan
 from hermes_local.agent.result import AgentConfig, RunResult, step_limit_line
 from hermes_local.agent.resume import STOPPED_CALLS, rebuild_memory
-from hermes_local.agent.turn import execute_turn, is_parroted
+from hermes_local.agent.turn import bounce_final_answers, execute_turn, is_parroted
 from hermes_local.calls.grammar import GrammarTooLarge
 from hermes_local.calls.parse import ParseResult, ToolCall
 from hermes_local.config import home_dir
@@ -38,7 +38,6 @@ from hermes_local.events import (
     Compaction,
     Event,
     Guarded,
-    McpServerFailed,
     RunEnd,
     RunResumed,
     RunStart,
@@ -231,20 +230,8 @@ class Agent:
     def _new_result(self, steps: int) -> RunResult:
         """A run's result so far, listing the MCP servers that did not start (logged once, one event each)."""
         result = RunResult(answer=None, stopped="max_steps", steps=steps)
-        self._report_mcp_failures(result)
+        result.note_mcp_failures(self.executor.registry.failed_sources, self._failures_logged, self.on_event)
         return result
-
-    def _report_mcp_failures(self, result: RunResult) -> None:
-        """Put every MCP server that is down (did not start, or crashed and could not be restarted) into
-        `result.mcp_failed`, and log a McpServerFailed event for each one not logged before."""
-        for source, error in list(self.executor.registry.failed_sources.items()):
-            if not source.startswith("mcp:"):
-                continue
-            server = source.removeprefix("mcp:")
-            result.mcp_failed[server] = error
-            if server not in self._failures_logged:
-                self._failures_logged.add(server)
-                self.on_event(McpServerFailed(server, error))
 
     def chat(self, memory: Memory | None, message: str) -> tuple[Memory, RunResult]:
         """One chat turn: the first message is the goal; later ones are appended user turns."""
@@ -312,7 +299,8 @@ class Agent:
                 memory.add_reply(step, parsed)
                 cut = parsed.calls[-1] if self._last_truncated and parsed.calls else None
                 outcomes = execute_turn(self.executor, self.loop_guard, self.on_event, step, parsed.calls, result, cut)
-                self._report_mcp_failures(result)  # a server that crashed for good during the turn
+                # a server that crashed for good during the turn
+                result.note_mcp_failures(self.executor.registry.failed_sources, self._failures_logged, self.on_event)
                 for error in parsed.errors:
                     failure = ToolResult.failure("invalid_arguments", error, "unreadable tool call")
                     outcome = ToolOutcome(step, "invalid_tool_call", {}, failure)
@@ -387,14 +375,8 @@ class Agent:
         tool = self._guard_answer(memory, result)
         if tool is None:
             return False
-        result.guarded.append({"step": step, "reason": "no_tool", "tool": tool})
-        self.on_event(Guarded(step, tool, str(calls[0].arguments.get("answer", ""))))
+        outcomes = bounce_final_answers(step, calls, tool, result, self.on_event)
         memory.add_assistant(step, "", calls)
-        bounced = ToolResult.failure("guarded", bounce_note(tool), "answer bounced: a tool is needed first")
-        outcomes = [ToolOutcome(step, c.name, c.arguments, bounced) for c in calls]
-        for outcome in outcomes:
-            result.tool_calls.append(outcome)
-            self.on_event(ToolFinished(outcome))
         memory.add_tool_results(step, outcomes)
         return True
 

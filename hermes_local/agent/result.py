@@ -13,7 +13,7 @@ from typing import Any
 
 from hermes_local.agent.ledger import key_argument
 from hermes_local.calls.parse import ParseResult
-from hermes_local.events import Event, LLMCall, Reasoning, RehearsedCall, ToolOutcome
+from hermes_local.events import Event, LLMCall, McpServerFailed, Reasoning, RehearsedCall, ToolOutcome
 from hermes_local.llm import Usage
 
 # Why a reply was sent back once (`RunResult.guarded`): an answer given without the tool the goal needs, a reply
@@ -119,6 +119,18 @@ class RunResult:
             self.rehearsed.append(RehearsedCall(step, call.name, call.arguments))
             sink(self.rehearsed[-1])
         return parsed
+
+    def note_mcp_failures(self, failed: dict[str, str], logged: set[str], sink: Callable[[Event], None]) -> None:
+        """Put every MCP server that is down (did not start, or crashed and could not be restarted) into
+        `mcp_failed`, and report (to `sink`) a McpServerFailed event for each one not in `logged` (then added)."""
+        for source, error in list(failed.items()):
+            if not source.startswith("mcp:"):
+                continue
+            server = source.removeprefix("mcp:")
+            self.mcp_failed[server] = error
+            if server not in logged:
+                logged.add(server)
+                sink(McpServerFailed(server, error))
 
     def to_json(self) -> dict[str, Any]:
         return {

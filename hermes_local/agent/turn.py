@@ -3,6 +3,7 @@
 `execute_turn` runs the calls of one model reply: the loop guard first (in call order), then the
 executor through `execution.run_grouped` (consecutive reads concurrently, everything else alone and
 in order), one `ToolOutcome` per call in call order, a `ToolCallStarted`/`ToolFinished` event each.
+`bounce_final_answers` answers a turn of only `final_answer` calls that the answer guard sends back.
 `is_parroted(answer, request)` tells a reply that only repeats the loop's own request (the step-limit
 "reply now with your final answer" note a small model copies back) from an answer. Does not call the
 model or touch the memory (the loop does).
@@ -13,10 +14,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from hermes_local.agent.guards import LoopGuard
+from hermes_local.agent.guards import LoopGuard, bounce_note
 from hermes_local.agent.result import RunResult
 from hermes_local.calls.parse import ToolCall
-from hermes_local.events import Event, ToolCallStarted, ToolFinished, ToolOutcome
+from hermes_local.events import Event, Guarded, ToolCallStarted, ToolFinished, ToolOutcome
 from hermes_local.tools.execution import Executor, run_grouped
 from hermes_local.tools.registry import ToolResult
 
@@ -63,6 +64,22 @@ def execute_turn(
         before=lambda i: on_event(ToolCallStarted(step, calls[i].name, calls[i].arguments, calls[i] is cut)),
         after=finish,
     )
+    return outcomes
+
+
+def bounce_final_answers(
+    step: int, calls: list[ToolCall], tool: str, result: RunResult, on_event: Callable[[Event], None]
+) -> list[ToolOutcome]:
+    """A turn of only final_answer calls that the answer guard sends back (it names `tool`): the bounce is
+    listed in `result.guarded`, each call answered with the corrective note (error_kind `guarded`), appended
+    to `result.tool_calls` and reported; the outcomes are returned for the loop to put in memory."""
+    result.guarded.append({"step": step, "reason": "no_tool", "tool": tool})
+    on_event(Guarded(step, tool, str(calls[0].arguments.get("answer", ""))))
+    bounced = ToolResult.failure("guarded", bounce_note(tool), "answer bounced: a tool is needed first")
+    outcomes = [ToolOutcome(step, c.name, c.arguments, bounced) for c in calls]
+    for outcome in outcomes:
+        result.tool_calls.append(outcome)
+        on_event(ToolFinished(outcome))
     return outcomes
 
 

@@ -11,7 +11,7 @@ flat keys, OpenAI envelopes, and brackets left open by a reply cut off after a c
 (a cut-off name or path) is never completed but reported. A thought (any pair of `thoughts.py`, unclosed, or closed
 only: the prompt opened it) is neither calls nor text: it is `reasoning`, its calls `rehearsed` (never run).
 `[/TOOL_CALLS]` is dropped; a `<tool_response>` (or a user/tool turn) the model wrote itself is made up, so it and all
-after it are dropped; ChatML leftovers are removed.
+after it are dropped; ChatML leftovers are removed (`prose.py` joins the text left).
 
 It never executes anything, does not check arguments against schemas, and keeps unknown tool names found inside tags
 (the agent reports those). One reply yields at most `MAX_CALLS` calls and `MAX_ERRORS` errors (a reply of thousands of
@@ -29,6 +29,7 @@ from typing import Any
 from hermes_local.calls.json_repair import decode as _decode
 from hermes_local.calls.json_repair import scan as _scan
 from hermes_local.calls.json_repair import value_at as _value
+from hermes_local.calls.prose import HOLE, kept_text
 from hermes_local.calls.thoughts import CLOSE_PATTERN, OPEN_PATTERN, Markers, pair_of, prompt_opened, thought_end
 from hermes_local.calls.variants import normalize_variants
 
@@ -72,11 +73,8 @@ _PARAM = re.compile(r"\s*<parameter(?:=(?P<k>[^>]+)|\s+name\s*=\s*[\"'](?P<a>[^\
 # Where a parameter value ends; whitespace before a next tag is not part of the value. Searched once per
 # value (a lazy `.*?` with a `\s*` lookahead re-scanned every whitespace run: quadratic on padding).
 _PARAM_END = re.compile(r"</parameter>|<parameter[=\s]|</function>", re.I)
-_LEFTOVER = re.compile(r"<\|im_start\|>(?:[a-z]+\n)?|<\|[a-z_]+\|>|</s>", re.I)
 _CUT_TAIL = re.compile(r"<\s*([a-z_]{4,})\Z", re.I)
 _CALLISH = re.compile(r"name|function|tool", re.I)
-_HOLE = "\ue000"  # marks where a block was removed, so the text around it can be joined tidily
-_BLANK_LINES = re.compile(r"\n[ \t]*\n\s*\n")
 
 _NAME_KEYS = ("name", "function", "tool_name", "tool")
 _ARG_KEYS = ("arguments", "parameters", "args", "input", "tool_input", "params")
@@ -178,7 +176,7 @@ def _params(s: str, pos: int) -> tuple[dict[str, Any], int, bool]:
 
 
 class _Parser:
-    """One pass over a reply: prose goes to `parts` (`_HOLE` where a block was removed), blocks to calls/errors."""
+    """One pass over a reply: prose goes to `parts` (`HOLE` where a block was removed), blocks to calls/errors."""
 
     def __init__(self, text: str, names: frozenset[str] | None, thought: bool = False) -> None:
         self.s, self.names, self.in_thought = text, names, thought
@@ -203,7 +201,7 @@ class _Parser:
             kept = len(self.parts)
             pos = getattr(self, f"_on_{m.lastgroup}")(m)
             if len(self.parts) == kept:
-                self.parts.append(_HOLE)
+                self.parts.append(HOLE)
             look = pos
         self.parts.append(s[pos:])
         return self
@@ -311,7 +309,7 @@ class _Parser:
         self.calls += sub.calls
         self.errors += sub.errors
         self.echoed = self.echoed or sub.echoed
-        self.parts += [_HOLE, *sub.parts, _HOLE]
+        self.parts += [HOLE, *sub.parts, HOLE]
         return end
 
     def _on_think(self, m: re.Match[str]) -> int:
@@ -359,19 +357,6 @@ class _Parser:
         return end
 
 
-def _clean(parts: list[str]) -> str:
-    """Join the kept text; where a block was removed, join with a newline or one space, not a pile of blanks."""
-    pieces = [piece.strip(" \t") for piece in _LEFTOVER.sub(_HOLE, "".join(parts)).split(_HOLE)]
-    out: list[str] = []
-    for piece in filter(None, pieces):
-        if out and out[-1].endswith("\n") and piece.startswith("\n"):
-            piece = piece[1:]
-        elif out and not (out[-1].endswith("\n") or piece.startswith("\n")):
-            out.append(" ")
-        out.append(piece)
-    return _BLANK_LINES.sub("\n\n", "".join(out)).strip()
-
-
 def parse_tool_calls(text: str, tool_names: Iterable[str] | None = None, dialect: str | None = None) -> ParseResult:
     """Extract the tool calls in one model reply; see the module docstring for what is understood.
 
@@ -394,7 +379,7 @@ def parse_tool_calls(text: str, tool_names: Iterable[str] | None = None, dialect
     if len(errors) > MAX_ERRORS:
         errors = [*errors[: MAX_ERRORS - 1], f"... and {len(errors) - MAX_ERRORS + 1} more unreadable tool calls."]
     reasoning, rehearsed = "\n\n".join(parser.thoughts), parser.rehearsed[:MAX_CALLS]
-    return ParseResult(calls, _clean(parser.parts), errors, reasoning, rehearsed, parser.markers, parser.echoed)
+    return ParseResult(calls, kept_text(parser.parts), errors, reasoning, rehearsed, parser.markers, parser.echoed)
 
 
 def _too_many(n: int) -> str:
