@@ -332,10 +332,12 @@ def main() -> None:
     ap.add_argument("--json", type=Path, default=ROOT / "bench-results" / "bench.json")
     ap.add_argument(
         "--only",
-        choices=("all", "speed", "busy"),
+        choices=("all", "speed", "busy", "peers"),
         default="all",
-        help="speed: only the issue-15 sections; busy: idle vs busy walls for fixed and auto threads",
+        help="speed: only the issue-15 sections; busy: idle vs busy walls for fixed and auto threads; "
+        "peers: hermes-local vs the chat-handler loop and llama-server on --server-steps, --repeat times",
     )
+    ap.add_argument("--repeat", type=int, default=2, help="peers: how many times each pair runs")
     ap.add_argument("--no-busy-peer", action="store_true", help="busy: leave the chat-handler peer out")
     ap.add_argument("--batch-invariant", action="store_true", help="flash attention + q8_0 KV: drafts verified exactly")
     args = ap.parse_args()
@@ -361,6 +363,10 @@ def main() -> None:
     report: dict[str, Any] = {"model": path.name, "n_ctx": args.n_ctx, "threads": args.threads, "steps": args.steps}
     report["threads_line"] = llm.threads_line
     print(f"model {path.name}, n_ctx {args.n_ctx}, {llm.threads_line}, {args.steps} steps", file=sys.stderr)
+    if args.only == "peers":
+        report["peers"] = peer_pairs(llm, path, args)
+        write_report(report, args.json)
+        return
     speed_rows = speed_sections(report, llm, path, args)
     if args.only == "speed":
         print_rows(speed_rows)
@@ -504,6 +510,43 @@ def speed_sections(report: dict[str, Any], llm: LlamaCppLLM, path: Path, args: a
     else:
         rows.append(("batched", b.get("note", "not measured")))
     return rows
+
+
+def peer_pairs(llm: LlamaCppLLM, path: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """hermes-local and the chat-handler loop, side by side on each step count, `--repeat` times (one
+    process, the same model, threads and n_ctx), then the llama-server pair; prints each ratio as it comes."""
+    import bench_llama_server
+
+    steps_list = [int(s) for s in args.server_steps.split(",") if s]
+    out: dict[str, Any] = {"chat_handler": []}
+    for round_ in range(1, args.repeat + 1):
+        for steps in steps_list:
+            h, p = hermes_run(llm, steps, args.n_ctx), peer_chat_handler_run(llm, steps)
+            row = {
+                "round": round_,
+                "steps": steps,
+                "hermes": h,
+                "peer": p,
+                "peer_over_hermes_wall": p["wall_s"] / h["wall_s"],
+            }
+            out["chat_handler"].append(row)
+            print(
+                f"round {round_}, {steps} steps: hermes {h['wall_s']:.1f} s ({h['tool_calls_valid']}/{h['tool_calls']}"
+                f" valid, {h['prompt_tokens_evaluated'] / max(1, h['llm_calls']):.0f} evaluated/call), chat-handler "
+                f"{p['wall_s']:.1f} s ({p['tool_calls_valid']}/{p['tool_calls']} valid, "
+                f"{p['prompt_tokens_evaluated'] / max(1, p.get('llm_calls') or steps):.0f} evaluated/call): "
+                f"peer / hermes = {row['peer_over_hermes_wall']:.2f}",
+                flush=True,
+            )
+    skipped = bench_llama_server.available()
+    if skipped is None:
+        for _round in range(1, args.repeat + 1):
+            out.setdefault("llama_server", []).append(
+                bench_llama_server.run(path, steps_list, args.n_ctx, args.threads or llm.n_threads)
+            )
+    else:
+        out["llama_server_skipped"] = skipped
+    return out
 
 
 def print_rows(rows: list[tuple]) -> None:
