@@ -8,7 +8,8 @@ Routes: `POST /v1/runs`, `GET /v1/runs`, `GET /v1/runs/{id}`,
 `{"error": {"message", "type"}}` with 400, 403 (workspace outside the roots; a run started with other
 credentials), 404 (unknown run), 409 (wrong state) or 503 (the run queue is full). A run's routes answer
 only the credentials that started it (`Run.check_owner`). Event streams and the cheap reads run on the
-event loop, so idle streams never starve `/v1/health`. CORS is off unless origins are configured. Does
+event loop, so idle streams never starve `/v1/health`. CORS is off unless origins are configured. Requests
+past the per-client rate limit get 429 (`ratelimit.py`, outermost). Does
 not bind sockets (see `cli/serve.py`) and holds no agent logic.
 """
 
@@ -29,6 +30,7 @@ from pydantic import BaseModel, ConfigDict
 from hermes_local.errors import HermesError, UserError
 from hermes_local.service import openai_compat
 from hermes_local.service.guard import CREDENTIAL_KEY, Guard
+from hermes_local.service.ratelimit import RateLimit
 from hermes_local.service.run import Conflict, NotYourRun, QueueFull, Run, RunNotFound, RunRequest, WorkspaceForbidden
 from hermes_local.service.runs import RunManager
 
@@ -205,4 +207,5 @@ def create_app(
 
     accepted = [t for t in (token, *tokens) if t]
     names = manager.settings.serve_hosts if hosts is None else hosts
-    return Guard(api, tokens=accepted, max_body=max_body, hosts=names, cors_origins=cors_origins or ())
+    guard = Guard(api, tokens=accepted, max_body=max_body, hosts=names, cors_origins=cors_origins or ())
+    return RateLimit(guard, limit=manager.settings.serve_rate_limit, window=manager.settings.serve_rate_window)
