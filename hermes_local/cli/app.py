@@ -21,6 +21,7 @@ from hermes_local.cli.prompt import prompt_command
 from hermes_local.cli.records import memory_app, sessions_app, tools_app
 from hermes_local.cli.run import RUN_EXAMPLES, chat, run
 from hermes_local.cli.serve import serve
+from hermes_local.cli.stats import stats
 from hermes_local.errors import HermesError
 
 app = typer.Typer(
@@ -43,6 +44,7 @@ app.command("eval")(eval_command)
 app.command("prompt")(prompt_command)
 sessions_app.command("export")(sessions_export)
 app.command()(serve)
+app.command()(stats)
 app.command(epilog=RUN_EXAMPLES)(run)
 app.command()(chat)
 

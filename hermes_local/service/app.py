@@ -2,7 +2,7 @@
 
 Routes: `POST /v1/runs`, `GET /v1/runs`, `GET /v1/runs/{id}`,
 `GET /v1/runs/{id}/events` (SSE, resumable with `Last-Event-ID`), `POST /v1/runs/{id}/approvals`,
-`POST /v1/runs/{id}/cancel`, `GET /v1/health`,
+`POST /v1/runs/{id}/cancel`, `GET /v1/health`, `GET /v1/stats?since=7d` (`evals/stats.py`),
 `POST /v1/chat/completions`, `GET /v1/models`. Every route is a thin call into `runs.RunManager` or
 `openai_compat`; user mistakes (`HermesError`, and bodies that fail validation) become JSON errors
 `{"error": {"message", "type"}}` with 400, 403 (workspace outside the roots; a run started with other
@@ -28,6 +28,8 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict
 
 from hermes_local.errors import HermesError, UserError
+from hermes_local.evals.stats import gather as gather_stats
+from hermes_local.evals.stats import parse_since
 from hermes_local.service import openai_compat
 from hermes_local.service.guard import CREDENTIAL_KEY, Guard
 from hermes_local.service.ratelimit import RateLimit
@@ -183,6 +185,10 @@ def create_app(
     @api.get("/v1/health")
     async def health() -> dict[str, Any]:  # on the event loop: answers while every worker thread is busy
         return manager.health()
+
+    @api.get("/v1/stats")
+    def stats(since: str | None = None) -> dict[str, Any]:  # `hermes-local stats --json`, from the session logs
+        return gather_stats(parse_since(since) if since else None)
 
     @api.get("/v1/models")
     async def models() -> dict[str, Any]:
