@@ -89,8 +89,9 @@ class RunManager:
         return self.running[0] if self.running else None
 
     # -- requests --------------------------------------------------------------------------
-    def resolve_workspace(self, requested: str | None) -> Path:
-        """The run's workspace: the server's by default; a folder under a configured root, else 403."""
+    def resolve_workspace(self, requested: str | None, rooted: bool = True) -> Path:
+        """The run's workspace: the server's by default; a folder under a configured root, else 403 (any folder
+        when not `rooted`: a schedule's, set by the local user in their own home)."""
         if requested is None:
             return self.workspace
         try:
@@ -98,7 +99,7 @@ class RunManager:
             path = (path if path.is_absolute() else self.workspace / path).resolve()
         except (OSError, RuntimeError, ValueError) as exc:  # a symlink loop, a name too long, ~nobody
             raise UserError(f"workspace {requested[:200]!r} cannot be resolved: {exc.__class__.__name__}") from exc
-        if not any(path == root or path.is_relative_to(root) for root in self.roots):
+        if rooted and not any(path == root or path.is_relative_to(root) for root in self.roots):
             raise WorkspaceForbidden(
                 f"workspace {requested} is not under a configured workspace root; add it to workspace_roots"
             )
@@ -119,10 +120,12 @@ class RunManager:
             raise UserError(f"unknown tool(s) {', '.join(unknown)}; known: {', '.join(self.registry.names())}")
         return ToolRegistry(t for t in self.registry if t.name in names)
 
-    def submit(self, request: RunRequest, owner: str = "", *, unattended: list[str] | None = None) -> Run:
+    def submit(
+        self, request: RunRequest, owner: str = "", *, unattended: list[str] | None = None, rooted: bool = True
+    ) -> Run:
         """Queue a run for `owner` (the creator's credential, see `Run.check_owner`); QueueFull past the bound.
         `unattended`: nobody is asked; only these write/dangerous tools run (a schedule's allow-list)."""
-        workspace = self.resolve_workspace(request.workspace)
+        workspace = self.resolve_workspace(request.workspace, rooted)
         self.registry_for(request.tools)  # reject unknown tools now, not in the background
         # Pinned now, when the run is accepted: a folder swapped while it waits is refused, never followed.
         pin = PinnedWorkspace.open(workspace)
