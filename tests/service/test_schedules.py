@@ -14,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from hermes_local.cli.app import app
@@ -23,7 +24,8 @@ from hermes_local.service.scheduler import Scheduler
 from hermes_local.service.schedules import Schedule, ScheduleLock
 from hermes_local.session import read_records, session_path
 from hermes_local.testing import ScriptedLLM
-from tests.fixtures.service_server import http, served
+from tests.fixtures.service_server import free_port, http, served
+from tests.service.test_service import _start_serve, _wait_up
 
 ROOT = Path(__file__).resolve().parents[2]
 WRITE = tool_call_text("write_file", path="a.txt", content="x")
@@ -162,3 +164,41 @@ def test_run_now_and_the_daemon_run_a_schedule_as_a_session(workspace: Path, tmp
     assert proc.returncode == 0, stderr
     assert "missed run of" in stderr and "schedule greet: answer" in stderr
     assert read_records(session_path(ran.last_session or ""))[-1]["answer"] == "Hello from the daemon."
+
+
+def test_a_scheduled_workflow_runs_unattended_too(workspace: Path, tmp_path: Path) -> None:
+    wf = tmp_path / "notes.toml"
+    step = 'id = "w"\ntool = "write_file"\nparams = { path = "n.txt", content = "hi" }'
+    wf.write_text(f'name = "notes"\n\n[[steps]]\n{step}\n')
+    code, _, err = _cli("schedule", "add", "wf", "--cron", "30 6 * * *", str(wf), "--workspace", str(workspace))
+    assert code == 0, err
+    assert json.loads(_cli("schedule", "list", "--json")[1])[0]["workflow"] == str(wf.resolve())
+    with served(ScriptedLLM([]), workspace) as (_, manager):
+        scheduler = Scheduler(manager)
+        denied = scheduler.fire("wf")
+        schedules.save(schedules.get("wf").model_copy(update={"allow": ["write_file"]}))
+        allowed = scheduler.fire("wf")
+    assert denied is not None and denied.last_status == "failed" and "write_file" in (denied.last_note or "")
+    assert allowed is not None and allowed.last_status == "ok" and (workspace / "n.txt").read_text() == "hi"
+    assert read_records(session_path(allowed.last_session or ""))[0]["kind"] == "workflow_start"
+
+
+@pytest.mark.slow
+def test_serve_runs_the_schedules_and_shows_their_runs(workspace: Path, tmp_path: Path) -> None:
+    replay = write_replay(tmp_path / "s.jsonl", ["Hello from serve."])
+    _schedule(workspace, "served", task="Say hello", tool_choice="none", last_due=time.time() - 2 * 86400)
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    proc = _start_serve(replay, workspace, port)
+    try:
+        _wait_up(base, proc)
+        deadline = time.monotonic() + 60
+        while (seen := schedules.get("served")).last_session is None or seen.last_status == "running":
+            assert time.monotonic() < deadline, "serve did not run the missed schedule"
+            time.sleep(0.2)
+        view = http("GET", f"{base}/v1/runs/{seen.last_session}")[1]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=60)
+    assert seen.last_status == "answer" and view["result"]["answer"] == "Hello from serve."
+    assert b"missed run of" in stderr and b"schedule served: answer" in stderr
