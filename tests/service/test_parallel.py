@@ -117,3 +117,21 @@ def test_a_decided_run_takes_its_slot_back_before_queued_runs(workspace: Path) -
         http("POST", f"{base}/v1/runs/{first}/approvals", {"call": pending["call"], "decision": "allow"})
         views = [wait_status(base, run_id, {"done", "error"}) for run_id in (first, shell, *queued)]
     assert [v["result"]["answer"] for v in views] == ["Written.", "Shell done.", "Hi 1.", "Hi 2."]
+
+
+def test_at_most_serve_max_queue_runs_wait_without_their_slot(workspace: Path) -> None:
+    """Parked runs are bounded (each keeps a thread): past `serve_max_queue` a waiting run keeps its slot."""
+    write = tool_call_text("write_file", path="p.txt", content="x")
+    llm = ScriptedLLM([write, write, "B done.", "A done.", "C done."])
+    with served(llm, workspace, serve_max_queue=1) as (base, _):
+        a, b = (http("POST", f"{base}/v1/runs", {"task": f"Write p.txt ({n})"})[1]["id"] for n in "AB")
+        [pending_a] = wait_status(base, a, {"waiting_approval"})["pending_approvals"]
+        [pending_b] = wait_status(base, b, {"waiting_approval"})["pending_approvals"]  # A gave its slot to B
+        c = http("POST", f"{base}/v1/runs", {"task": "Say hi (C)."})[1]["id"]
+        time.sleep(0.3)
+        assert http("GET", f"{base}/v1/runs/{c}")[1]["status"] == "queued"  # B kept the slot: only one parks
+        assert http("GET", f"{base}/v1/health")[1]["waiting_approval"] == 1
+        http("POST", f"{base}/v1/runs/{a}/approvals", {"call": pending_a["call"], "decision": "deny"})
+        http("POST", f"{base}/v1/runs/{b}/approvals", {"call": pending_b["call"], "decision": "deny"})
+        answers = [wait_status(base, run_id, {"done"})["result"]["answer"] for run_id in (a, b, c)]
+    assert answers == ["A done.", "B done.", "C done."]
