@@ -2,14 +2,15 @@
 
 Routes: `POST /v1/runs`, `GET /v1/runs`, `GET /v1/runs/{id}`,
 `GET /v1/runs/{id}/events` (SSE, resumable with `Last-Event-ID`), `POST /v1/runs/{id}/approvals`,
-`POST /v1/runs/{id}/cancel`, `GET /v1/health`, `GET /v1/stats?since=7d` (`evals/stats.py`),
+`POST /v1/runs/{id}/cancel`, `GET /v1/health`,
 `POST /v1/chat/completions`, `GET /v1/models`. Every route is a thin call into `runs.RunManager` or
 `openai_compat`; user mistakes (`HermesError`, and bodies that fail validation) become JSON errors
 `{"error": {"message", "type"}}` with 400, 403 (workspace outside the roots; a run started with other
 credentials), 404 (unknown run), 409 (wrong state) or 503 (the run queue is full). A run's routes answer
 only the credentials that started it (`Run.check_owner`). Event streams and the cheap reads run on the
-event loop, so idle streams never starve `/v1/health`. CORS is off unless origins are configured. Requests
-past the per-client rate limit get 429 (`ratelimit.py`, outermost). Does
+event loop, so idle streams never starve `/v1/health`. CORS is off unless origins are configured.
+`GET /v1/stats?since=7d` is `hermes-local stats --json` (`evals/stats.py`); requests past the per-client rate
+limit get 429 (`ratelimit.py`, outermost). Does
 not bind sockets (see `cli/serve.py`) and holds no agent logic.
 """
 
