@@ -29,8 +29,6 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict
 
 from hermes_local.errors import HermesError, UserError
-from hermes_local.evals.stats import gather as gather_stats
-from hermes_local.evals.stats import parse_since
 from hermes_local.service import openai_compat
 from hermes_local.service.guard import CREDENTIAL_KEY, Guard
 from hermes_local.service.ratelimit import RateLimit
@@ -189,7 +187,9 @@ def create_app(
 
     @api.get("/v1/stats")
     def stats(since: str | None = None) -> dict[str, Any]:  # `hermes-local stats --json`, from the session logs
-        return gather_stats(parse_since(since) if since else None)
+        from hermes_local.evals.stats import gather, parse_since
+
+        return gather(parse_since(since) if since else None)
 
     @api.get("/v1/models")
     async def models() -> dict[str, Any]:
