@@ -58,9 +58,9 @@ def _report(f: dict[str, Any], since: str | None) -> str:
     )
     if f["tools"]:
         lines.append("tools (calls, failed, refused, failure rate of the calls that ran):")
-        width = max(len(name) for name in f["tools"])
+        width = min(40, max(len(name) for name in f["tools"]))
         for name, c in f["tools"].items():
-            shown = terminal_safe(name).ljust(width)
+            shown = terminal_safe(name[:40]).ljust(width)  # names the model wrote: shown safe and short
             counts = f"{c['calls']:>5} {c['failed']:>5} {c['refused']:>5}"
             lines.append(f"  {shown}  {counts}  {_percent(c['failure_rate'])}")
     return "\n".join(lines)

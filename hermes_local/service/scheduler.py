@@ -67,7 +67,10 @@ class Scheduler:
     def run_forever(self) -> None:
         """Tick now and every `poll` seconds until `stop()`."""
         while not self.stopping.is_set():
-            self.tick()
+            try:
+                self.tick()
+            except Exception as exc:  # noqa: BLE001 - one bad look (a full disk, a bug) must not end the schedules
+                self.on_line(f"schedules: {type(exc).__name__}: {exc}"[:300])
             self.stopping.wait(self.poll)
 
     def stop(self, grace: float = 10.0) -> None:
