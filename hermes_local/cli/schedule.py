@@ -68,6 +68,8 @@ def add(
             raise UserError(f"workflow file {target} does not exist; give the path of a .toml workflow")
         load_workflow(path)  # a broken file is refused now, not at 08:00
         workflow = str(path.resolve())
+    elif db is not None:
+        raise UserError("--db is for a workflow schedule (WORKFLOW.toml); a task's runs use the service's --db")
     schedule = schedules.Schedule(
         name=schedules.check_name(name),
         cron=schedules.check_cron(cron),

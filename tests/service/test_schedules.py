@@ -49,6 +49,7 @@ def test_add_list_remove_and_the_mistakes_they_refuse(workspace: Path, tmp_path:
     assert "daily  [0 8 * * 1-5]  next " in _cli("schedule", "list")[1]
     broken = tmp_path / "broken.toml"
     broken.write_text('name = "b"\n[[steps]]\nid = "a"\ntool = "fly"\n')
+    (empty_db := tmp_path / "empty.db").touch()
     for args, words in [
         (["daily", "--cron", "0 8 * * *", "again"], "exists; remove it first"),
         (["bad", "--cron", "0 25 * * *", "task"], "not a 5-field cron expression"),
@@ -56,6 +57,7 @@ def test_add_list_remove_and_the_mistakes_they_refuse(workspace: Path, tmp_path:
         (["../up", "--cron", "0 8 * * *", "task"], "not a plain name"),
         (["wf", "--cron", "0 8 * * *", str(broken)], "unknown tool 'fly'"),
         (["wf", "--cron", "0 8 * * *", str(tmp_path / "none.toml")], "does not exist"),
+        (["t", "--cron", "0 8 * * *", "task", "--db", str(empty_db)], "--db is for a workflow schedule"),
     ]:
         code, _, err = _cli("schedule", "add", *args, "--workspace", str(workspace))
         assert code == 2 and words in err and err.count("\n") == 1, err
