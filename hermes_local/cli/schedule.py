@@ -1,12 +1,12 @@
 """`hermes-local schedule add|list|remove|run-now|daemon`: unattended runs at cron times.
 
 `add NAME --cron "0 8 * * 1-5" TASK|WORKFLOW.toml [--workspace DIR] [--allow TOOL]... [--max-steps N]
-[--tool-choice X] [--db FILE]` writes the schedule under `$HERMES_LOCAL_HOME/schedules/` (a workflow file is
-checked now and kept by its absolute path); `list [--json]` shows each one with its next time and last outcome;
-`remove NAME` deletes it; `run-now NAME` runs it once at once, in this process; `daemon` loads the model and
-runs the schedules until stopped (`serve` runs them too). `--allow` is the schedule's own allow-list: its runs
-never ask anyone, and every other write/dangerous call is denied and reported. Thin: the store is
-`service/schedules.py`, the firing `service/scheduler.py`.
+[--tool-choice X] [--instructions TEXT|@FILE] [--db FILE] [--var NAME=VALUE]...` writes the schedule under
+`$HERMES_LOCAL_HOME/schedules/` (a workflow file is checked now and kept by its absolute path); `list [--json]`
+shows each one with its next time and last outcome; `remove NAME` deletes it; `run-now NAME` runs it once at
+once, in this process; `daemon` loads the model and runs the schedules until stopped (`serve` runs them too).
+`--allow` is the schedule's own allow-list: its runs never ask anyone, and every other write/dangerous call is
+denied and reported. Thin: the store is `service/schedules.py`, the firing `service/scheduler.py`.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import typer
 from hermes_local.cli.common import (
     DbOpt,
     GpuOpt,
+    InstructionsOpt,
     JsonOpt,
     ModelOpt,
     NCtxOpt,
@@ -29,6 +30,7 @@ from hermes_local.cli.common import (
     ToolsModuleOpt,
     check_paths,
     notice,
+    read_instructions,
     settings_from_flags,
 )
 from hermes_local.errors import UserError
@@ -51,14 +53,18 @@ def add(
     ] = None,
     max_steps: Annotated[int | None, typer.Option(min=1, max=100, help="Most model calls per run.")] = None,
     tool_choice: ToolChoiceOpt = None,
+    instructions: InstructionsOpt = None,
     db: DbOpt = None,
+    var: Annotated[list[str] | None, typer.Option(help="A workflow variable: NAME=VALUE (repeatable).")] = None,
     replace: Annotated[bool, typer.Option("--replace", help="Replace a schedule of that name.")] = False,
 ) -> None:
     """Add schedule NAME: run TASK (or WORKFLOW.toml) at the --cron times, unattended."""
+    from hermes_local.cli.evals import _parse_vars
     from hermes_local.service import schedules
     from hermes_local.workflow.run import load_workflow
 
     check_paths(workspace=workspace, db=db)
+    variables = _parse_vars(var)
     if tool_choice not in (None, "auto", "required", "none"):
         raise UserError(f"--tool-choice {tool_choice!r}: use auto, required or none")
     workflow = None
@@ -66,10 +72,10 @@ def add(
         path = Path(target).expanduser()
         if not path.is_file():
             raise UserError(f"workflow file {target} does not exist; give the path of a .toml workflow")
-        load_workflow(path)  # a broken file is refused now, not at 08:00
+        load_workflow(path, var_overrides=variables)  # a broken file is refused now, not at 08:00
         workflow = str(path.resolve())
-    elif db is not None:
-        raise UserError("--db is for a workflow schedule (WORKFLOW.toml); a task's runs use the service's --db")
+    elif db is not None or variables:
+        raise UserError("--db and --var are for a workflow schedule (WORKFLOW.toml); a task uses the service's --db")
     schedule = schedules.Schedule(
         name=schedules.check_name(name),
         cron=schedules.check_cron(cron),
@@ -79,7 +85,9 @@ def add(
         allow=allow or [],
         max_steps=max_steps,
         tool_choice=tool_choice,  # type: ignore[arg-type]
+        instructions=read_instructions(instructions),
         db=str(db.expanduser().resolve()) if db else None,
+        vars=variables,
     )
     schedules.add(schedule, replace=replace)
     nxt = schedule.listing()["next"]

@@ -129,7 +129,8 @@ class Scheduler:
         """(session id, status, names of the denied calls) of one unattended run of `schedule`."""
         if schedule.workflow is not None:
             return self._workflow(schedule)
-        options = {"max_steps": schedule.max_steps, "tool_choice": schedule.tool_choice}
+        options: dict[str, Any] = {"max_steps": schedule.max_steps, "tool_choice": schedule.tool_choice}
+        options["instructions"] = schedule.instructions
         request = RunRequest.model_validate({"task": schedule.task or "", "workspace": schedule.workspace} | options)
         try:
             run = self.manager.submit(request, unattended=list(schedule.allow), rooted=False)
@@ -149,7 +150,7 @@ class Scheduler:
         from hermes_local.workflow.run import load_workflow, run_workflow
 
         settings = self.manager.settings
-        wf = load_workflow(Path(schedule.workflow or ""))
+        wf = load_workflow(Path(schedule.workflow or ""), var_overrides=dict(schedule.vars))
         approver = Approver(allow=schedule.allow, deny=settings.deny_tools)  # nobody to ask
         result = run_workflow(
             wf,

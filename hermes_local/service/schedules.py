@@ -88,7 +88,9 @@ class Schedule(BaseModel):
     allow: list[str] = Field(default_factory=list)
     max_steps: int | None = Field(None, ge=1, le=100)
     tool_choice: Literal["auto", "required", "none"] | None = None
+    instructions: str | None = Field(None, max_length=20_000)  # a task's standing rules (after the configured ones)
     db: str | None = None  # a workflow's database
+    vars: dict[str, str] = Field(default_factory=dict)  # a workflow's variables (`--var NAME=VALUE`)
     created: float = Field(default_factory=time.time)
     last_due: float | None = None  # the scheduled time most recently handled
     last_started: float | None = None

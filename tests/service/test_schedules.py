@@ -57,7 +57,7 @@ def test_add_list_remove_and_the_mistakes_they_refuse(workspace: Path, tmp_path:
         (["../up", "--cron", "0 8 * * *", "task"], "not a plain name"),
         (["wf", "--cron", "0 8 * * *", str(broken)], "unknown tool 'fly'"),
         (["wf", "--cron", "0 8 * * *", str(tmp_path / "none.toml")], "does not exist"),
-        (["t", "--cron", "0 8 * * *", "task", "--db", str(empty_db)], "--db is for a workflow schedule"),
+        (["t", "--cron", "0 8 * * *", "task", "--db", str(empty_db)], "--db and --var are for a workflow schedule"),
     ]:
         code, _, err = _cli("schedule", "add", *args, "--workspace", str(workspace))
         assert code == 2 and words in err and err.count("\n") == 1, err
@@ -76,7 +76,7 @@ def _schedule(workspace: Path, name: str = "nightly", **fields) -> Schedule:  # 
 
 def test_an_unattended_run_denies_calls_outside_its_allow_list_and_never_waits(workspace: Path) -> None:
     _schedule(workspace)
-    _schedule(workspace, "allowed", allow=["write_file"], task="Write a.txt, allowed")
+    _schedule(workspace, "allowed", allow=["write_file"], task="Write a.txt, allowed", instructions="Be terse.")
     llm = ScriptedLLM([WRITE, "I could not write it.", WRITE, "Written."])
     with served(llm, workspace, approval_timeout=60) as (base, manager):
         lines: list[str] = []
@@ -96,6 +96,7 @@ def test_an_unattended_run_denies_calls_outside_its_allow_list_and_never_waits(w
     assert result["approval"] == "no_terminal" and result["error_kind"] == "permission_denied"
     assert allowed is not None and allowed.last_status == "answer" and allowed.last_note is None
     assert (workspace / "a.txt").read_text() == "x"
+    assert "Be terse." in llm.prompt_texts[-1] and "Be terse." not in llm.prompt_texts[0]  # its own instructions
     assert {denied.last_session, allowed.last_session} <= {r["id"] for r in listed}  # runs of the service
     assert schedules.get("nightly").last_session == denied.last_session  # the outcome is kept
 
@@ -170,9 +171,10 @@ def test_run_now_and_the_daemon_run_a_schedule_as_a_session(workspace: Path, tmp
 
 def test_a_scheduled_workflow_runs_unattended_too(workspace: Path, tmp_path: Path) -> None:
     wf = tmp_path / "notes.toml"
-    step = 'id = "w"\ntool = "write_file"\nparams = { path = "n.txt", content = "hi" }'
-    wf.write_text(f'name = "notes"\n\n[[steps]]\n{step}\n')
-    code, _, err = _cli("schedule", "add", "wf", "--cron", "30 6 * * *", str(wf), "--workspace", str(workspace))
+    step = 'id = "w"\ntool = "write_file"\nparams = { path = "n.txt", content = "{{ vars.greeting }}" }'
+    wf.write_text(f'name = "notes"\n\n[vars]\ngreeting = "hi"\n\n[[steps]]\n{step}\n')
+    code, _, err = _cli("schedule", "add", "wf", "--cron", "30 6 * * *", str(wf), "--workspace", str(workspace),
+                        "--var", "greeting=hello")  # fmt: skip
     assert code == 0, err
     assert json.loads(_cli("schedule", "list", "--json")[1])[0]["workflow"] == str(wf.resolve())
     with served(ScriptedLLM([]), workspace) as (_, manager):
@@ -181,7 +183,7 @@ def test_a_scheduled_workflow_runs_unattended_too(workspace: Path, tmp_path: Pat
         schedules.save(schedules.get("wf").model_copy(update={"allow": ["write_file"]}))
         allowed = scheduler.fire("wf")
     assert denied is not None and denied.last_status == "failed" and "write_file" in (denied.last_note or "")
-    assert allowed is not None and allowed.last_status == "ok" and (workspace / "n.txt").read_text() == "hi"
+    assert allowed is not None and allowed.last_status == "ok" and (workspace / "n.txt").read_text() == "hello"
     assert read_records(session_path(allowed.last_session or ""))[0]["kind"] == "workflow_start"
 
 
