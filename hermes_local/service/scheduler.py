@@ -106,8 +106,10 @@ class Scheduler:
                 if found is None:
                     return None
                 schedule.last_due, missed = found
-                if missed:
-                    note = f"missed run of {_when(found[0])} (nothing ran then), run once at {_when(now)}"
+                if missed is not None:
+                    first, last = _when(missed), _when(found[0])
+                    which = f"run of {first}" if missed == found[0] else f"runs from {first} to {last}"
+                    note = f"missed {which} (nothing ran then), run once at {_when(now)}"
             schedule.last_started, schedule.last_status, schedule.last_session = time.time(), "running", None
             schedule.last_note = note or None
             schedules.save(schedule)

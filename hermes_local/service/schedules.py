@@ -167,14 +167,14 @@ def remove(name: str) -> None:
         _path(name, ".lock").unlink()
 
 
-def due(schedule: Schedule, now: float) -> tuple[float, bool] | None:
-    """(the scheduled time to run for, missed) when a run is due at `now`; None when none is."""
+def due(schedule: Schedule, now: float) -> tuple[float, float | None] | None:
+    """(the scheduled time to run for, the first missed time or None) when a run is due at `now`; else None."""
     start = schedule.last_due if schedule.last_due is not None else schedule.created
     upcoming = next_time(schedule.cron, start)
     if upcoming > now:
         return None
     latest = last_time(schedule.cron, now)  # several missed times: one run, for the latest
-    return latest, now - upcoming > MISSED_AFTER
+    return latest, upcoming if now - upcoming > MISSED_AFTER else None
 
 
 class ScheduleLock:
