@@ -8,7 +8,9 @@ Routes: `POST /v1/runs`, `GET /v1/runs`, `GET /v1/runs/{id}`,
 `{"error": {"message", "type"}}` with 400, 403 (workspace outside the roots; a run started with other
 credentials), 404 (unknown run), 409 (wrong state) or 503 (the run queue is full). A run's routes answer
 only the credentials that started it (`Run.check_owner`). Event streams and the cheap reads run on the
-event loop, so idle streams never starve `/v1/health`. CORS is off unless origins are configured. Does
+event loop, so idle streams never starve `/v1/health`. CORS is off unless origins are configured.
+`GET /v1/stats?since=7d` is `hermes-local stats --json` (`evals/stats.py`); requests past the per-client rate
+limit get 429 (`ratelimit.py`, outermost). Does
 not bind sockets (see `cli/serve.py`) and holds no agent logic.
 """
 
@@ -29,6 +31,7 @@ from pydantic import BaseModel, ConfigDict
 from hermes_local.errors import HermesError, UserError
 from hermes_local.service import openai_compat
 from hermes_local.service.guard import CREDENTIAL_KEY, Guard
+from hermes_local.service.ratelimit import RateLimit
 from hermes_local.service.run import Conflict, NotYourRun, QueueFull, Run, RunNotFound, RunRequest, WorkspaceForbidden
 from hermes_local.service.runs import RunManager
 
@@ -182,6 +185,12 @@ def create_app(
     async def health() -> dict[str, Any]:  # on the event loop: answers while every worker thread is busy
         return manager.health()
 
+    @api.get("/v1/stats")
+    def stats(since: str | None = None) -> dict[str, Any]:  # `hermes-local stats --json`, from the session logs
+        from hermes_local.evals.stats import gather, parse_since
+
+        return gather(parse_since(since) if since else None)
+
     @api.get("/v1/models")
     async def models() -> dict[str, Any]:
         entry = {"id": manager.model.description, "object": "model", "created": 0, "owned_by": "hermes-local"}
@@ -205,4 +214,5 @@ def create_app(
 
     accepted = [t for t in (token, *tokens) if t]
     names = manager.settings.serve_hosts if hosts is None else hosts
-    return Guard(api, tokens=accepted, max_body=max_body, hosts=names, cors_origins=cors_origins or ())
+    guard = Guard(api, tokens=accepted, max_body=max_body, hosts=names, cors_origins=cors_origins or ())
+    return RateLimit(guard, limit=manager.settings.serve_rate_limit, window=manager.settings.serve_rate_window)

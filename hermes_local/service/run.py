@@ -118,6 +118,7 @@ class Run:
         self.cond = threading.Condition()
         self.pending: dict[str, PendingApproval] = {}
         self.cancel_requested = False
+        self.unattended: list[str] | None = None  # a schedule's allow-list: nobody is asked (`RunManager.submit`)
         self._calls = itertools.count(1)
 
     # -- state -----------------------------------------------------------------------------
