@@ -2,7 +2,7 @@
 
 Routes: `POST /v1/runs`, `GET /v1/runs`, `GET /v1/runs/{id}`,
 `GET /v1/runs/{id}/events` (SSE, resumable with `Last-Event-ID`), `POST /v1/runs/{id}/approvals`,
-`POST /v1/runs/{id}/cancel`, `GET /v1/health`,
+`POST /v1/runs/{id}/cancel`, `POST /v1/runs/{id}/rating` (the user's verdict), `GET /v1/health`,
 `POST /v1/chat/completions`, `GET /v1/models`. Every route is a thin call into `runs.RunManager` or
 `openai_compat`; user mistakes (`HermesError`, and bodies that fail validation) become JSON errors
 `{"error": {"message", "type"}}` with 400, 403 (workspace outside the roots; a run started with other
@@ -29,7 +29,16 @@ from pydantic import BaseModel, ConfigDict
 from hermes_local.errors import HermesError, UserError
 from hermes_local.service import openai_compat
 from hermes_local.service.guard import CREDENTIAL_KEY, Guard
-from hermes_local.service.run import Conflict, NotYourRun, QueueFull, Run, RunNotFound, RunRequest, WorkspaceForbidden
+from hermes_local.service.run import (
+    Conflict,
+    NotYourRun,
+    QueueFull,
+    RatingRequest,
+    Run,
+    RunNotFound,
+    RunRequest,
+    WorkspaceForbidden,
+)
 from hermes_local.service.runs import RunManager
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
@@ -177,6 +186,10 @@ def create_app(
     def cancel(run_id: str, request: Request) -> dict[str, Any]:
         run = manager.cancel(own_run(run_id, request).id)
         return {"id": run.id, "status": run.status, "cancel_requested": True}
+
+    @api.post("/v1/runs/{run_id}/rating")
+    def rate(run_id: str, body: RatingRequest, request: Request) -> dict[str, Any]:
+        return manager.rate(own_run(run_id, request), body.verdict, body.note)
 
     @api.get("/v1/health")
     async def health() -> dict[str, Any]:  # on the event loop: answers while every worker thread is busy

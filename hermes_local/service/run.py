@@ -67,6 +67,7 @@ class RunRequest(BaseModel):
     max_steps: int | None = Field(None, ge=1, le=100)
     tool_choice: Literal["auto", "required", "none"] | None = None
     instructions: str | None = Field(None, max_length=20_000)
+    plan: bool = False  # plan-only: writes and dangerous calls are proposals (`hermes-local sessions apply ID`)
 
     @field_validator("workspace")
     @classmethod
@@ -81,6 +82,15 @@ class RunRequest(BaseModel):
         if any(len(part.encode("utf-8", "surrogatepass")) > 255 for part in value.split("/")):
             raise ValueError("a name in the workspace path is longer than 255 bytes")
         return value
+
+
+class RatingRequest(BaseModel):
+    """Body of `POST /v1/runs/{id}/rating`: the user's verdict on a finished run."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    verdict: Literal["good", "bad"]
+    note: str = Field("", max_length=2000)
 
 
 @dataclass
