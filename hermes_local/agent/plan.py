@@ -115,8 +115,10 @@ def proposed_changes(proposals: list[Proposal], read: Reader) -> list[FileChange
             try:
                 before = read(path)
             except ToolFailure as exc:
-                changes[path] = FileChange(path, None, b"", error=str(exc))
-                continue
+                if exc.kind != "not_found":  # a missing folder: the write creates it (and the file)
+                    changes[path] = FileChange(path, None, b"", error=str(exc))
+                    continue
+                before = None
             change = changes[path] = FileChange(path, before, before or b"")
         if change.error:
             continue

@@ -242,8 +242,8 @@ class RunManager:
             result.session_id = run.id  # a hand-off then names `run --continue ID`
             data = result.to_json()
             if req.plan:  # what `hermes-local sessions apply ID` would run, in order
-                data["proposals"] = [{"name": c.name, "arguments": c.arguments} for c in result.tool_calls
-                                     if c.approval == "proposed"]  # fmt: skip
+                proposed = [c for c in result.tool_calls if c.approval == "proposed"]
+                data["proposals"] = [{"name": c.name, "arguments": c.arguments} for c in proposed]
             run.finish("error" if result.stopped == "error" else "done", data, result.error)
         except RunCancelled:
             run.finish("cancelled", error=f"cancelled; continue with: hermes-local run --resume {run.id}")
