@@ -239,8 +239,8 @@ def correct_names(t: Tool, arguments: dict[str, Any]) -> tuple[dict[str, Any], d
 def proposed(name: str) -> ToolResult:
     """What the model reads for a write/dangerous call of a plan-only run: recorded for review, not run."""
     message = (
-        f"Recorded for review, not run: this is a plan-only run, so {name} was not executed; the user will review "
-        "this proposal and apply it. Go on with the task as if it had been done, and do not call it again."
+        f"Recorded for review, not run (a plan-only run): the user will review and apply this {name} call. "
+        "Go on as if it were done; do not call it again."
     )
     summary = f"proposed {name} (recorded for review, not run)"
     return ToolResult(True, summary, message, approval="proposed", provenance="trusted")
