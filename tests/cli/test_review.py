@@ -260,3 +260,20 @@ def test_verdict_mistakes_are_one_line_exit_2(tmp_path: Path, notes: Path, args:
     res = runner.invoke(app, [a.replace("SID", out["session_id"]) for a in args])
     assert res.exit_code == 2 and message in res.stderr, res.output
     assert len(res.stderr.strip().splitlines()) == 1 and "Traceback" not in res.output
+
+
+@pytest.mark.real_model
+def test_a_plan_run_on_the_embedded_model_writes_nothing_until_applied(workspace: Path) -> None:
+    task = "What time is it? Note it in my memo."
+    res = runner.invoke(
+        app, ["run", task, "--plan", "--json", "--workspace", str(workspace), "--max-steps", "3", "--n-ctx", "2048"]
+    )
+    out = json.loads(res.stdout)
+    assert list(workspace.iterdir()) == [], res.stderr  # whatever the model chose, nothing was written
+    proposed = [c for c in out["tool_calls"] if c["name"] == "append_to_memo" and c["ok"]]
+    memo_proposals = [p["arguments"] for p in out["proposals"] if p["name"] == "append_to_memo"]
+    assert memo_proposals == [c["arguments"] for c in proposed]
+    if proposed:
+        applied = runner.invoke(app, ["sessions", "apply", out["session_id"], "--yes"])
+        assert applied.exit_code == 0, applied.output
+        assert (workspace / "memo.md").read_text().count("\n") == len(proposed)
