@@ -56,11 +56,12 @@ class Plan:
 def plan_of(session_id: str, events: list[Event]) -> Plan:
     """The plan of a logged session; one line when it is no plan-only run or recorded no workspace."""
     start = next((e for e in events if isinstance(e, RunStart)), None)
-    if start is None or not start.plan:
+    proposals = [e for e in events if isinstance(e, Proposal)]  # also those of a `run --plan --resume ID`
+    if start is None or not (start.plan or proposals):
         raise UserError(f"session {session_id} is not a plan-only run; start one with: hermes-local run --plan TASK")
     if not start.workspace:
         raise UserError(f"session {session_id} did not record its workspace; run the task again with --plan")
-    plan = Plan(session_id, start.workspace, [e for e in events if isinstance(e, Proposal)])
+    plan = Plan(session_id, start.workspace, proposals)
     for e in events:
         if isinstance(e, Applied):
             plan.applied[e.index] = _outcome(e)
