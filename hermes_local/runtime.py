@@ -244,9 +244,9 @@ def build_agent(
     db_path: Path | None = None,
     dialect: Dialect | None = None,
     ask_user: AskUser | None = None,
+    plan: bool = False,
     on_notice: Callable[[str], None] | None = None,
     extra_instructions: str | None = None,
-    plan: bool = False,
 ) -> Agent:
     """The agent of one run: `registry`'s tools as the settings select them, confined to `workspace`.
     With `plan` it is a plan-only run (`run --plan`): reads run, writes and dangerous calls become proposals.
@@ -276,8 +276,8 @@ def build_agent(
             ask_user,
             on_notice,
             extra_instructions,
-            close_pin=opened,
             plan_only=plan,
+            close_pin=opened,
         )
     except BaseException:
         if opened:
@@ -348,8 +348,8 @@ def _build_agent(
     on_notice: Callable[[str], None] | None,
     extra_instructions: str | None,
     *,
-    close_pin: bool,
     plan_only: bool = False,
+    close_pin: bool,
 ) -> Agent:
     from hermes_local.config import home_dir
     from hermes_local.longterm import LongTermMemory

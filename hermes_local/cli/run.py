@@ -109,13 +109,13 @@ def _prepare(
             settings,
             workspace=pin,
             registry=registry,
+            plan=plan,  # plan-only: writes and commands become proposals
             approver=approver,
             on_event=on_event,
             db_path=db,
             dialect=dialect,
             ask_user=ask_user if approver.interactive else None,  # a person at the terminal can answer it
             on_notice=notice,
-            plan=plan,
         )
         agent.closers.append(pin.close)
         announce_shielded(pin)  # the run's first line says what of the agent's own the workspace holds

@@ -84,15 +84,6 @@ class RunRequest(BaseModel):
         return value
 
 
-class RatingRequest(BaseModel):
-    """Body of `POST /v1/runs/{id}/rating`: the user's verdict on a finished run."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    verdict: Literal["good", "bad"]
-    note: str = Field("", max_length=2000)
-
-
 @dataclass
 class PendingApproval:
     """A write/dangerous call waiting for `POST /v1/runs/{id}/approvals`."""

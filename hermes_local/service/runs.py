@@ -229,13 +229,13 @@ class RunManager:
                     settings,
                     workspace=self._pins.get(run.id) or run.workspace,  # the pin taken at POST
                     registry=self.registry_for(req.tools),
+                    plan=req.plan,  # plan-only: proposals for `hermes-local sessions apply ID`
                     approver=approver,
                     on_event=on_event,
                     db_path=self.db_path,
                     on_notice=run.notice,
                     dialect=self.dialect,
                     extra_instructions=req.instructions,  # after the configured rules and the routing note
-                    plan=req.plan,
                 )
                 with agent:
                     result = agent.run(req.task)

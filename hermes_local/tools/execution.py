@@ -62,10 +62,10 @@ class Executor:
     registry: ToolRegistry
     context: ToolContext
     approver: Approver = field(default_factory=lambda: Approver(interactive=False))
+    plan: bool = False  # a plan-only run: write/dangerous calls become proposals (see the module docstring)
     _done_writes: dict[str, ToolResult] = field(default_factory=dict)
     cache: ResultCache = field(default_factory=ResultCache)
     _unknown: set[str] = field(default_factory=set)  # digests of started calls whose outcome is unknown
-    plan: bool = False  # a plan-only run: write/dangerous calls become proposals (see the module docstring)
 
     def concurrent(self, name: str) -> bool:
         """Whether a call to this tool may run at the same time as other read calls of its turn."""
