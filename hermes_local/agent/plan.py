@@ -192,9 +192,12 @@ class ApplyItem:
     earlier: bool = False
 
 
-def apply_proposals(plan: Plan, executor: Executor, log: Callable[[Event], None]) -> list[ApplyItem]:
+def apply_proposals(
+    plan: Plan, executor: Executor, log: Callable[[Event], None], at_step: Callable[[int], None] | None = None
+) -> list[ApplyItem]:
     """Run the plan's proposals in order through `executor` (its approver decides each), logging `Applied`
-    before and after each one; one that finished ok in an earlier apply is not run again (see the module doc)."""
+    before and after each one; one that finished ok in an earlier apply is not run again (see the module doc).
+    `at_step` is told each proposal's step before it runs (e.g. a checkpoint recorder's `at`)."""
     if plan.untrusted and not executor.approver.untrusted_from:  # what the model read may have steered it
         executor.approver.untrusted_from = f"a tool result of the plan-only run {plan.session_id}"
     items: list[ApplyItem] = []
@@ -208,6 +211,8 @@ def apply_proposals(plan: Plan, executor: Executor, log: Callable[[Event], None]
         if i in plan.applied and before is None:  # started by an apply that was cut off: it may have done its work
             executor.remember_unknown(outcome.digest)
         log(Applied(i))
+        if at_step is not None:
+            at_step(p.step)
         result = executor.execute(p.name, p.arguments)
         outcome = ToolOutcome(p.step, p.name, p.arguments, result)
         log(Applied(i, outcome.to_dict()))
