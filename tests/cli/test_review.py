@@ -189,7 +189,9 @@ def test_rating_export_and_a_suite_of_bad_runs(tmp_path: Path, notes: Path) -> N
     assert [(e.verdict, e.note) for e in read_events(session_path(session_id)) if isinstance(e, Rating)] == [
         ("bad", "it dropped line two")
     ]
-    case = json.loads(runner.invoke(app, ["sessions", "export", session_id, "--as-case"]).stdout)
+    case = json.loads(
+        runner.invoke(app, ["sessions", "export", session_id, "--as-case", "--replay-dir", str(tmp_path / "rp")]).stdout
+    )
     assert case["origin"] == {
         "session": session_id,
         "verdict": "bad",
@@ -199,12 +201,16 @@ def test_rating_export_and_a_suite_of_bad_runs(tmp_path: Path, notes: Path) -> N
     }
     assert case["checks"]["tool_calls"] == [{"name": "read_file", "arguments": {"path": "notes.md"}}]
     (notes / "report.md").write_text("# Notes\nline one\nline two\n")  # the user fixes the result
-    case = json.loads(runner.invoke(app, ["sessions", "export", session_id, "--as-case"]).stdout)
+    case = json.loads(
+        runner.invoke(app, ["sessions", "export", session_id, "--as-case", "--replay-dir", str(tmp_path / "rp")]).stdout
+    )
     assert case["origin"]["changed_by_user"] == ["report.md"]
     assert case["checks"]["files"] == [{"path": "report.md", "contains": ["line two"]}]
     with session_path(session_id).open("a") as fh:  # the undo branch's event, read by its kind
         fh.write(json.dumps({"kind": "undo", "to_step": 1}) + "\n")
-    case = json.loads(runner.invoke(app, ["sessions", "export", session_id, "--as-case"]).stdout)
+    case = json.loads(
+        runner.invoke(app, ["sessions", "export", session_id, "--as-case", "--replay-dir", str(tmp_path / "rp")]).stdout
+    )
     assert case["origin"]["undone"] is True
     _, good, _ = run_task(tmp_path, notes, ["Hello."], task="Say hello")
     assert runner.invoke(app, ["sessions", "rate", good["session_id"], "good"]).exit_code == 0
