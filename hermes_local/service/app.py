@@ -1,6 +1,7 @@
 """The FastAPI routes of `hermes-local serve`, wrapped in the request guard (`guard.py`).
 
-Routes: `POST /v1/runs`, `GET /v1/runs`, `GET /v1/runs/{id}`,
+Routes: `POST /v1/runs` (`"plan": true`: plan-only), `POST /v1/runs/{id}/rating` (the user's verdict),
+`GET /v1/runs`, `GET /v1/runs/{id}`,
 `GET /v1/runs/{id}/events` (SSE, resumable with `Last-Event-ID`), `POST /v1/runs/{id}/approvals`,
 `POST /v1/runs/{id}/cancel`, `GET /v1/health`,
 `POST /v1/chat/completions`, `GET /v1/models`. Every route is a thin call into `runs.RunManager` or
@@ -26,7 +27,7 @@ from typing import Any, Literal
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from hermes_local.errors import HermesError, UserError
 from hermes_local.service import openai_compat
@@ -39,6 +40,15 @@ SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 _EVENT_ID = re.compile(r"[0-9]{1,12}")
 _POLL_MIN, _POLL_MAX = 0.01, 0.2  # seconds between looks at an idle run's events (backing off)
 _KINDS = {403: "forbidden", 404: "not_found", 409: "conflict", 503: "queue_full"}
+
+
+class RatingRequest(BaseModel):
+    """Body of `POST /v1/runs/{id}/rating`: the user's verdict on a finished run."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    verdict: Literal["good", "bad"]
+    note: str = Field("", max_length=2000)
 
 
 class ApprovalDecision(BaseModel):
@@ -175,6 +185,10 @@ def create_app(
         run = own_run(run_id, request)
         run.decide(body.call, body.decision)
         return {"id": run.id, "call": body.call, "decision": body.decision}
+
+    @api.post("/v1/runs/{run_id}/rating")
+    def rate(run_id: str, body: RatingRequest, request: Request) -> dict[str, Any]:
+        return manager.rate(own_run(run_id, request), body.verdict, body.note)
 
     @api.post("/v1/runs/{run_id}/cancel")
     def cancel(run_id: str, request: Request) -> dict[str, Any]:

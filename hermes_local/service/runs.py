@@ -13,10 +13,10 @@ terminal. `cancel()` stops a queued run at once and a running one at its next ev
 or token (its session log stays resumable, like a killed CLI run; the tool commands its worker spawned are
 killed at once, tagged by `procs.own`, and none of them starts afterwards, not even one approved a moment
 before: `procs.stop_owned`; all the server's child processes too when it is the one run going).
-`shutdown()` cancels everything, kills the process groups of tool processes this server started,
-and waits for the runs' threads. `SharedModel` serializes model calls between runs and chat completions,
-unless the model decodes concurrent calls together (`parallel` > 1: `engines/inprocess/batching.py`). A crashed
-run is logged (`logging`). Does not speak HTTP, print, or hold agent logic.
+`rate()` stores the user's verdict on a finished run in its session log. `shutdown()` cancels everything, kills
+the process groups of tool processes this server started, and waits for the runs' threads. `SharedModel`
+serializes model calls between runs and chat completions, unless the model decodes concurrent calls together
+(`parallel` > 1: `engines/inprocess/batching.py`). A crashed run is logged (`logging`). Does not speak HTTP, print, or hold agent logic.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from hermes_local.sandbox import procs
 from hermes_local.sandbox.workspace import PinnedWorkspace
 from hermes_local.service.process import SharedModel, kill_child_process_groups
 from hermes_local.service.run import Conflict, QueueFull, Run, RunCancelled, RunNotFound, RunRequest, WorkspaceForbidden
-from hermes_local.session import SessionLog, new_session_id
+from hermes_local.session import SessionLog, new_session_id, rate_session
 from hermes_local.tools import Approver, ToolRegistry
 from hermes_local.tools.approval import ApprovalRequest
 
@@ -184,6 +184,13 @@ class RunManager:
                 kill_child_process_groups()  # and anything else it started (the only run going)
         return run
 
+    def rate(self, run: Run, verdict: str, note: str) -> dict[str, Any]:
+        """Record the user's verdict on a finished run in its session log (as `sessions rate` does)."""
+        if not run.finished:
+            raise Conflict(f"run {run.id} has not finished; rate it once it has")
+        rating = rate_session(run.id, verdict, note)
+        return {"id": run.id, "verdict": rating.verdict, "note": rating.note}
+
     def health(self) -> dict[str, Any]:
         return {
             "status": "shutting_down" if self._closing else "ok",
@@ -280,6 +287,7 @@ class RunManager:
                     settings,
                     workspace=self._pins.get(run.id) or run.workspace,  # the pin taken at POST
                     registry=self.registry_for(req.tools),
+                    plan=req.plan,  # plan-only: proposals for `hermes-local sessions apply ID`
                     approver=approver,
                     on_event=on_event,
                     db_path=self.db_path,
@@ -289,8 +297,12 @@ class RunManager:
                 )
                 with agent:
                     result = agent.run(req.task)
-            result.session_id = run.id
-            run.finish("error" if result.stopped == "error" else "done", result.to_json(), result.error)
+            result.session_id = run.id  # a hand-off then names `run --continue ID`
+            data = result.to_json()
+            if req.plan:  # what `hermes-local sessions apply ID` would run, in order
+                proposed = [c for c in result.tool_calls if c.approval == "proposed"]
+                data["proposals"] = [{"name": c.name, "arguments": c.arguments} for c in proposed]
+            run.finish("error" if result.stopped == "error" else "done", data, result.error)
         except RunCancelled:
             run.finish("cancelled", error=f"cancelled; continue with: hermes-local run --resume {run.id}")
         except HermesError as exc:
