@@ -16,7 +16,8 @@ before: `procs.stop_owned`; all the server's child processes too when it is the 
 `rate()` stores the user's verdict on a finished run in its session log. `shutdown()` cancels everything, kills
 the process groups of tool processes this server started, and waits for the runs' threads. `SharedModel`
 serializes model calls between runs and chat completions, unless the model decodes concurrent calls together
-(`parallel` > 1: `engines/inprocess/batching.py`). A crashed run is logged (`logging`). Does not speak HTTP, print, or hold agent logic.
+(`parallel` > 1: `engines/inprocess/batching.py`). A crashed run is logged (`logging`).
+Does not speak HTTP, print, or hold agent logic.
 """
 
 from __future__ import annotations
