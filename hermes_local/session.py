@@ -231,11 +231,21 @@ _REPLY_PARTS = re.compile(
 )
 
 
+def _dropped_parts(e: AssistantText) -> list[tuple[str, str]]:
+    """The reply's dropped parts as (why, text); a tampered log's odd entries are left out."""
+    pairs = e.dropped if isinstance(e.dropped, list) else []
+    return [(str(p[0]), str(p[1])) for p in pairs if isinstance(p, list | tuple) and len(p) == 2]
+
+
 def describe_reply(e: AssistantText) -> str:
-    """What the model wrote at a step, part by part: thought, plan, each call, the rest of its text."""
-    lines, rest, last = [], [], 0
-    for m in _REPLY_PARTS.finditer(e.text):
-        rest.append(e.text[last : m.start()])
+    """What the model wrote at a step, part by part: thought, plan, each call, the rest of its text, and each
+    dropped part (a made-up tool result, stray markup, ...) marked as dropped, never shown as text or call."""
+    lines, rest, last, raw, dropped = [], [], 0, e.text, _dropped_parts(e)
+    for _, part in dropped:
+        if part and (at := raw.rfind(part)) >= 0:
+            raw = raw[:at] + " " + raw[at + len(part) :]
+    for m in _REPLY_PARTS.finditer(raw):
+        rest.append(raw[last : m.start()])
         last = m.end()
         if m.group(1):
             lines.append(f"   thought: {_one_line(m.group(2), 2000)}")
@@ -243,9 +253,10 @@ def describe_reply(e: AssistantText) -> str:
             lines.append(f"   plan: {_one_line(m.group(3), 2000)}")
         else:
             lines.append(f"   call: {_one_line(m.group(4), 2000)}")
-    text = " ".join("".join([*rest, e.text[last:]]).split())
+    text = " ".join("".join([*rest, raw[last:]]).split())
     if text:
         lines.append(f"   {'final answer' if e.final else 'text'}: {_one_line(text, 2000)}")
+    lines += [f"   dropped ({_one_line(why, 80)}): {_one_line(part, 2000)}" for why, part in dropped]
     return "\n".join(lines) if lines else "   (the model wrote nothing)"
 
 
