@@ -275,3 +275,17 @@ def test_a_parroted_final_answer_is_shown_as_dropped(tmp_path: Path, workspace: 
     assert res.exit_code == 3 and json.loads(res.stdout)["answer"] is None, res.stdout + res.stderr
     shown = runner.invoke(app, ["sessions", "show", json.loads(res.stdout)["session_id"]]).stdout
     assert "   dropped (it repeated the request for an answer): " in shown and "   final answer: " not in shown
+
+
+def test_sessions_show_reads_a_reply_as_the_parser_does_each_thought_once(tmp_path: Path, workspace: Path) -> None:
+    """Hermes 2 Pro's own thought markers: the thought is a thought (once), not the model's text."""
+    hermes_2_pro = "<|startofthought|>I need the clock.<|endofthought|>" + call("get_current_time")
+    replay = write_replay(tmp_path / "r.jsonl", [hermes_2_pro, "It is ten o'clock."])
+    args = ["run", "What time is it?", "--model", f"replay:{replay}", "--workspace", str(workspace)]
+    res = runner.invoke(app, [*args, "--json", "--no-answer-guard"])
+    assert res.exit_code == 0, res.stderr
+    shown = runner.invoke(app, ["sessions", "show", json.loads(res.stdout)["session_id"]]).stdout
+    assert shown.count("   thought: I need the clock.") == 1 and "startofthought" not in shown
+    assert '   call: {"name": "get_current_time", "arguments": {}}' in shown
+    verbose = runner.invoke(app, [*args, "--no-answer-guard", "--verbose"]).stderr
+    assert verbose.count("   thought: I need the clock.") == 1 and "startofthought" not in verbose
