@@ -451,3 +451,11 @@ def test_the_serving_examples_run_as_written(tmp_path: Path, hermetic_home: Path
             serve.terminate()
             serve.wait(60)
     assert len(runs) == 5 and len(tokens) == 4
+
+
+def test_the_exit_code_table_is_the_one_the_cli_uses() -> None:
+    from hermes_local.agent.result import EXIT_CODES
+
+    rows = dict(re.findall(r"^\| (\d+) \| (.*) \|$", (ROOT / "README.md").read_text(encoding="utf-8"), re.M))
+    assert sorted(map(int, rows)) == sorted({*EXIT_CODES.values(), 2, 130})
+    assert all(f"`stopped: {stopped}`" in rows[str(code)] for stopped, code in EXIT_CODES.items() if stopped != "error")
