@@ -289,3 +289,12 @@ def test_sessions_show_reads_a_reply_as_the_parser_does_each_thought_once(tmp_pa
     assert '   call: {"name": "get_current_time", "arguments": {}}' in shown
     verbose = runner.invoke(app, [*args, "--no-answer-guard", "--verbose"]).stderr
     assert verbose.count("   thought: I need the clock.") == 1 and "startofthought" not in verbose
+
+
+@pytest.mark.parametrize("dropped", [5, "x", [["only why"]], [[1, 2, 3]]])
+def test_a_tampered_dropped_field_shows_the_reply_without_it(dropped: object) -> None:
+    from hermes_local.events import AssistantText, event_from_dict
+    from hermes_local.session import describe_reply
+
+    event = event_from_dict({"kind": "assistant", "step": 1, "text": "Hi.", "dropped": dropped})
+    assert isinstance(event, AssistantText) and describe_reply(event) == "   text: Hi."

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import sqlite3
 from collections.abc import Callable
@@ -209,10 +210,14 @@ def _filled(argv: list[str], ids: dict[str, str], name: str) -> list[str]:
     return out
 
 
+def _slug(line: str) -> str:
+    return re.sub(r"[^\w.:@~-]+", "-", line.removeprefix("hermes-local ")).strip("-")[:60]
+
+
 def _params() -> list[object]:
     return [
-        pytest.param(line, marks=[pytest.mark.real_model] if case.real else [], id=f"line{i}")
-        for i, (line, case) in enumerate(CASES.items())
+        pytest.param(line, marks=[pytest.mark.real_model] if case.real else [], id=_slug(line))
+        for line, case in CASES.items()
     ]
 
 
