@@ -28,8 +28,10 @@ from hermes_local.sandbox import procs
 from hermes_local.sandbox.policy import SandboxPolicy
 from hermes_local.sandbox.workspace import PinnedWorkspace
 from hermes_local.tools import Approver, Executor, Tool, ToolContext, ToolRegistry, default_registry
+from hermes_local.tools.checkpoints import open_recorder, steps_to
 from hermes_local.tools.registry import AskUser, tool_warnings
 from hermes_local.tools.shell import SANDBOXED_TOOLS
+from hermes_local.tools.snapshot import shell_notes
 from hermes_local.tools.toolsets import group_of, parse_spec, route, select_tools, unusable
 
 if TYPE_CHECKING:
@@ -245,6 +247,7 @@ def build_agent(
     ask_user: AskUser | None = None,
     on_notice: Callable[[str], None] | None = None,
     extra_instructions: str | None = None,
+    session_id: str | None = None,
 ) -> Agent:
     """The agent of one run: `registry`'s tools as the settings select them, confined to `workspace`.
 
@@ -254,7 +257,8 @@ def build_agent(
     `dialect` defaults to `dialect_for(settings, llm)`. The system turn carries the user's standing
     rules (`settings.instructions`), then the tool routing note, then `extra_instructions` (a request's own).
     `ask_user` answers the `ask_user` tool (None: nobody to ask); `on_notice` receives the tools' one-line
-    notices (e.g. that commands run unsandboxed).
+    notices (e.g. that commands run unsandboxed). With `session_id` (the session log's), what write and
+    dangerous calls change is checkpointed under that id (`sessions diff|undo`; `checkpoint_max_mb`).
     """
     from hermes_local.prompts import check_overrides
 
@@ -274,6 +278,7 @@ def build_agent(
             on_notice,
             extra_instructions,
             close_pin=opened,
+            session_id=session_id,
         )
     except BaseException:
         if opened:
@@ -303,6 +308,7 @@ def _build_agent(
     extra_instructions: str | None,
     *,
     close_pin: bool,
+    session_id: str | None = None,
 ) -> Agent:
     from hermes_local.config import home_dir
     from hermes_local.longterm import LongTermMemory
@@ -344,7 +350,9 @@ def _build_agent(
         approver=approver,
         cache=ResultCache(ttl=dict(settings.cache_ttl), store=home_dir() / "cache"),
     )
-    executor.approver.notes = lambda t: sandbox.approval_note() if t.name in SANDBOXED_TOOLS else ""
+    executor.checkpoints = open_recorder(session_id, pin.path, settings.checkpoint_max_mb)
+    executor.approver.notes = lambda t: shell_notes(sandbox, executor.checkpoints) if t.name in SANDBOXED_TOOLS else ""
+    on_event = steps_to(executor.checkpoints, on_event)
     # The user's standing rules (--instructions / config) first, then routing's note on the tool catalog
     # (none for a model whose tool_call_format is "none": models.toml says it cannot call tools, it only answers),
     # then the request's own instructions.
