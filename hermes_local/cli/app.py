@@ -21,6 +21,7 @@ from hermes_local.cli.prompt import prompt_command
 from hermes_local.cli.records import memory_app, sessions_app, tools_app
 from hermes_local.cli.run import RUN_EXAMPLES, chat, run
 from hermes_local.cli.serve import serve
+from hermes_local.cli.undo import checkpoints_app, sessions_diff, sessions_undo
 from hermes_local.errors import HermesError
 
 app = typer.Typer(
@@ -42,6 +43,9 @@ app.add_typer(cache_app, name="cache")
 app.command("eval")(eval_command)
 app.command("prompt")(prompt_command)
 sessions_app.command("export")(sessions_export)
+sessions_app.command("diff")(sessions_diff)
+sessions_app.command("undo")(sessions_undo)
+app.add_typer(checkpoints_app, name="checkpoints")
 app.command()(serve)
 app.command(epilog=RUN_EXAMPLES)(run)
 app.command()(chat)

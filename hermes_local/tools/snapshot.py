@@ -166,3 +166,22 @@ def recording_note(rec: Recorder | None) -> str:
 def shell_notes(sandbox: SandboxPolicy, rec: Recorder | None) -> str:
     """The approval prompt's lines for run_shell: the sandbox, then the checkpoint."""
     return f"{sandbox.approval_note()}\n{recording_note(rec)}"
+
+
+def doctor_line(max_mb: int) -> str:
+    """`doctor`'s line on checkpoints: on or off, the store's size, and what run_shell's recording can restore."""
+    from hermes_local.tools.checkpoints import FILE_MAX_BYTES, CheckpointStore
+
+    if max_mb <= 0:
+        return "OFF (checkpoint_max_mb = 0): what runs change cannot be shown or undone"
+    store = CheckpointStore()
+    used = store.size()[1] / 2**20
+    view = (
+        "bwrap has --overlay, but hermes-local records by scans"
+        if overlay_supported()
+        else "no copy-on-write view (this bwrap has no --overlay)"
+    )
+    return (
+        f"{store.root} ({used:.1f} of {max_mb} MiB); run_shell: workspace scanned before and after ({view}): "
+        f"files over {FILE_MAX_BYTES // 2**20} MB and changes outside the workspace cannot be restored"
+    )

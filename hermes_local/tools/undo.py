@@ -14,12 +14,17 @@ workspace's pinned fd and `tools/confined.py`. Does not print.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import errno
+import fcntl
+import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from hermes_local.errors import UserError
+from hermes_local.sandbox.protect import agent_home
 from hermes_local.sandbox.workspace import PinnedWorkspace
 from hermes_local.tools.checkpoints import (
     ABSENT,
@@ -84,7 +89,7 @@ def _open(session: str) -> tuple[CheckpointStore, str, list[dict[str, Any]]]:
     if not records:
         raise UserError(
             f"session {session} has no checkpoints (it changed no files, or they were dropped: checkpoint_max_mb, "
-            "`hermes-local sessions checkpoints clear`); see `hermes-local sessions show ID`"
+            "`hermes-local checkpoints clear`); see `hermes-local sessions show ID`"
         )
     return store, str(records[-1]["workspace"]), records
 
@@ -186,10 +191,29 @@ def diff_text(diffs: list[FileDiff]) -> str:
     return "".join(d.text for d in diffs)
 
 
+@contextlib.contextmanager
+def _session_lock(session: str) -> Iterator[None]:
+    """Hold the session log's lock (session.py's): no undo while the run (or a resume) still writes."""
+    path = agent_home() / "sessions" / f"{session}.jsonl"
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        yield
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            raise UserError(f"session {session} is in use by a running hermes-local; wait for it to finish") from exc
+        yield
+    finally:
+        os.close(fd)
+
+
 def undo_session(session: str, to_step: int | None = None, *, force: bool = False, redo: bool = False) -> UndoReport:
     """Restore the workspace to before step `to_step` of `session` (default: before the run). See the module doc."""
     store, workspace, records = _open(session)
-    with _pin(workspace, session) as pin:
+    with _session_lock(session), _pin(workspace, session) as pin:
         changes = load_changes(store, records, pin)
         if redo:
             undos = [c.step for c in changes if c.tool == "undo"]
