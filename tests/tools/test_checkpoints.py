@@ -24,7 +24,7 @@ from hermes_local.sandbox.policy import bwrap_status
 from hermes_local.session import SessionLog
 from hermes_local.testing import ScriptedLLM, tool_call_text
 from hermes_local.tools import Approver, default_registry
-from hermes_local.tools.checkpoints import CheckpointStore
+from hermes_local.tools.checkpoints import CheckpointStore, Recorder
 from hermes_local.tools.undo import diff_text, session_diff, undo_session
 
 call = tool_call_text
@@ -209,3 +209,64 @@ def test_kill_9_during_a_large_write_leaves_the_old_file_and_undo_restores_it(wo
     time.sleep(0.01)
     report = undo_session("killed-session")
     assert report.restored == ["big.txt"] and (workspace / "big.txt").read_bytes() == old
+
+
+WORKFLOW = """
+name = "two-writes"
+
+[[steps]]
+id = "first"
+tool = "write_file"
+params = { path = "w/one.txt", content = "one" }
+
+[[steps]]
+id = "second"
+tool = "write_file"
+params = { path = "notes.txt", content = "replaced" }
+"""
+
+
+def test_a_workflow_run_is_checkpointed_per_step(tmp_path: Path, workspace: Path) -> None:
+    from typer.testing import CliRunner
+
+    from hermes_local.cli.app import app
+
+    (workspace / "notes.txt").write_text("mine\n")
+    spec = tmp_path / "wf.toml"
+    spec.write_text(WORKFLOW)
+    res = CliRunner().invoke(app, ["workflow", "run", str(spec), "--workspace", str(workspace), "--yes"])
+    assert res.exit_code == 0, res.stderr
+    session = res.stderr.split("(session ")[1].split(")")[0]
+    assert [d.path for d in session_diff(session, step=2)] == ["notes.txt"]
+    undo_session(session)
+    assert sorted(p.name for p in workspace.iterdir()) == ["notes.txt"]
+    assert (workspace / "notes.txt").read_text() == "mine\n"
+
+
+def test_a_command_killed_between_its_scans_is_undone_from_the_first_scan(workspace: Path) -> None:
+    from hermes_local.sandbox.workspace import PinnedWorkspace
+    from hermes_local.tools import snapshot
+
+    (workspace / "kept.txt").write_text("kept\n")
+    rec = Recorder(CheckpointStore(), "cut-session", str(workspace.resolve()), step=1)
+    with PinnedWorkspace.open(workspace) as pin, rec.call("run_shell"):
+        snapshot.begin(pin)  # the record before the command; the process dies before `end`
+    (workspace / "kept.txt").write_text("changed by the command\n")
+    (workspace / "made.txt").write_text("made by the command\n")
+    assert [d.path for d in session_diff("cut-session")] == ["kept.txt", "made.txt"]
+    report = undo_session("cut-session")
+    assert report.restored == ["kept.txt"] and report.removed == ["made.txt"]
+    assert (workspace / "kept.txt").read_text() == "kept\n"
+
+
+def test_the_approval_prompt_and_doctor_say_what_run_shell_recording_cannot_restore(workspace: Path) -> None:
+    from hermes_local.tools.shell import run_shell
+    from hermes_local.tools.snapshot import doctor_line
+
+    settings = load_settings({})
+    with SessionLog() as log, build_agent(ScriptedLLM([]), settings, workspace=workspace, session_id=log.id) as agent:
+        note = agent.executor.approver.notes(run_shell)
+    assert "checkpoint: workspace scanned before and after" in note and "larger ones" in note
+    with build_agent(ScriptedLLM([]), settings, workspace=workspace) as agent:  # no session: nothing recorded
+        assert "checkpoint: NONE" in agent.executor.approver.notes(run_shell)
+    assert "cannot be restored" in doctor_line(2048) and doctor_line(0).startswith("OFF")
