@@ -20,7 +20,8 @@ turn's calls: consecutive read calls concurrently (a bounded pool), every other 
 order, results in the order of the calls. Does not parse model output or talk to the LLM, and
 does not sandbox tools: confinement is each tool's job (see `tools/confined.py`). With a checkpoint `Recorder`
 (`checkpoints`), every write or dangerous call runs as one recorded call: what it changes in the workspace
-is kept before it changes it (`tools/checkpoints.py`).
+is kept before it changes it (`tools/checkpoints.py`; a tool module's or MCP server's call is bracketed by two
+workspace scans, `tools/snapshot.py`).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from typing import Any, TypeVar
 from pydantic import ValidationError
 
 from hermes_local.errors import HermesError
+from hermes_local.tools import snapshot
 from hermes_local.tools.approval import ApprovalRequest, Approver
 from hermes_local.tools.cache import ResultCache
 from hermes_local.tools.checkpoints import Recorder
@@ -167,7 +169,11 @@ class Executor:
             )
         recording = self.checkpoints.call(t.name) if self.checkpoints and t.permission != "read" else None
         with recording or contextlib.nullcontext():  # the tool's thread inherits the call being recorded
-            result = cap_result(self._run(t, args), self.context.output_cap)
+            if recording is not None and snapshot.needs_scan(t.function):  # it writes by its own means
+                with snapshot.scanned(self.context.pin, self.context.workspace):
+                    result = cap_result(self._run(t, args), self.context.output_cap)
+            else:
+                result = cap_result(self._run(t, args), self.context.output_cap)
         if t.permission != "read" and result.error_kind == "timeout":
             result = unknown_outcome(t.name, result)
         if t.permission == "read":

@@ -10,7 +10,9 @@ same inode, size, mtime and ctime is not read again) and writes the scan as one 
 changed, removed; folders and symlinks too). A file over the limits is recorded by size and mtime only:
 its change is shown, but its previous content cannot be restored (`shell_notes` says so in the approval
 prompt, `doctor` too). A command that is killed between the two leaves the first record: undo then
-compares with the scan. Changes made outside the workspace are not seen. Does not run the command.
+compares with the scan. Changes made outside the workspace are not seen. The same brackets (`scanned`) go
+around every write or dangerous call of a tool that writes by its own means (a tool module's, an MCP
+server's), so their workspace changes are recorded too. Does not run the command.
 """
 
 from __future__ import annotations
@@ -21,9 +23,11 @@ import json
 import os
 import stat
 import subprocess
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from hermes_local.errors import UserError
 from hermes_local.sandbox.policy import SandboxPolicy
 from hermes_local.sandbox.workspace import PinnedWorkspace
 from hermes_local.tools.checkpoints import Call, Recorder, State, current, read_state, same_state
@@ -141,6 +145,43 @@ def snapshot_states(rec_store: Any, sha: str) -> dict[str, State]:
     """The scan a `begin` record names."""
     states: dict[str, State] = json.loads(rec_store.get(sha))
     return states
+
+
+# Built-in tools record through the confined write path themselves (files, memo), bracket themselves
+# (run_shell), or never write the workspace (the web, the database read, long-term memory, questions).
+SELF_RECORDING_MODULES = frozenset(
+    f"hermes_local.{m}"
+    for m in ("tools.files", "tools.builtins", "tools.shell", "tools.web", "tools.database", "tools.interaction",
+              "longterm")
+)  # fmt: skip
+
+
+def needs_scan(function: Any) -> bool:
+    """Whether a write/dangerous tool's changes can only be seen by scanning (a tool module's, an MCP server's)."""
+    return getattr(function, "__module__", "") not in SELF_RECORDING_MODULES
+
+
+@contextlib.contextmanager
+def scanned(pin: PinnedWorkspace | None, workspace: os.PathLike[str] | str) -> Iterator[None]:
+    """Bracket a call whose tool writes by its own means with two scans, like run_shell (inside a recorded call)."""
+    if current() is None:
+        yield
+        return
+    opened = pin is None
+    try:
+        pin = pin or PinnedWorkspace.open(workspace)
+    except UserError:  # the tool reports the missing workspace itself
+        yield
+        return
+    try:
+        watch = begin(pin)
+        try:
+            yield
+        finally:
+            end(watch, pin)
+    finally:
+        if opened:
+            pin.close()
 
 
 @functools.cache

@@ -3,13 +3,14 @@
 `session_diff(ID, step=N)` lists each changed path with its state before and after (the whole run, or
 step N), `diff_text` renders that as a unified diff for text and size/hash lines for binary files and
 folders. `undo_session(ID, to_step=N)` puts the workspace back as it was before step N (default: before
-the run): changed files get their previous content and permission bits, files and folders the run made
-are removed, removed ones come back. It refuses, per path, one whose current state is not the one the run
-left (someone changed it since; `force=True` overrides) and one whose previous content was not kept (over
-the size limits), and it removes no folder that still holds other files. The undo is recorded in the same
-session as a new step, so `redo=True` (undo to before the last undo) brings the run's changes back. The
-workspace comes from the session's records, so both work from any folder; every access goes through the
-workspace's pinned fd and `tools/confined.py`. Does not print.
+the run): changed files get their previous content and permission bits (never set-user/group-ID bits),
+files and folders the run made are removed, removed ones come back. It refuses, per path, one whose
+current state is not the one the run left (someone changed it since; `force=True` overrides) and one
+whose previous content was not kept (over the size limits), and it removes no folder that still holds
+other files. The undo is recorded in the same session as a new step, so `redo=True` (undo to before the
+last undo) brings the run's changes back. It holds the session log's lock (no undo while the run or a
+resume still writes). The workspace comes from the session's records, so both work from any folder;
+every access goes through the workspace's pinned fd and `tools/confined.py`. Does not print.
 """
 
 from __future__ import annotations
@@ -279,7 +280,8 @@ def _restore(
         try:
             with locate(ctx, path, create_parents=True, follow_leaf=False) as loc:
                 if want["t"] == "file":
-                    write_atomically(loc, _content(store, want) or b"", mode=int(want.get("mode") or 0o644))
+                    mode = int(want.get("mode") or 0o644) & 0o1777  # never set-user/group-ID bits
+                    write_atomically(loc, _content(store, want) or b"", mode=mode)
                 else:
                     make_node(loc, want)
         except (OSError, ToolFailure) as exc:

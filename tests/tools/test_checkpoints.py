@@ -23,7 +23,7 @@ from hermes_local.runtime import build_agent
 from hermes_local.sandbox.policy import bwrap_status
 from hermes_local.session import SessionLog
 from hermes_local.testing import ScriptedLLM, tool_call_text
-from hermes_local.tools import Approver, default_registry
+from hermes_local.tools import Approver, Executor, ToolContext, ToolRegistry, default_registry, tool
 from hermes_local.tools.checkpoints import CheckpointStore, Recorder
 from hermes_local.tools.undo import diff_text, session_diff, undo_session
 
@@ -270,3 +270,50 @@ def test_the_approval_prompt_and_doctor_say_what_run_shell_recording_cannot_rest
     with build_agent(ScriptedLLM([]), settings, workspace=workspace) as agent:  # no session: nothing recorded
         assert "checkpoint: NONE" in agent.executor.approver.notes(run_shell)
     assert "cannot be restored" in doctor_line(2048) and doctor_line(0).startswith("OFF")
+
+
+@tool(permission="write")
+def stamp(ctx: ToolContext) -> str:
+    """Write a stamp file with plain open() (not through the confined path)."""
+    (Path(ctx.workspace) / "stamp.txt").write_text("stamped\n")
+    return "ok"
+
+
+def test_a_module_tool_and_an_mcp_server_that_write_by_their_own_means_are_recorded(tmp_path: Path) -> None:
+    from tests.tools.test_mcp import manager
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git = ["git", "-C", str(repo), "-c", "user.name=T", "-c", "user.email=t@example.invalid"]
+    subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
+    (repo / "hello.txt").write_text("hello\n")
+    before = tree_hash(repo)
+
+    server = {"command": sys.executable, "args": ["-m", "mcp_server_git", "--repository", str(repo)], "trusted": True}
+    m = manager({"git": server})
+    try:
+        registry = ToolRegistry()
+        registry.register(stamp)
+        for t, source in m.tools():
+            registry.register(t, source=source)
+        ex = Executor(registry, ToolContext(workspace=repo), Approver(allow=["stamp", "git__git_add"]))
+        ex.checkpoints = Recorder(CheckpointStore(), "own-means", str(repo), step=1)
+        assert ex.execute("stamp", {}).ok
+        ex.checkpoints.at(2)
+        assert ex.execute("git__git_add", {"repo_path": str(repo), "files": ["hello.txt"]}).ok
+    finally:
+        m.close()
+    assert [d.path for d in session_diff("own-means", step=1)] == ["stamp.txt"]
+    assert ".git/index" in [d.path for d in session_diff("own-means", step=2)]  # the server staged the file
+    assert not undo_session("own-means").refused
+    assert tree_hash(repo) == before
+
+
+def test_undo_waits_for_a_session_that_is_still_running(workspace: Path) -> None:
+    session = run_session(workspace, [call("write_file", path="a.txt", content="x"), "ok"])
+    with SessionLog(session):  # a resume of it is running
+        with pytest.raises(UserError, match="in use by a running hermes-local"):
+            undo_session(session)
+    assert (workspace / "a.txt").exists()
+    undo_session(session)
+    assert not (workspace / "a.txt").exists()
