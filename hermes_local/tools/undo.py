@@ -132,6 +132,11 @@ def current_state(ctx: ToolContext, path: str) -> State:
 
 def session_diff(session: str, step: int | None = None) -> list[FileDiff]:
     """What session `session` changed (in step `step` only, when given): one entry per changed path."""
+    if (
+        not CheckpointStore().records(check_session(session))
+        and (agent_home() / "sessions" / f"{session}.jsonl").exists()
+    ):
+        return []  # a recorded run that changed nothing
     store, workspace, records = _open(session)
     with _pin(workspace, session) as pin:
         changes = load_changes(store, records, pin)

@@ -53,3 +53,11 @@ def test_diff_and_undo_from_another_folder(tmp_path: Path, workspace: Path, monk
     assert gone.exit_code == 2 and "has no checkpoints" in gone.stderr and "Traceback" not in gone.stderr
     bad = runner.invoke(app, ["sessions", "diff", "../etc"])
     assert bad.exit_code == 2 and "is not a session ID" in bad.stderr
+
+
+def test_a_run_that_changed_nothing_has_an_empty_diff(tmp_path: Path, workspace: Path) -> None:
+    session = cli_run(tmp_path, workspace, [tool_call_text("get_current_time"), "It is noon."])
+    res = runner.invoke(app, ["sessions", "diff", session])
+    assert res.exit_code == 0 and res.stdout == "" and "no changes" in res.stderr
+    nothing = runner.invoke(app, ["sessions", "undo", session])
+    assert nothing.exit_code == 2 and "has no checkpoints" in nothing.stderr
