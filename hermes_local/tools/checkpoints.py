@@ -39,6 +39,7 @@ from typing import Any
 
 from hermes_local.errors import UserError
 from hermes_local.sandbox.protect import agent_home
+from hermes_local.tools.registry import ToolFailure
 
 FILE_MAX_BYTES = 32 * 2**20  # previous content larger than this is described (size), not kept
 State = dict[str, Any]  # {"t": "absent"|"file"|"dir"|"link"|"other", ...}
@@ -221,7 +222,10 @@ def read_state(dir_fd: int, leaf: str, store: CheckpointStore | None, limit: int
         return {"t": "other", "mode": info.st_mode}
     if info.st_size > limit:
         return {"t": "file", "sha": None, "size": info.st_size, "mode": stat.S_IMODE(info.st_mode), "kept": False}
-    fd = os.open(leaf, os.O_RDONLY | os.O_NONBLOCK | _O_NOFOLLOW | _O_CLOEXEC, dir_fd=dir_fd)
+    try:
+        fd = os.open(leaf, os.O_RDONLY | os.O_NONBLOCK | _O_NOFOLLOW | _O_CLOEXEC, dir_fd=dir_fd)
+    except PermissionError:  # unreadable to us: described, not kept
+        return {"t": "file", "sha": None, "size": info.st_size, "mode": stat.S_IMODE(info.st_mode), "kept": False}
     with os.fdopen(fd, "rb") as fh:
         data = fh.read(limit + 1)
     if len(data) > limit:
@@ -325,6 +329,19 @@ def before_change(
     call = current()
     if call is None:
         return
+    try:
+        _before_change(call, dir_fd, leaf, path, after, data, append)
+    except OSError as exc:  # no unrecorded change: the write is not made
+        raise ToolFailure(
+            "tool_error",
+            f"{path!r} was not changed: its checkpoint cannot be kept ({exc.strerror or exc}); tell the user "
+            "(free disk space in the hermes-local home, or set checkpoint_max_mb = 0 to run without checkpoints).",
+        ) from exc
+
+
+def _before_change(
+    call: Call, dir_fd: int, leaf: str, path: str, after: State | None, data: bytes | None, append: bytes | None
+) -> None:
     rec = call.recorder
     before = read_state(dir_fd, leaf, rec.store, rec.file_limit)
     if append is not None:
