@@ -76,8 +76,9 @@ class CheckpointStore:
     def has(self, sha: str) -> bool:
         return self._object_path(sha).exists()
 
-    def put(self, data: bytes, sha: str | None = None) -> str:
-        """Keep `data` (once per content); returns its SHA-256. Atomic: a crash leaves no half object."""
+    def put(self, data: bytes, sha: str | None = None, *, durable: bool = True) -> str:
+        """Keep `data` (once per content); returns its SHA-256. Atomic: a killed process leaves no half object;
+        `durable` also syncs it to disk (for content a checkpoint restores, so it outlives a power cut)."""
         sha = sha or hashlib.sha256(data).hexdigest()
         path = self._object_path(sha)
         if path.exists():
@@ -89,7 +90,8 @@ class CheckpointStore:
             with os.fdopen(fd, "wb") as fh:
                 fh.write(zlib.compress(data, 1))
                 fh.flush()
-                os.fsync(fh.fileno())
+                if durable:
+                    os.fsync(fh.fileno())
             os.replace(tmp, path)
         except BaseException:
             with contextlib.suppress(OSError):
@@ -104,15 +106,17 @@ class CheckpointStore:
         except (FileNotFoundError, zlib.error) as exc:
             raise KeyError(sha) from exc
 
-    def append(self, session: str, record: dict[str, Any]) -> None:
-        """Add one record to the session's list: one write, fsynced (a crash loses at most this line)."""
+    def append(self, session: str, record: dict[str, Any], *, durable: bool = True) -> None:
+        """Add one record to the session's list: one write (fsynced when `durable`; a crash loses at most
+        this line)."""
         check_session(session)
         self.index.mkdir(parents=True, exist_ok=True, mode=0o700)
         line = json.dumps(record, ensure_ascii=True, separators=(",", ":")).encode("ascii") + b"\n"
         fd = os.open(self.index / f"{session}.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT | _O_CLOEXEC, 0o600)
         try:
             os.write(fd, line)
-            os.fsync(fd)
+            if durable:
+                os.fsync(fd)
         finally:
             os.close(fd)
 
@@ -199,12 +203,14 @@ def _shas(value: Any) -> Iterator[str]:
             yield from _shas(v)
 
 
-def file_state(store: CheckpointStore | None, data: bytes, mode: int, limit: int = FILE_MAX_BYTES) -> State:
+def file_state(
+    store: CheckpointStore | None, data: bytes, mode: int, limit: int = FILE_MAX_BYTES, *, durable: bool = True
+) -> State:
     """The state of a file holding `data`, its content kept in `store` when it is at most `limit` bytes."""
     sha = hashlib.sha256(data).hexdigest()
     kept = store is not None and len(data) <= limit
     if kept and store is not None:
-        store.put(data, sha)
+        store.put(data, sha, durable=durable)
     return {"t": "file", "sha": sha, "size": len(data), "mode": stat.S_IMODE(mode), "kept": kept}
 
 
@@ -296,8 +302,9 @@ class Recorder:
         finally:
             _CURRENT.reset(token)
 
-    def record(self, call: Call, changes: list[dict[str, Any]], **extra: Any) -> None:
-        """Append one record of `call`'s changes ({"path", "before", "after"} each)."""
+    def record(self, call: Call, changes: list[dict[str, Any]], *, durable: bool = True, **extra: Any) -> None:
+        """Append one record of `call`'s changes ({"path", "before", "after"} each); `durable=False` for a
+        record whose loss in a power cut undo survives (run_shell's second scan)."""
         record = {
             "step": call.step,
             "call": call.number,
@@ -308,7 +315,7 @@ class Recorder:
             **extra,
         }
         with self._lock:
-            self.store.append(self.session, record)
+            self.store.append(self.session, record, durable=durable)
 
 
 def before_change(
@@ -354,7 +361,7 @@ def _before_change(
             after["mode"] = before.get("mode", 0o644)
     if data is not None:
         mode = int((after or {}).get("mode") or before.get("mode") or 0o644)
-        after = file_state(rec.store, data, mode, rec.file_limit)
+        after = file_state(rec.store, data, mode, rec.file_limit, durable=False)  # the new content: for diff
     rec.record(call, [{"path": path, "before": before, "after": after}])
 
 

@@ -64,7 +64,7 @@ def scan(pin: PinnedWorkspace, rec: Recorder, budget: int) -> Scan:
                 info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
             except OSError:
                 continue
-            if shield.hit(path.split("/"), info) is not None:
+            if (info.st_dev, info.st_ino) in shield.ids:  # the agent's own (its folder pruned: all inside too)
                 if name in dirs:
                     dirs.remove(name)
                 continue
@@ -138,7 +138,8 @@ def end(watch: Watch | None, pin: PinnedWorkspace) -> None:
     rec = watch.call.recorder
     after = scan(pin, rec, rec.shell_budget)
     changes = changes_between(watch.before.states, after.states)
-    rec.record(watch.call, changes, snapshot=watch.snapshot, phase="end", complete=after.complete)
+    # not synced: lost in a power cut, undo compares the first scan with the workspace instead
+    rec.record(watch.call, changes, durable=False, snapshot=watch.snapshot, phase="end", complete=after.complete)
 
 
 def snapshot_states(rec_store: Any, sha: str) -> dict[str, State]:

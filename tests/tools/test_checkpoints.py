@@ -317,3 +317,17 @@ def test_undo_waits_for_a_session_that_is_still_running(workspace: Path) -> None
     assert (workspace / "a.txt").exists()
     undo_session(session)
     assert not (workspace / "a.txt").exists()
+
+
+@needs_bwrap
+def test_a_home_inside_the_workspace_is_never_scanned_or_undone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    monkeypatch.setenv("HERMES_LOCAL_HOME", str(workspace / ".hermes"))
+    session = run_session(workspace, [call("run_shell", command="echo hi > out.txt"), "ok"], sandbox="bwrap")
+    assert [d.path for d in session_diff(session)] == ["out.txt"]  # not the store's own files under .hermes
+    undo_session(session)
+    assert sorted(p.name for p in workspace.iterdir()) == [".hermes"]
+    assert CheckpointStore().records(session)  # the checkpoints themselves survived the undo
