@@ -218,12 +218,9 @@ def doctor_line(max_mb: int) -> str:
         return "OFF (checkpoint_max_mb = 0): what runs change cannot be shown or undone"
     store = CheckpointStore()
     used = store.size()[1] / 2**20
-    view = (
-        "bwrap has --overlay, but hermes-local records by scans"
-        if overlay_supported()
-        else "no copy-on-write view (this bwrap has no --overlay)"
-    )
+    view = "bwrap has --overlay, unused" if overlay_supported() else "this bwrap has no --overlay"
     return (
-        f"{store.root} ({used:.1f} of {max_mb} MiB); run_shell: workspace scanned before and after ({view}): "
-        f"files over {FILE_MAX_BYTES // 2**20} MB and changes outside the workspace cannot be restored"
+        f"{store.root} ({used:.1f} of {max_mb} MiB); run_shell: workspace scanned before and after, no "
+        f"copy-on-write view ({view}); files over {FILE_MAX_BYTES // 2**20} MB and changes outside the "
+        "workspace cannot be restored"
     )
