@@ -350,9 +350,7 @@ def _build_agent(
         approver=approver,
         cache=ResultCache(ttl=dict(settings.cache_ttl), store=home_dir() / "cache"),
     )
-    executor.checkpoints = open_recorder(session_id, pin.path, settings.checkpoint_max_mb)
-    executor.approver.notes = lambda t: shell_notes(sandbox, executor.checkpoints) if t.name in SANDBOXED_TOOLS else ""
-    on_event = steps_to(executor.checkpoints, on_event)
+    executor.approver.notes = lambda t: sandbox.approval_note() if t.name in SANDBOXED_TOOLS else ""
     # The user's standing rules (--instructions / config) first, then routing's note on the tool catalog
     # (none for a model whose tool_call_format is "none": models.toml says it cannot call tools, it only answers),
     # then the request's own instructions.
@@ -362,6 +360,10 @@ def _build_agent(
     config = settings_for(AgentConfig, settings, instructions=instructions, offered_tools=plan.offered)
     if no_tools:
         config.tool_choice = "none"
+    # checkpoints (sessions diff|undo): the recorder, told each call's step; the approval prompt says what it keeps
+    recorder = executor.checkpoints = open_recorder(session_id, pin.path, settings.checkpoint_max_mb)
+    executor.approver.notes = lambda t: shell_notes(context.sandbox, recorder) if t.name in SANDBOXED_TOOLS else ""
+    on_event = steps_to(recorder, on_event)
     agent = Agent(llm, executor, config, on_event=on_event, recall=longterm.recall, dialect=dialect)
     agent.closers.append(longterm.close)
     agent.closers.append(RunWatch().end)  # a safety setting lowered on disk meanwhile waits for a person's yes
