@@ -42,6 +42,7 @@ from hermes_local.sandbox.protect import agent_home
 from hermes_local.tools.registry import ToolFailure
 
 FILE_MAX_BYTES = 32 * 2**20  # previous content larger than this is described (size), not kept
+COLLECT_GRACE = 600.0  # seconds an unreferenced object is left alone (its record may be on its way)
 State = dict[str, Any]  # {"t": "absent"|"file"|"dir"|"link"|"other", ...}
 ABSENT: State = {"t": "absent"}
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
@@ -153,21 +154,24 @@ class CheckpointStore:
         return count, total
 
     def prune(self, max_bytes: int, keep: frozenset[str] = frozenset()) -> list[str]:
-        """Drop the oldest sessions (not those in `keep`) until the store fits `max_bytes`; returns their ids."""
+        """Drop the oldest sessions (not those in `keep`, nor any changed in the last `COLLECT_GRACE` seconds)
+        until the store fits `max_bytes`; returns their ids."""
         dropped: list[str] = []
-        for session, _, _ in self.sessions():
-            if self.size()[1] <= max_bytes:
+        total = self.size()[1]
+        for session, changed, size in self.sessions():
+            if total <= max_bytes:
                 break
-            if session in keep:
+            if session in keep or changed > time.time() - COLLECT_GRACE:  # a session this young may still run
                 continue
             with contextlib.suppress(FileNotFoundError):
                 (self.index / f"{session}.jsonl").unlink()
             dropped.append(session)
-            self.collect()
+            total -= size + self.collect()[1]
         return dropped
 
-    def collect(self) -> int:
-        """Remove objects no remaining record refers to; returns how many."""
+    def collect(self) -> tuple[int, int]:
+        """Remove objects no remaining record refers to; returns (objects, bytes) removed. Objects younger than
+        `COLLECT_GRACE` stay: another run may have kept one and not yet written the record naming it."""
         used: set[str] = set()
         for session, _, _ in self.sessions():
             for record in self.records(session):
@@ -176,14 +180,17 @@ class CheckpointStore:
                     used.add(record["snapshot"])
                     with contextlib.suppress(KeyError, ValueError):
                         used.update(_shas(json.loads(self.get(record["snapshot"]))))
-        removed = 0
+        removed = freed = 0
+        young = time.time() - COLLECT_GRACE
         for base, _, files in os.walk(self.objects):
             for name in files:
-                if os.path.basename(base) + name not in used:
-                    with contextlib.suppress(OSError):
-                        os.unlink(os.path.join(base, name))
-                        removed += 1
-        return removed
+                path = os.path.join(base, name)
+                with contextlib.suppress(OSError):
+                    info = os.stat(path)
+                    if os.path.basename(base) + name not in used and info.st_mtime < young:
+                        os.unlink(path)
+                        removed, freed = removed + 1, freed + info.st_size
+        return removed, freed
 
     def clear(self) -> tuple[int, int]:
         """Delete every checkpoint; returns (objects, bytes) removed."""

@@ -161,6 +161,12 @@ def test_retention_drops_the_oldest_sessions_first(workspace: Path) -> None:
     second = run_session(workspace, [call("write_file", path="y.txt", content=rng.randbytes(200_000).hex()), "ok"])
     store = CheckpointStore()
     assert store.size()[1] > 400_000  # two objects of about 220 kB (hex digits compress to about 55%)
+    assert store.prune(300_000) == []  # sessions of the last minutes may still be running: kept
+    for age, session in ((7200, first), (3600, second)):  # as if the runs were two hours and one hour ago
+        for record in store.records(session):
+            for path in [store.index / f"{session}.jsonl", *(store._object_path(c["after"]["sha"]) for c in
+                                                            record["changes"])]:  # fmt: skip
+                os.utime(path, (time.time() - age,) * 2)
     dropped = store.prune(300_000)
     assert dropped == [first] and [s for s, _, _ in store.sessions()] == [second]
     assert store.size()[1] <= 300_000
