@@ -48,8 +48,10 @@ def sessions_undo(
     redo: Annotated[bool, typer.Option("--redo", help="Undo the last undo (bring the run's changes back).")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print what was done as one JSON object.")] = False,
 ) -> None:
-    """Put the workspace back as it was before the run (or step N): files restored, files and folders it made
-    removed. Files changed since the run are left alone unless --force; the undo itself can be redone."""
+    """Put the workspace back as before the run (or step N), removing what it made; refuses files changed since.
+
+    --force also restores files changed since the run; the undo is recorded, and --redo brings the run's
+    changes back. Works from any folder: the workspace comes from the session."""
     from hermes_local.tools.undo import undo_session
 
     report = undo_session(session_id, to_step, force=force, redo=redo)
