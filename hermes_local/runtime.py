@@ -28,13 +28,13 @@ from hermes_local.sandbox import procs
 from hermes_local.sandbox.policy import SandboxPolicy
 from hermes_local.sandbox.workspace import PinnedWorkspace
 from hermes_local.tools import Approver, Executor, Tool, ToolContext, ToolRegistry, default_registry
-from hermes_local.tools.checkpoints import open_recorder, steps_to
 from hermes_local.tools.registry import AskUser, tool_warnings
 from hermes_local.tools.shell import SANDBOXED_TOOLS
-from hermes_local.tools.snapshot import shell_notes
+from hermes_local.tools.snapshot import open_recorder, shell_notes, steps_to
 from hermes_local.tools.toolsets import group_of, parse_spec, route, select_tools, unusable
 
 if TYPE_CHECKING:
+    from hermes_local.longterm import LongTermMemory
     from hermes_local.models.gguf import GGUFHeader
     from hermes_local.models.registry import ModelChoice
 
@@ -245,11 +245,13 @@ def build_agent(
     db_path: Path | None = None,
     dialect: Dialect | None = None,
     ask_user: AskUser | None = None,
+    plan: bool = False,
     on_notice: Callable[[str], None] | None = None,
     extra_instructions: str | None = None,
     session_id: str | None = None,
 ) -> Agent:
     """The agent of one run: `registry`'s tools as the settings select them, confined to `workspace`.
+    With `plan` it is a plan-only run (`run --plan`): reads run, writes and dangerous calls become proposals.
 
     `workspace` is pinned here (opened once, closed with the agent), or is the caller's `PinnedWorkspace`
     (the service pins it when the run is accepted): refused when it was swapped since, never followed.
@@ -257,8 +259,7 @@ def build_agent(
     `dialect` defaults to `dialect_for(settings, llm)`. The system turn carries the user's standing
     rules (`settings.instructions`), then the tool routing note, then `extra_instructions` (a request's own).
     `ask_user` answers the `ask_user` tool (None: nobody to ask); `on_notice` receives the tools' one-line
-    notices (e.g. that commands run unsandboxed). With `session_id` (the session log's), what write and
-    dangerous calls change is checkpointed under that id (`sessions diff|undo`; `checkpoint_max_mb`).
+    notices (e.g. that commands run unsandboxed); `session_id` (the log's) turns checkpoints on (`build_executor`).
     """
     from hermes_local.prompts import check_overrides
 
@@ -277,6 +278,7 @@ def build_agent(
             ask_user,
             on_notice,
             extra_instructions,
+            plan_only=plan,
             close_pin=opened,
             session_id=session_id,
         )
@@ -294,6 +296,48 @@ def pinned(workspace: Path | PinnedWorkspace) -> tuple[PinnedWorkspace, bool]:
     return PinnedWorkspace.open(workspace), True
 
 
+def tool_context(
+    settings: Settings,
+    pin: PinnedWorkspace,
+    longterm: LongTermMemory,
+    *,
+    db_path: Path | None = None,
+    n_ctx: int = 8000,
+    on_notice: Callable[[str], None] | None = None,
+) -> ToolContext:
+    """What the tools of a run may know: the pinned workspace (every tool reaches it through its fd), the
+    database, allowed hosts, limits, the command sandbox and the long-term store `remember` writes through."""
+    procs.install_signal_handlers()  # Ctrl-C / SIGTERM kill every live command first (main thread only)
+    return ToolContext(
+        workspace=pin.path,
+        pin=pin,
+        db_path=db_path,
+        allow_hosts=list(settings.allow_hosts),
+        output_cap=max(1000, min(8000, n_ctx)),
+        timeout=settings.tool_timeout,
+        notice=on_notice,
+        sandbox=SandboxPolicy.from_settings(settings),
+        longterm=longterm,
+    )
+
+
+def build_executor(
+    settings: Settings, registry: ToolRegistry, context: ToolContext, approver: Approver | None, *, plan: bool = False,
+    session_id: str | None = None) -> Executor:  # fmt: skip
+    """The executor of a run (`plan`: plan-only; `session_id`: checkpointed) or of `sessions apply`, with the settings'
+    approval policy: allow/deny lists, content provenance, files that run code later, the sandbox/checkpoint note."""
+    from hermes_local.config import home_dir
+    from hermes_local.tools.cache import ResultCache
+
+    approver = approver or Approver(allow=settings.allow_tools, deny=settings.deny_tools)
+    approver.trust_content = approver.trust_content or settings.trust_content
+    approver.execute_later = list(settings.execute_later_files)
+    recorder = open_recorder(session_id, context, settings.checkpoint_max_mb)
+    approver.notes = lambda t: shell_notes(context.sandbox, recorder) if t.name in SANDBOXED_TOOLS else ""
+    cache = ResultCache(ttl=dict(settings.cache_ttl), store=home_dir() / "cache")
+    return Executor(registry=registry, context=context, approver=approver, cache=cache, plan=plan, checkpoints=recorder)
+
+
 def _build_agent(
     llm: LLM,
     settings: Settings,
@@ -307,33 +351,18 @@ def _build_agent(
     on_notice: Callable[[str], None] | None,
     extra_instructions: str | None,
     *,
+    plan_only: bool = False,
     close_pin: bool,
     session_id: str | None = None,
 ) -> Agent:
     from hermes_local.config import home_dir
     from hermes_local.longterm import LongTermMemory
-    from hermes_local.tools.cache import ResultCache
 
     dialect = dialect or dialect_for(settings, llm)
     check_tool_use(dialect, settings)
-    approver = approver or Approver(allow=settings.allow_tools, deny=settings.deny_tools)
-    # content provenance (tools/approval.py): the config's opt-out and its list of files that run code later
-    approver.trust_content = approver.trust_content or settings.trust_content
-    approver.execute_later = list(settings.execute_later_files)
-    longterm, sandbox = LongTermMemory(), SandboxPolicy.from_settings(settings)
-    context = ToolContext(
-        workspace=pin.path,
-        pin=pin,  # every tool reaches the workspace through its fd
-        db_path=db_path,
-        allow_hosts=list(settings.allow_hosts),
-        output_cap=max(1000, min(8000, llm.n_ctx)),
-        timeout=settings.tool_timeout,
-        notice=on_notice,
-        sandbox=sandbox,
-        ask_user=ask_user,
-        longterm=longterm,  # the `remember` tool writes through it
-    )
-    procs.install_signal_handlers()  # Ctrl-C / SIGTERM kill every live command first (main thread only)
+    longterm = LongTermMemory()
+    context = tool_context(settings, pin, longterm, db_path=db_path, n_ctx=llm.n_ctx, on_notice=on_notice)
+    context.ask_user = ask_user
     # --tools / config `tools` and deny_tools decide what exists for this run; routing decides what the prompt shows.
     registry = select_tools(registry or default_registry(), settings.tools, settings.deny_tools, strict=False)
     # Tools that cannot work in this run (no --db, no allowed host, nobody to ask) are not offered at all.
@@ -344,13 +373,7 @@ def _build_agent(
     registry = registry.subset([n for n in registry.names() if n not in missing])
     registry.left_out = missing  # a call to one of them is told why it is not there
     plan = route(registry, settings.max_tools_in_prompt)
-    executor = Executor(
-        registry=registry,
-        context=context,
-        approver=approver,
-        cache=ResultCache(ttl=dict(settings.cache_ttl), store=home_dir() / "cache"),
-    )
-    executor.approver.notes = lambda t: sandbox.approval_note() if t.name in SANDBOXED_TOOLS else ""
+    executor = build_executor(settings, registry, context, approver, plan=plan_only, session_id=session_id)
     # The user's standing rules (--instructions / config) first, then routing's note on the tool catalog
     # (none for a model whose tool_call_format is "none": models.toml says it cannot call tools, it only answers),
     # then the request's own instructions.
@@ -360,10 +383,7 @@ def _build_agent(
     config = settings_for(AgentConfig, settings, instructions=instructions, offered_tools=plan.offered)
     if no_tools:
         config.tool_choice = "none"
-    # checkpoints (sessions diff|undo): the recorder, told each call's step; the approval prompt says what it keeps
-    recorder = executor.checkpoints = open_recorder(session_id, pin.path, settings.checkpoint_max_mb)
-    executor.approver.notes = lambda t: shell_notes(context.sandbox, recorder) if t.name in SANDBOXED_TOOLS else ""
-    on_event = steps_to(recorder, on_event)
+    on_event = steps_to(executor.checkpoints, on_event)  # the checkpoint recorder learns each call's step
     agent = Agent(llm, executor, config, on_event=on_event, recall=longterm.recall, dialect=dialect)
     agent.closers.append(longterm.close)
     agent.closers.append(RunWatch().end)  # a safety setting lowered on disk meanwhile waits for a person's yes

@@ -32,7 +32,7 @@ import stat
 import threading
 import time
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -371,29 +371,3 @@ def _before_change(
         after = file_state(rec.store, data, mode, rec.file_limit, durable=False)  # the new content: for diff
     rec.record(call, [{"path": path, "before": before, "after": after}])
 
-
-def open_recorder(session: str | None, workspace: str | os.PathLike[str], max_mb: int) -> Recorder | None:
-    """The recorder of one run in session `session` (None: no session or `max_mb` 0, nothing recorded).
-
-    Retention happens here, before the run: the oldest other sessions go until the store fits `max_mb`.
-    """
-    if not session or max_mb <= 0:
-        return None
-    store = CheckpointStore()
-    if store.size()[1] > max_mb * 2**20:
-        store.prune(max_mb * 2**20, keep=frozenset({session}))
-    return Recorder(store, session, os.fspath(workspace))
-
-
-def steps_to(rec: Recorder | None, sink: Callable[[Any], None] | None) -> Callable[[Any], None] | None:
-    """An event sink that tells `rec` the step of each tool call (`tool_call` events), then passes it on."""
-    if rec is None:
-        return sink
-
-    def observed(event: Any) -> None:
-        if getattr(event, "kind", "") == "tool_call":
-            rec.at(int(event.step))
-        if sink is not None:
-            sink(event)
-
-    return observed

@@ -12,7 +12,9 @@ its change is shown, but its previous content cannot be restored (`shell_notes` 
 prompt, `doctor` too). A command that is killed between the two leaves the first record: undo then
 compares with the scan. Changes made outside the workspace are not seen. The same brackets (`scanned`) go
 around every write or dangerous call of a tool that writes by its own means (a tool module's, an MCP
-server's), so their workspace changes are recorded too. Does not run the command.
+server's), so their workspace changes are recorded too. Also the wiring a run needs: `open_recorder` (one
+run's recorder, retention first), `steps_to` (tells it each call's step) and `shell_notes` (the approval
+prompt's lines). Does not run the command.
 """
 
 from __future__ import annotations
@@ -23,15 +25,16 @@ import json
 import os
 import stat
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from hermes_local.errors import UserError
 from hermes_local.sandbox.policy import SandboxPolicy
 from hermes_local.sandbox.workspace import PinnedWorkspace
-from hermes_local.tools.checkpoints import Call, Recorder, State, current, read_state, same_state
-from hermes_local.tools.confined import Shield
+from hermes_local.tools.checkpoints import Call, CheckpointStore, Recorder, State, current, read_state, same_state
+from hermes_local.tools.confined import Shield, workspace_root
+from hermes_local.tools.registry import ToolContext
 
 MAX_ENTRIES = 100_000  # names one scan looks at; beyond, the rest of the workspace is not recorded
 
@@ -224,3 +227,30 @@ def doctor_line(max_mb: int) -> str:
         f"copy-on-write view ({view}); files over {FILE_MAX_BYTES // 2**20} MB and changes outside the "
         "workspace cannot be restored"
     )
+
+
+def open_recorder(session: str | None, context: ToolContext, max_mb: int) -> Recorder | None:
+    """The recorder of one run in session `session`, in `context`'s workspace (None: no session or `max_mb` 0).
+
+    Retention happens here, before the run: the oldest other sessions go until the store fits `max_mb`.
+    """
+    if not session or max_mb <= 0:
+        return None
+    store = CheckpointStore()
+    if store.size()[1] > max_mb * 2**20:
+        store.prune(max_mb * 2**20, keep=frozenset({session}))
+    return Recorder(store, session, os.fspath(workspace_root(context)))
+
+
+def steps_to(rec: Recorder | None, sink: Callable[[Any], None] | None) -> Callable[[Any], None] | None:
+    """An event sink that tells `rec` the step of each tool call (`tool_call` events), then passes it on."""
+    if rec is None:
+        return sink
+
+    def observed(event: Any) -> None:
+        if getattr(event, "kind", "") == "tool_call":
+            rec.at(int(event.step))
+        if sink is not None:
+            sink(event)
+
+    return observed

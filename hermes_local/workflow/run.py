@@ -28,7 +28,7 @@ from hermes_local.llm import LLM
 from hermes_local.prompts import BoundedSandbox
 from hermes_local.sandbox.policy import SandboxPolicy
 from hermes_local.tools import Approver, Executor, ToolContext, ToolRegistry, ToolResult
-from hermes_local.tools.checkpoints import open_recorder
+from hermes_local.tools.snapshot import open_recorder
 from hermes_local.workflow.spec import (
     StepSpec,
     Workflow,
@@ -176,7 +176,7 @@ def run_workflow(
     executor = Executor(registry=wf.registry, context=context, approver=approver)
     session = SessionLog()
     # what the steps change is checkpointed under the workflow's session, one step per workflow step
-    executor.checkpoints = open_recorder(session.id, workspace.resolve(), settings.checkpoint_max_mb)
+    executor.checkpoints = open_recorder(session.id, context, settings.checkpoint_max_mb)
     result = WorkflowResult(wf.name, session.id)
     state: dict[str, Any] = {
         "name": wf.name,

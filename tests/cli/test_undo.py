@@ -61,3 +61,18 @@ def test_a_run_that_changed_nothing_has_an_empty_diff(tmp_path: Path, workspace:
     assert res.exit_code == 0 and res.stdout == "" and "no changes" in res.stderr
     nothing = runner.invoke(app, ["sessions", "undo", session])
     assert nothing.exit_code == 2 and "has no checkpoints" in nothing.stderr
+
+
+def test_sessions_apply_is_checkpointed_and_undone(tmp_path: Path, workspace: Path) -> None:
+    from tests.cli.test_review import NOTES, plan_run, tree
+
+    (workspace / "notes.md").write_text(NOTES)
+    before = tree(workspace)
+    session = plan_run(tmp_path, workspace)
+    applied = runner.invoke(app, ["sessions", "apply", session, "--yes"])  # run_shell stays denied: exit 1
+    assert "✓ 1. write_file replaced notes.md" in applied.stdout and tree(workspace) != before
+    diff = runner.invoke(app, ["sessions", "diff", session])
+    assert "-line two\n+line 2\n" in diff.stdout and "+++ b/sub/report.md" in diff.stdout
+    undo = runner.invoke(app, ["sessions", "undo", session])
+    assert undo.exit_code == 0, undo.stderr
+    assert tree(workspace) == before and not (workspace / "sub").exists()
