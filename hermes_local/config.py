@@ -147,6 +147,9 @@ class Settings(BaseModel):
     answer_guard: bool = True  # send back once an answer given without any tool call when the goal needs a tool
     instructions: str = ""  # the user's standing rules, added to the system prompt
     cache_ttl: dict[str, float] = Field(default_factory=dict)  # tool name -> seconds its read results are reused
+    # what write/dangerous calls change is kept under $HERMES_LOCAL_HOME/checkpoints (sessions diff/undo), at
+    # most this many MB (oldest sessions dropped first); 0 turns checkpoints off
+    checkpoint_max_mb: int = Field(2048, ge=0)
     max_tokens: int = Field(512, ge=1)
     # most tokens one thought may take before its closing marker is forced (0: half of the reply's max_tokens)
     max_reasoning_tokens: int = Field(0, ge=0)

@@ -116,6 +116,7 @@ def _prepare(
             dialect=dialect,
             ask_user=ask_user if approver.interactive else None,  # a person at the terminal can answer it
             on_notice=notice,
+            session_id=session.id,  # checkpoints: `sessions diff|undo ID`
         )
         agent.closers.append(pin.close)
         announce_shielded(pin)  # the run's first line says what of the agent's own the workspace holds
