@@ -98,6 +98,7 @@
 
   function renderer(container, hooks) {
     const totals = { calls: 0, prompt: 0, evaluated: 0, generated: 0, seconds: 0 };
+    const ledger = [];
     let step = null;
     function openStep(n) {
       const box = el("section", "step");
@@ -124,7 +125,7 @@
         last = m.index + m[0].length;
         if (m[1]) line("thought", "thought", m[2].trim());
         else if (m[3] !== undefined) line("plan", "plan", m[3].trim());
-        else line("call-text", "call", m[4].trim());
+        // a <tool_call> block: its tool_call event (next) shows the call, parsed or not
       }
       rest = (rest + d.text.slice(last)).trim();
       if (rest) line(d.final ? "final" : "text", d.final ? "final answer" : "text", rest);
@@ -156,10 +157,15 @@
             + d.completion_tokens + " generated, " + Number(d.seconds).toFixed(2) + " s");
           if (hooks.totals) hooks.totals(totals);
           break;
-        case "turn":
-          if (d.role === "tool" && Array.isArray(d.note) && hooks.ledger) {
-            hooks.ledger(d.note.map((seg) => String(Array.isArray(seg) ? seg[0] : seg)).join(""));
+        case "turn": // the ledger: what each call found (the tool turns' responses), and the model's own note
+          if (d.role !== "tool" || !hooks.ledger) break;
+          for (const r of d.responses || []) {
+            const c = r.content || {};
+            const found = c.ok === false ? "failed: " + (c.error || c.summary || "") : (r.finding || c.summary || "ok");
+            ledger.push("step " + d.step + " · " + r.name + " → " + String(found).slice(0, 300));
           }
+          if (Array.isArray(d.note)) ledger.push(d.note.map((seg) => String(Array.isArray(seg) ? seg[0] : seg)).join(""));
+          hooks.ledger(ledger.join("\n"));
           break;
         case "approval_request": line("ask", "approval asked", d.tool + " (" + d.permission + ")");
           if (hooks.approval) hooks.approval(d);
@@ -245,7 +251,7 @@
       end: (d) => { if (d.answer) { $("answer").textContent = visible(d.answer); $("answer-box").hidden = false; } },
       status: (d) => {
         $("run-status").textContent = visible(d.status) + (d.error ? ": " + visible(d.error) : "");
-        $("cancel").disabled = true; state.pending = []; showApproval();
+        $("cancel").disabled = true; state.pending = []; showApproval(); refreshStatus();
       },
     });
     const controller = new AbortController();
