@@ -34,7 +34,7 @@ from hermes_local.tools.approval import ApprovalRequest
 _log = logging.getLogger(__name__)
 RunStatus = Literal["queued", "running", "waiting_approval", "done", "error", "cancelled"]
 FINISHED = frozenset({"done", "error", "cancelled"})
-TOKEN_INTERVAL = 0.05  # seconds: streamed pieces are coalesced into at most ~20 token events a second
+TOKEN_INTERVAL = 0.1  # seconds: streamed pieces are coalesced into at most ~10 token events a second
 
 
 class WorkspaceForbidden(UserError):

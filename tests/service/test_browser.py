@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import os
 import shutil
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +22,8 @@ import pytest
 from hermes_local.engines.replay import tool_call_text
 from hermes_local.testing import PacedLLM, ScriptedLLM
 from hermes_local.tools.approval import approval_view
-from tests.fixtures.service_server import free_port, http, served, wait_status
+from tests.conftest import fixed_page, loopback_http_server
+from tests.fixtures.service_server import http, served, wait_status
 
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (the test extra)")
 from selenium.webdriver.chrome.service import Service  # noqa: E402
@@ -162,29 +161,11 @@ def test_a_page_of_another_origin_cannot_start_or_approve(browser: Any, workspac
         _, created = http("POST", f"{base}/v1/runs", {"task": "Run it"})
         [pending] = wait_status(base, created["id"], {"waiting_approval"})["pending_approvals"]
         body = EVIL_PAGE.replace("TARGET", base).replace("RUN", created["id"]).replace("CALL", pending["call"])
-
-        class Evil(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 - the http.server hook
-                data = body.encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "text/html; charset=utf-8")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        evil = ThreadingHTTPServer(("127.0.0.1", free_port()), Evil)
-        threading.Thread(target=evil.serve_forever, daemon=True).start()
-        try:
-            browser.get(f"http://127.0.0.1:{evil.server_address[1]}/")
+        with loopback_http_server(fixed_page(body.encode())) as evil:  # another origin: another port
+            browser.get(evil + "/")
             report = _wait(browser, "document.getElementById('out').textContent.includes('done') && "
                                     "document.getElementById('out').textContent")  # fmt: skip
             _shot(browser, tmp_path, "5-other-origin")
-        finally:
-            evil.shutdown()
-            evil.server_close()
         still = wait_status(base, created["id"], {"waiting_approval"})
         runs = list(manager.runs)
         http("POST", f"{base}/v1/runs/{created['id']}/cancel")
@@ -207,3 +188,30 @@ def test_a_rebound_name_gets_no_page_and_localhost_does(browser: Any, workspace:
         _shot(browser, tmp_path, "7-localhost")
     assert "is not this server's name" in refused and forms == 0
     assert model == "scripted"
+
+
+def test_with_a_token_the_page_asks_for_it_and_reattaches_to_a_waiting_run(
+    browser: Any, workspace: Path, tmp_path: Path
+) -> None:
+    token = "page-secret-1"
+    llm = ScriptedLLM([tool_call_text("write_file", path="w.txt", content="x")])
+    with served(llm, workspace, token=token) as (base, _):
+        _, created = http("POST", f"{base}/v1/runs", {"task": "Write w.txt"}, token=token)
+        [pending] = wait_status(base, created["id"], {"waiting_approval"}, token=token)["pending_approvals"]
+        browser.get(base + "/")
+        _wait(browser, "!document.getElementById('token-form').hidden")  # its data answered 401: it asks
+        browser.find_element(By.ID, "token").send_keys(token, Keys.ENTER)
+        _wait(browser, "document.querySelectorAll('#workspace option').length > 0")
+        browser.find_element(By.ID, "nav-sessions").click()
+        _wait(browser, "document.querySelector('#session-list button.live')").click()  # the run going on
+        _wait(browser, "!document.getElementById('approval').hidden")  # its stream, replayed from the start
+        shown = browser.execute_script("return document.getElementById('approval-view').textContent")
+        _shot(browser, tmp_path, "8-reattached")
+        browser.find_element(By.ID, "cancel").click()
+        status = _wait(browser, "document.getElementById('run-status').textContent.startsWith('cancelled') && "
+                                "document.getElementById('approval').hidden")  # fmt: skip
+        url = browser.current_url
+        view = wait_status(base, created["id"], {"cancelled"}, token=token)
+    assert shown == pending["view"] and status
+    assert view["status"] == "cancelled" and token not in url
+    assert not (workspace / "w.txt").exists()

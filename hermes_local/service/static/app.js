@@ -291,6 +291,7 @@
 
   async function loadForm() {
     const f = await api("GET", "/v1/ui");
+    $("start-error").hidden = true;
     $("workspace").replaceChildren(...f.roots.map((root) => { const o = el("option", null, root); o.value = root; return o; }));
     $("mode").replaceChildren(...f.modes.map((m) => { const o = el("option", null, m); o.value = m; return o; }));
     $("max-steps").value = f.max_steps;
