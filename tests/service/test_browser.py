@@ -11,6 +11,7 @@ reason without Selenium or Debian's `chromium` and `chromium-driver` (`.ci/run` 
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from collections.abc import Iterator
@@ -23,7 +24,7 @@ from hermes_local.engines.replay import tool_call_text
 from hermes_local.testing import PacedLLM, ScriptedLLM
 from hermes_local.tools.approval import approval_view
 from tests.conftest import fixed_page, loopback_http_server
-from tests.fixtures.service_server import http, served, wait_status
+from tests.fixtures.service_server import drop_connections, http, served, wait_status
 
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (the test extra)")
 from selenium.webdriver.chrome.service import Service  # noqa: E402
@@ -57,6 +58,7 @@ def browser(tmp_path: Path) -> Iterator[Any]:
         "--host-resolver-rules=MAP evil.example 127.0.0.1, MAP * ~NOTFOUND, EXCLUDE localhost, EXCLUDE 127.0.0.1",
     ):
         options.add_argument(arg)
+    options.set_capability("goog:loggingPrefs", {"performance": "ALL"})  # the requests the page makes
     driver = webdriver.Chrome(options=options, service=Service(DRIVER))
     driver.set_page_load_timeout(30)
     try:
@@ -190,11 +192,11 @@ def test_a_rebound_name_gets_no_page_and_localhost_does(browser: Any, workspace:
     assert model == "scripted"
 
 
-def test_with_a_token_the_page_asks_for_it_and_reattaches_to_a_waiting_run(
+def test_with_a_token_the_page_asks_for_it_reattaches_and_resumes_after_a_drop(
     browser: Any, workspace: Path, tmp_path: Path
 ) -> None:
     token = "page-secret-1"
-    llm = ScriptedLLM([tool_call_text("write_file", path="w.txt", content="x")])
+    llm = ScriptedLLM([tool_call_text("write_file", path="w.txt", content="x"), "Not written."])
     with served(llm, workspace, token=token) as (base, _):
         _, created = http("POST", f"{base}/v1/runs", {"task": "Write w.txt"}, token=token)
         [pending] = wait_status(base, created["id"], {"waiting_approval"}, token=token)["pending_approvals"]
@@ -207,11 +209,32 @@ def test_with_a_token_the_page_asks_for_it_and_reattaches_to_a_waiting_run(
         _wait(browser, "!document.getElementById('approval').hidden")  # its stream, replayed from the start
         shown = browser.execute_script("return document.getElementById('approval-view').textContent")
         _shot(browser, tmp_path, "8-reattached")
-        browser.find_element(By.ID, "cancel").click()
-        status = _wait(browser, "document.getElementById('run-status').textContent.startsWith('cancelled') && "
-                                "document.getElementById('approval').hidden")  # fmt: skip
+        assert drop_connections(base) >= 1  # the page's event stream is cut ...
+        decision = {"call": pending["call"], "decision": "deny"}  # ... and the run goes on meanwhile
+        assert http("POST", f"{base}/v1/runs/{created['id']}/approvals", decision, token=token)[0] == 200
+        wait_status(base, created["id"], {"done"}, token=token)
+        _wait(browser, "document.getElementById('run-status').textContent === 'done'")  # it reconnected
+        lines = browser.execute_script(
+            "return Array.from(document.querySelectorAll('#steps li')).map(e => e.className + ': ' + e.textContent)"
+        )
+        requests = _event_requests(browser)
+        _shot(browser, tmp_path, "9-resumed")
         url = browser.current_url
-        view = wait_status(base, created["id"], {"cancelled"}, token=token)
-    assert shown == pending["view"] and status
-    assert view["status"] == "cancelled" and token not in url
+    assert shown == pending["view"] and token not in url
+    assert [line for line in lines if line.startswith(("ask", "decision"))] == [
+        "ask: approval askedwrite_file (write)",
+        "decision: approvalwrite_file: deny",
+    ]  # what it missed, once: the reconnect resumed after the last event it had, not from the start
+    assert len(requests) == 2 and "last-event-id" not in requests[0] and int(requests[1]["last-event-id"]) > 0
+    assert all(r.get("authorization") == f"Bearer {token}" for r in requests)
     assert not (workspace / "w.txt").exists()
+
+
+def _event_requests(driver: Any) -> list[dict[str, str]]:
+    """The headers of each request the page made for a run's event stream (Chromium's performance log)."""
+    found = []
+    for entry in driver.get_log("performance"):
+        message = json.loads(entry["message"])["message"]
+        if message["method"] == "Network.requestWillBeSent" and "/events" in message["params"]["request"]["url"]:
+            found.append({k.lower(): v for k, v in message["params"]["request"]["headers"].items()})
+    return found

@@ -154,6 +154,6 @@ def test_tokens_reach_a_subscriber_while_the_model_still_writes(workspace: Path)
     token_times = [t for t, name in arrivals if name == "token"]
     assert len(token_times) >= 5  # the reply arrived in pieces, not at the end
     assert token_times[0] < llm.done_at[0] - 0.3, "the first token came only when the model had finished"
-    gaps = [b - a for a, b in zip(token_times, token_times[1:], strict=False)]
-    assert min(gaps) >= 0 and len(token_times) <= 0.8 / TOKEN_INTERVAL + 3
+    span = token_times[-1] - token_times[0]
+    assert len(token_times) <= (span + 0.2) / TOKEN_INTERVAL + 2  # throttled: not one event per word
     assert token_times[0] - started < 1.0
