@@ -130,20 +130,16 @@ def _visible(manager: RunManager, credential: str) -> set[str] | None:
 
 
 def sessions(manager: RunManager, credential: str) -> list[dict[str, Any]]:
-    """`GET /v1/sessions`: the newest `MAX_SESSIONS` logs (id, goal, events, stopped, modified)."""
-    allowed = _visible(manager, credential)
+    """`GET /v1/sessions`: the newest `MAX_SESSIONS` logs (id, goal, events, stopped, modified), newest first."""
     found: list[dict[str, Any]] = []
-    for info in list_sessions():
-        if allowed is not None and info.id not in allowed:
-            continue
+    for info in list_sessions(last=MAX_SESSIONS, only=_visible(manager, credential)):
         try:
             modified = info.path.stat().st_mtime
         except OSError:
             continue
         found.append({"id": info.id, "goal": info.goal[:300], "events": info.events, "stopped": info.stopped,
-                      "modified": round(modified, 3)})  # fmt: skip
-    found.sort(key=lambda s: float(s["modified"]), reverse=True)
-    return found[:MAX_SESSIONS]
+                      "modified": modified})  # fmt: skip
+    return sorted(found, key=lambda s: -float(s["modified"]))
 
 
 def session(manager: RunManager, credential: str, session_id: str) -> dict[str, Any]:

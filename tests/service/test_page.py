@@ -116,6 +116,19 @@ def test_form_status_and_sessions(workspace: Path) -> None:
     assert bad_id in (400, 404)
 
 
+def test_without_tokens_the_newest_sessions_are_listed_first(workspace: Path, monkeypatch) -> None:
+    monkeypatch.setattr(page, "MAX_SESSIONS", 2)
+    llm = ScriptedLLM(["One.", "Two.", "Three."])
+    with served(llm, workspace) as (base, _):
+        ids = []
+        for task in ("first", "second", "third"):
+            _, created = http("POST", f"{base}/v1/runs", {"task": task, "tool_choice": "none"})
+            wait_status(base, created["id"], {"done"})
+            ids.append(created["id"])
+        _, listed = http("GET", f"{base}/v1/sessions")
+    assert [(s["id"], s["goal"]) for s in listed["sessions"]] == [(ids[2], "third"), (ids[1], "second")]
+
+
 def test_tokens_are_coalesced_text_only_events_equal_to_the_reply(workspace: Path) -> None:
     long_reply = " ".join(f"word{i}" for i in range(3000))  # streamed at once: coalesced into a few events
     llm = ScriptedLLM([tool_call_text("get_current_time"), long_reply])

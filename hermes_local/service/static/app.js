@@ -213,6 +213,7 @@
       $("allow").disabled = false;
     }
     $("approval-timeout").textContent = "Waits " + d.timeout + " s, then it is refused (decision: timeout).";
+    $("deny").disabled = false;
     box.hidden = false;
     $("deny").focus();
   }
@@ -221,12 +222,12 @@
     const d = state.pending[0];
     if (!d || !state.run) return;
     $("allow").disabled = true; $("deny").disabled = true;
-    try {
+    try { // on success both stay disabled until the run's approval_decision event closes the panel
       await api("POST", "/v1/runs/" + encodeURIComponent(state.run) + "/approvals", { call: d.call, decision });
     } catch (err) {
       $("approval-timeout").textContent = visible(err.message);
-    } finally {
       $("deny").disabled = false;
+      $("allow").disabled = d.view === null || d.view === undefined;
     }
   }
 
