@@ -6,7 +6,7 @@
   - a request carrying an `Origin` other than the service's own (`http://HOST` of the request) or a
     `--cors-origin` is refused with 403, and so is one a browser marks `Sec-Fetch-Site: cross-site` /
     `same-site` without such an Origin: a cross-site "simple" request (a form, `text/plain`, no body)
-    never reaches a route;
+    never reaches a route (a link followed from elsewhere to a `public` path, the page, still opens it);
   - with tokens configured, `Authorization: Bearer TOKEN` must carry one of them (except a GET of a
     `public` path: the web page's own files, which hold no data, so a browser can load the page that asks
     for the token) (compared with
@@ -99,9 +99,15 @@ class Guard:
             shown = json.dumps(origin[:100])
             return 403, f"cross-origin request from {shown} refused; allow it with --cors-origin", "forbidden"
         site = headers.get(b"sec-fetch-site", b"").lower()
-        if site in (b"cross-site", b"same-site") and not origin:
+        if site in (b"cross-site", b"same-site") and not origin and not self.opens_page(scope, headers):
             return 403, "cross-site request refused (a browser page of another site sent it)", "forbidden"
         return None
+
+    def opens_page(self, scope: Any, headers: dict[bytes, bytes]) -> bool:
+        """A link followed to the page from elsewhere: a top-level GET of a public path (never framed: the
+        page's CSP says `frame-ancestors 'none'`), which changes nothing and reads no data."""
+        navigate = headers.get(b"sec-fetch-mode") == b"navigate" and headers.get(b"sec-fetch-dest") == b"document"
+        return navigate and scope.get("method") == "GET" and scope.get("path") in self.public
 
     def credential(self, headers: dict[bytes, bytes]) -> str | None:
         """The caller's credential ("" when no token is configured); None when the token is missing or wrong."""

@@ -168,6 +168,8 @@ def test_a_page_of_another_origin_cannot_start_or_approve(browser: Any, workspac
             report = _wait(browser, "document.getElementById('out').textContent.includes('done') && "
                                     "document.getElementById('out').textContent")  # fmt: skip
             _shot(browser, tmp_path, "5-other-origin")
+            browser.execute_script(f"location.href = {json.dumps(base + '/')}")  # a link from there opens the page
+            _wait(browser, "document.querySelectorAll('#workspace option').length > 0")
         still = wait_status(base, created["id"], {"waiting_approval"})
         runs = list(manager.runs)
         http("POST", f"{base}/v1/runs/{created['id']}/cancel")

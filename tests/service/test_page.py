@@ -78,6 +78,16 @@ def test_the_page_loads_without_a_token_but_its_data_needs_one(workspace: Path) 
     assert posted in (401, 405)  # a POST to a page path is no public GET
 
 
+def test_a_link_from_elsewhere_opens_the_page_but_frames_and_api_calls_are_refused(workspace: Path) -> None:
+    link = {"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "navigate", "Sec-Fetch-Dest": "document"}
+    framed = {**link, "Sec-Fetch-Dest": "iframe"}
+    with served(ScriptedLLM([]), workspace) as (base, _):
+        opened = [_get(base + "/", link)[0], _get(base + "/ui/app.js", link)[0]]
+        refused = [_get(base + "/", framed)[0], _get(base + "/v1/runs", link)[0]]
+        script = _get(base + "/ui/app.js", {"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Dest": "script"})[0]
+    assert opened == [200, 200] and refused == [403, 403] and script == 403  # another site cannot embed it
+
+
 def test_the_page_answers_only_its_own_host_names(workspace: Path) -> None:
     with served(ScriptedLLM([]), workspace, serve_hosts=["box.lan"]) as (base, _):
         port = base.rsplit(":", 1)[1]

@@ -1,8 +1,8 @@
 """`hermes-local serve` on the embedded SmolLM2 GGUF through llama.cpp, driven over real HTTP.
 
-A run to completion with a forced tool call (events streamed and logged, its reply as live token events), and the official openai
-client: plain chat, a forced tool call whose arguments parse, a tool result round trip, streaming.
-The small model is not smart: the checks are about shapes, not answers.
+A run to completion with a forced tool call (events streamed and logged, its replies as live token
+events), and the official openai client: plain chat, a forced tool call whose arguments parse, a tool
+result round trip, streaming. The small model is not smart: the checks are about shapes, not answers.
 """
 
 from __future__ import annotations
