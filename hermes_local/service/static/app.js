@@ -394,9 +394,12 @@
     $("nav-sessions").addEventListener("click", () => show("sessions"));
     $("refresh-sessions").addEventListener("click", loadSessions);
     $("session-detail").tabIndex = -1;
-    document.addEventListener("keydown", (e) => {
-      if (e.altKey && e.key === "1") { e.preventDefault(); show("run"); $("task").focus(); }
-      if (e.altKey && e.key === "2") { e.preventDefault(); show("sessions"); }
+    document.addEventListener("keydown", (e) => { // r: run, s: sessions, /: the task box (never while typing)
+      const typing = e.target.closest && e.target.closest("input, textarea, select");
+      if (typing || e.altKey || e.ctrlKey || e.metaKey) return;
+      if (e.key === "r") { e.preventDefault(); show("run"); }
+      if (e.key === "s") { e.preventDefault(); show("sessions"); }
+      if (e.key === "/") { e.preventDefault(); show("run"); $("task").focus(); }
     });
     $("token-form").addEventListener("submit", (e) => {
       e.preventDefault();
