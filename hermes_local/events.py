@@ -5,8 +5,8 @@ back — resume, the terminal printer, `sessions show`, evaluation, session expo
 event stream — gets the same objects from `event_from_dict`. A `ToolOutcome` (call + result + step)
 is the one record of a tool call, used by the run result, the ledger, eval checks and workflows.
 Tool arguments longer than `LOGGED_ARGUMENT_CHARS` are abbreviated in tool events (the full text is in
-the step's `assistant` event) with a hash of the full arguments kept for resume. Does not write files
-or format terminal output.
+the step's `assistant` event) with a hash of the full arguments kept for resume; a plan-only run's
+`Proposal` keeps them whole. Does not write files or format terminal output.
 """
 
 from __future__ import annotations
@@ -22,14 +22,9 @@ LOGGED_ARGUMENT_CHARS = 4000
 
 def abbreviate_arguments(arguments: dict[str, Any]) -> dict[str, Any]:
     """Arguments with any string value over `LOGGED_ARGUMENT_CHARS` replaced by a short description."""
-    out: dict[str, Any] = {}
-    for key, value in arguments.items():
-        if isinstance(value, str) and len(value) > LOGGED_ARGUMENT_CHARS:
-            head = value[:200]
-            out[key] = f"{head}…[{len(value)} characters; full text in this step's assistant event]"
-        else:
-            out[key] = value
-    return out
+    long = {k for k, v in arguments.items() if isinstance(v, str) and len(v) > LOGGED_ARGUMENT_CHARS}
+    note = "characters; full text in this step's assistant event"
+    return {k: f"{v[:200]}…[{len(v)} {note}]" if k in long else v for k, v in arguments.items()}
 
 
 @dataclass
@@ -99,9 +94,8 @@ class ToolOutcome:
         arguments = d.get("arguments") or {}
         if not isinstance(arguments, dict):
             raise ValueError("tool arguments must be an object")
-        result = ToolResult.from_envelope(d)
-        truncated = bool(d.get("truncated"))
-        return cls(int(d.get("step") or 0), str(d["name"]), arguments, result, d.get("digest", ""), truncated)
+        step, name, digest = int(d.get("step") or 0), str(d["name"]), d.get("digest", "")
+        return cls(step, name, arguments, ToolResult.from_envelope(d), digest, bool(d.get("truncated")))
 
 
 class Event:
@@ -109,9 +103,15 @@ class Event:
 
     kind: ClassVar[str] = ""
     logged: ClassVar[bool] = True  # token events are shown live but not written to the session log
+    short_arguments: ClassVar[bool] = False  # `arguments` logged through `abbreviate_arguments`
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, **dataclasses.asdict(self)}  # type: ignore[call-overload]
+        d = {"kind": self.kind, **dataclasses.asdict(self)}  # type: ignore[call-overload]
+        if self.short_arguments:
+            d["arguments"] = abbreviate_arguments(d["arguments"])
+        if d.get("truncated") is False:  # a call the decoder closed early is marked; the others carry nothing
+            del d["truncated"]
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Event:
@@ -128,6 +128,8 @@ class RunStart(Event):
     recalled: list[str] = field(default_factory=list)
     dialect: str = ""  # "" in logs written before the dialect was recorded
     tool_call_format: str = ""
+    workspace: str = ""  # the run's folder ("" in older logs): `sessions apply|rate|export` find it here
+    plan: bool = False  # a plan-only run (`run --plan`): its write/dangerous calls are `Proposal`s
 
 
 @dataclass
@@ -176,10 +178,7 @@ class LLMCall(Event):
 
     def record(self) -> dict[str, Any]:
         """The `llm_calls` entry of `--json` (everything but the kind, finish reason and prefill)."""
-        d = dataclasses.asdict(self)
-        d.pop("finish_reason")
-        d.pop("prefill")
-        return d
+        return {k: v for k, v in dataclasses.asdict(self).items() if k not in ("finish_reason", "prefill")}
 
 
 @dataclass
@@ -206,17 +205,10 @@ class RehearsedCall(Event):
     """A call the model wrote inside a thought: read, logged, never run."""
 
     kind: ClassVar[str] = "rehearsed_call"
+    short_arguments: ClassVar[bool] = True
     step: int
     name: str
     arguments: dict[str, Any]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "step": self.step,
-            "name": self.name,
-            "arguments": abbreviate_arguments(self.arguments),
-        }
 
 
 @dataclass
@@ -233,19 +225,11 @@ class ToolCallStarted(Event):
     """A validated-or-not tool call is about to run (logged before it runs, for crash recovery)."""
 
     kind: ClassVar[str] = "tool_call"
+    short_arguments: ClassVar[bool] = True
     step: int
     name: str
     arguments: dict[str, Any]
     truncated: bool = False  # closing mode ended the call (issue 18)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "step": self.step,
-            "name": self.name,
-            "arguments": abbreviate_arguments(self.arguments),
-            **({"truncated": True} if self.truncated else {}),
-        }
 
 
 @dataclass
@@ -343,6 +327,34 @@ class WorkflowEvent(Event):
 
 
 @dataclass
+class Proposal(Event):
+    """A write/dangerous call of a plan-only run: recorded with its whole arguments for review, not run."""
+
+    kind: ClassVar[str] = "proposal"
+    step: int
+    name: str
+    arguments: dict[str, Any]  # whole, never abbreviated: `sessions apply` runs exactly this
+
+
+@dataclass
+class Applied(Event):
+    """`sessions apply`: proposal number `index` (from 1) started (`outcome` None) or finished with `outcome`."""
+
+    kind: ClassVar[str] = "applied"
+    index: int
+    outcome: dict[str, Any] | None = None  # the `ToolOutcome.to_dict()` of the call, once it finished
+
+
+@dataclass
+class Rating(Event):
+    """The user's verdict on the run (`sessions rate ID good|bad --note TEXT`); the last one counts."""
+
+    kind: ClassVar[str] = "rating"
+    verdict: str
+    note: str = ""
+
+
+@dataclass
 class Unknown(Event):
     """An event of a kind this version does not know (kept so logs from other versions still read)."""
 
@@ -357,6 +369,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
     t.kind: t
     for t in (RunStart, RunResumed, StepStart, TurnAdded, LLMCall, AssistantText, Reasoning, RehearsedCall, Token)
     + (ToolCallStarted, ToolFinished, Guarded, BudgetWarning, Compaction, McpServerFailed, RunEnd)
+    + (Proposal, Applied, Rating)
 }
 WORKFLOW_KINDS = frozenset({"workflow_start", "workflow_step", "workflow_end"})
 

@@ -33,6 +33,7 @@ from hermes_local.tools.shell import SANDBOXED_TOOLS
 from hermes_local.tools.toolsets import group_of, parse_spec, route, select_tools, unusable
 
 if TYPE_CHECKING:
+    from hermes_local.longterm import LongTermMemory
     from hermes_local.models.gguf import GGUFHeader
     from hermes_local.models.registry import ModelChoice
 
@@ -243,10 +244,12 @@ def build_agent(
     db_path: Path | None = None,
     dialect: Dialect | None = None,
     ask_user: AskUser | None = None,
+    plan: bool = False,
     on_notice: Callable[[str], None] | None = None,
     extra_instructions: str | None = None,
 ) -> Agent:
     """The agent of one run: `registry`'s tools as the settings select them, confined to `workspace`.
+    With `plan` it is a plan-only run (`run --plan`): reads run, writes and dangerous calls become proposals.
 
     `workspace` is pinned here (opened once, closed with the agent), or is the caller's `PinnedWorkspace`
     (the service pins it when the run is accepted): refused when it was swapped since, never followed.
@@ -273,6 +276,7 @@ def build_agent(
             ask_user,
             on_notice,
             extra_instructions,
+            plan_only=plan,
             close_pin=opened,
         )
     except BaseException:
@@ -289,6 +293,48 @@ def pinned(workspace: Path | PinnedWorkspace) -> tuple[PinnedWorkspace, bool]:
     return PinnedWorkspace.open(workspace), True
 
 
+def tool_context(
+    settings: Settings,
+    pin: PinnedWorkspace,
+    longterm: LongTermMemory,
+    *,
+    db_path: Path | None = None,
+    n_ctx: int = 8000,
+    on_notice: Callable[[str], None] | None = None,
+) -> ToolContext:
+    """What the tools of a run may know: the pinned workspace (every tool reaches it through its fd), the
+    database, allowed hosts, limits, the command sandbox and the long-term store `remember` writes through."""
+    procs.install_signal_handlers()  # Ctrl-C / SIGTERM kill every live command first (main thread only)
+    return ToolContext(
+        workspace=pin.path,
+        pin=pin,
+        db_path=db_path,
+        allow_hosts=list(settings.allow_hosts),
+        output_cap=max(1000, min(8000, n_ctx)),
+        timeout=settings.tool_timeout,
+        notice=on_notice,
+        sandbox=SandboxPolicy.from_settings(settings),
+        longterm=longterm,
+    )
+
+
+def build_executor(
+    settings: Settings, registry: ToolRegistry, context: ToolContext, approver: Approver | None, *, plan: bool = False
+) -> Executor:
+    """The executor of a run (`plan`: a plan-only one) or of `sessions apply`, with the settings' approval policy:
+    allow/deny lists, the content-provenance opt-out, the files that run code later, the sandbox note."""
+    from hermes_local.config import home_dir
+    from hermes_local.tools.cache import ResultCache
+
+    approver = approver or Approver(allow=settings.allow_tools, deny=settings.deny_tools)
+    approver.trust_content = approver.trust_content or settings.trust_content
+    approver.execute_later = list(settings.execute_later_files)
+    sandbox = context.sandbox
+    approver.notes = lambda t: sandbox.approval_note() if t.name in SANDBOXED_TOOLS else ""
+    cache = ResultCache(ttl=dict(settings.cache_ttl), store=home_dir() / "cache")
+    return Executor(registry=registry, context=context, approver=approver, cache=cache, plan=plan)
+
+
 def _build_agent(
     llm: LLM,
     settings: Settings,
@@ -302,32 +348,17 @@ def _build_agent(
     on_notice: Callable[[str], None] | None,
     extra_instructions: str | None,
     *,
+    plan_only: bool = False,
     close_pin: bool,
 ) -> Agent:
     from hermes_local.config import home_dir
     from hermes_local.longterm import LongTermMemory
-    from hermes_local.tools.cache import ResultCache
 
     dialect = dialect or dialect_for(settings, llm)
     check_tool_use(dialect, settings)
-    approver = approver or Approver(allow=settings.allow_tools, deny=settings.deny_tools)
-    # content provenance (tools/approval.py): the config's opt-out and its list of files that run code later
-    approver.trust_content = approver.trust_content or settings.trust_content
-    approver.execute_later = list(settings.execute_later_files)
-    longterm, sandbox = LongTermMemory(), SandboxPolicy.from_settings(settings)
-    context = ToolContext(
-        workspace=pin.path,
-        pin=pin,  # every tool reaches the workspace through its fd
-        db_path=db_path,
-        allow_hosts=list(settings.allow_hosts),
-        output_cap=max(1000, min(8000, llm.n_ctx)),
-        timeout=settings.tool_timeout,
-        notice=on_notice,
-        sandbox=sandbox,
-        ask_user=ask_user,
-        longterm=longterm,  # the `remember` tool writes through it
-    )
-    procs.install_signal_handlers()  # Ctrl-C / SIGTERM kill every live command first (main thread only)
+    longterm = LongTermMemory()
+    context = tool_context(settings, pin, longterm, db_path=db_path, n_ctx=llm.n_ctx, on_notice=on_notice)
+    context.ask_user = ask_user
     # --tools / config `tools` and deny_tools decide what exists for this run; routing decides what the prompt shows.
     registry = select_tools(registry or default_registry(), settings.tools, settings.deny_tools, strict=False)
     # Tools that cannot work in this run (no --db, no allowed host, nobody to ask) are not offered at all.
@@ -338,13 +369,7 @@ def _build_agent(
     registry = registry.subset([n for n in registry.names() if n not in missing])
     registry.left_out = missing  # a call to one of them is told why it is not there
     plan = route(registry, settings.max_tools_in_prompt)
-    executor = Executor(
-        registry=registry,
-        context=context,
-        approver=approver,
-        cache=ResultCache(ttl=dict(settings.cache_ttl), store=home_dir() / "cache"),
-    )
-    executor.approver.notes = lambda t: sandbox.approval_note() if t.name in SANDBOXED_TOOLS else ""
+    executor = build_executor(settings, registry, context, approver, plan=plan_only)
     # The user's standing rules (--instructions / config) first, then routing's note on the tool catalog
     # (none for a model whose tool_call_format is "none": models.toml says it cannot call tools, it only answers),
     # then the request's own instructions.

@@ -100,14 +100,12 @@ def status(manager: RunManager) -> dict[str, Any]:
     n_ctx = int(out.get("n_ctx") or 0)
     used = int(call["prompt_tokens"]) + int(call["completion_tokens"]) if call else 0
     reused = int(call["prompt_tokens"]) - int(call["prompt_tokens_evaluated"]) if call else 0
-    waiting = sum(1 for r in list(manager.runs.values()) if r.status == "waiting_approval")
     out["context"] = {"used": used, "n_ctx": n_ctx, "fraction": round(used / n_ctx, 4) if n_ctx else None}
     out["prompt_cache"] = {
         "persistent": bool(manager.settings.prompt_cache),
         "last_prompt_tokens": int(call["prompt_tokens"]) if call else None,
         "last_reused_tokens": reused if call else None,
     }
-    out["waiting_approval"] = waiting
     return out
 
 

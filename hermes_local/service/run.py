@@ -72,6 +72,7 @@ class RunRequest(BaseModel):
     max_steps: int | None = Field(None, ge=1, le=100)
     tool_choice: Literal["auto", "required", "none"] | None = None
     instructions: str | None = Field(None, max_length=20_000)
+    plan: bool = False  # plan-only: writes and dangerous calls are proposals (`hermes-local sessions apply ID`)
 
     @field_validator("workspace")
     @classmethod
@@ -123,6 +124,7 @@ class Run:
         self.cond = threading.Condition()
         self.pending: dict[str, PendingApproval] = {}
         self.cancel_requested = False
+        self.unattended: list[str] | None = None  # a schedule's allow-list: nobody is asked (`RunManager.submit`)
         self._calls = itertools.count(1)
         self._pieces: list[str] = []  # streamed text not yet published as a token event
         self._last_token = 0.0  # monotonic time of the last token event
