@@ -4,9 +4,10 @@ The scripted model writes slowly (`PacedLLM`) so its tokens can be seen arriving
 from the form streams its tokens, asks for approval with the terminal's view of the call, is approved by
 keyboard, shows its result (tool output holding `<script>` stays text) and lands in the session list; a
 page of another origin (a second local server) cannot start a run or approve a call; a DNS-rebound name
-(`evil.example`, resolved to 127.0.0.1 by the browser) gets no page. Screenshots of each view are saved
-under the test's tmp dir (paths printed; also copied to `$HERMES_LOCAL_SCREENSHOTS` when set). Skips with a
-reason without Selenium or Debian's `chromium` and `chromium-driver` (`.ci/run` installs them).
+(`evil.example`, resolved to 127.0.0.1 by the browser) gets no page; the stats view reads the same logs.
+Screenshots of each view are saved under the test's tmp dir (paths printed; also copied to
+`$HERMES_LOCAL_SCREENSHOTS` when set). Skips with a reason without Selenium or Debian's `chromium` and
+`chromium-driver` (`.ci/run` installs them).
 """
 
 from __future__ import annotations
@@ -36,6 +37,10 @@ CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 SHOTS = os.environ.get("HERMES_LOCAL_SCREENSHOTS")  # read at import: the autouse fixture clears HERMES_LOCAL_*
 pytestmark = pytest.mark.skipif(
     not (CHROMIUM and DRIVER), reason="no chromium/chromedriver: apt-get install chromium chromium-driver"
+)
+ROWS = (  # JS: the text of each element a selector finds, one a line (a table row's cells joined by tabs)
+    "((sel) => Array.from(document.querySelectorAll(sel))"
+    ".map(e => e.cells ? Array.from(e.cells).map(c => c.textContent).join('\\t') : e.textContent).join('\\n'))"
 )
 HOSTILE = '<script>window.pwned=1</script>\n<img src=x onerror="window.pwned=2">\nhello \u202e reversed'
 
@@ -126,12 +131,21 @@ def test_a_task_streams_asks_is_approved_and_shows_in_the_sessions(
         item.click()
         _wait(browser, "document.querySelectorAll('#session-steps .step').length >= 3")
         _shot(browser, tmp_path, "4-sessions")
+        browser.find_element(By.TAG_NAME, "body").send_keys("t")  # the stats view, from the same logs
+        _wait(browser, "document.querySelectorAll('#stats-tools tbody tr').length >= 2")
+        stats = browser.execute_script(f"return {ROWS}('#stats-summary li')").split("\n")
+        tools = [
+            row.split("\t") for row in browser.execute_script(f"return {ROWS}('#stats-tools tbody tr')").split("\n")
+        ]
+        _shot(browser, tmp_path, "5-stats")
     assert answer == "The note says hello. <b>bold?</b>"
     assert any("<script>window.pwned=1</script>" in text and "\\u{202e}" in text for text in outputs)
     assert hostile == [None, 0, 1]  # nothing of the tool output ran or became an element
     assert totals.startswith("3 model calls")
     assert "write_file" in ledger and "read_file" in ledger, ledger  # the ledger the model was shown last
     assert (workspace / "note.html").read_text() == HOSTILE
+    assert "runs1 (1 sessions)" in stats and "success rate100.0 % answered; 100.0 % of finished runs" in stats
+    assert ["read_file", "1", "0", "0", "0.0 %"] in tools and ["write_file", "1", "0", "0", "0.0 %"] in tools, tools
 
 
 EVIL_PAGE = """<!doctype html><html><body><pre id="out">working</pre>
@@ -167,7 +181,7 @@ def test_a_page_of_another_origin_cannot_start_or_approve(browser: Any, workspac
             browser.get(evil + "/")
             report = _wait(browser, "document.getElementById('out').textContent.includes('done') && "
                                     "document.getElementById('out').textContent")  # fmt: skip
-            _shot(browser, tmp_path, "5-other-origin")
+            _shot(browser, tmp_path, "6-other-origin")
             browser.execute_script(f"location.href = {json.dumps(base + '/')}")  # a link from there opens the page
             _wait(browser, "document.querySelectorAll('#workspace option').length > 0")
         still = wait_status(base, created["id"], {"waiting_approval"})
@@ -184,12 +198,12 @@ def test_a_rebound_name_gets_no_page_and_localhost_does(browser: Any, workspace:
         browser.get(f"http://evil.example:{port}/")  # the attacker's name, rebound to 127.0.0.1
         refused = browser.find_element(By.TAG_NAME, "body").text
         forms = len(browser.find_elements(By.ID, "start"))
-        _shot(browser, tmp_path, "6-rebound-host")
+        _shot(browser, tmp_path, "7-rebound-host")
         browser.get(f"http://localhost:{port}/")
         _wait(browser, "document.querySelectorAll('#workspace option').length > 0")
         model = _wait(browser, "document.getElementById('s-model').textContent !== '…' && "
                                "document.getElementById('s-model').textContent")  # fmt: skip
-        _shot(browser, tmp_path, "7-localhost")
+        _shot(browser, tmp_path, "8-localhost")
     assert "is not this server's name" in refused and forms == 0
     assert model == "scripted"
 
@@ -210,7 +224,7 @@ def test_with_a_token_the_page_asks_for_it_reattaches_and_resumes_after_a_drop(
         _wait(browser, "document.querySelector('#session-list button.live')").click()  # the run going on
         _wait(browser, "!document.getElementById('approval').hidden")  # its stream, replayed from the start
         shown = browser.execute_script("return document.getElementById('approval-view').textContent")
-        _shot(browser, tmp_path, "8-reattached")
+        _shot(browser, tmp_path, "9-reattached")
         assert drop_connections(base) >= 1  # the page's event stream is cut ...
         decision = {"call": pending["call"], "decision": "deny"}  # ... and the run goes on meanwhile
         assert http("POST", f"{base}/v1/runs/{created['id']}/approvals", decision, token=token)[0] == 200
@@ -220,7 +234,7 @@ def test_with_a_token_the_page_asks_for_it_reattaches_and_resumes_after_a_drop(
             "return Array.from(document.querySelectorAll('#steps li')).map(e => e.className + ': ' + e.textContent)"
         )
         requests = _event_requests(browser)
-        _shot(browser, tmp_path, "9-resumed")
+        _shot(browser, tmp_path, "10-resumed")
         url = browser.current_url
     assert shown == pending["view"] and token not in url
     assert [line for line in lines if line.startswith(("ask", "decision"))] == [

@@ -370,13 +370,47 @@
     $("session-detail").focus();
   }
 
+  // -- stats (GET /v1/stats: aggregated from the session logs) -----------------------------------------------
+  const percent = (x) => (x === null || x === undefined ? "–" : (x * 100).toFixed(1) + " %");
+
+  async function loadStats() {
+    const list = $("stats-summary");
+    const rows = $("stats-tools").tBodies[0];
+    list.replaceChildren();
+    rows.replaceChildren();
+    const item = (label, text) => { const li = el("li"); li.append(el("span", "label", label), el("span", "text", text)); list.append(li); };
+    try {
+      const since = $("since").value;
+      const s = await api("GET", "/v1/stats" + (since ? "?since=" + encodeURIComponent(since) : ""));
+      item("runs", s.runs + " (" + s.sessions + " sessions)");
+      item("success rate", percent(s.success_rate) + " answered; " + percent(s.success_rate_finished) + " of finished runs");
+      item("outcomes", Object.entries(s.outcomes).map(([k, v]) => k + " " + v).join(", "));
+      const t = s.tokens_per_run, w = s.seconds_per_run;
+      item("tokens per run", "prompt " + t.prompt.mean + " mean / " + t.prompt.median + " median; generated "
+        + t.completion.mean + " mean / " + t.completion.median + " median");
+      item("seconds per run", "wall " + w.wall.mean + " mean / " + w.wall.median + " median; model "
+        + w.model.mean + " mean / " + w.model.median + " median");
+      const a = s.approvals;
+      item("approvals", a.asked + " asked: " + a.allowed + " allowed, " + a.denied + " denied, " + a.timed_out
+        + " timed out; " + a.refused_unasked + " refused without asking");
+      for (const [name, c] of Object.entries(s.tools)) {
+        const tr = el("tr");
+        for (const cell of [name, c.calls, c.failed, c.refused, percent(c.failure_rate)]) tr.append(el("td", null, cell));
+        rows.append(tr);
+      }
+    } catch (err) {
+      item("error", err.message);
+    }
+  }
+
   // -- views and keys ---------------------------------------------------------------------------------------
   function show(view) {
-    $("view-run").hidden = view !== "run";
-    $("view-sessions").hidden = view !== "sessions";
-    $("nav-run").setAttribute("aria-pressed", String(view === "run"));
-    $("nav-sessions").setAttribute("aria-pressed", String(view === "sessions"));
+    for (const name of ["run", "sessions", "stats"]) {
+      $("view-" + name).hidden = view !== name;
+      $("nav-" + name).setAttribute("aria-pressed", String(view === name));
+    }
     if (view === "sessions") loadSessions();
+    if (view === "stats") loadStats();
   }
 
   function boot() {
@@ -392,13 +426,16 @@
     });
     $("nav-run").addEventListener("click", () => show("run"));
     $("nav-sessions").addEventListener("click", () => show("sessions"));
+    $("nav-stats").addEventListener("click", () => show("stats"));
+    $("since").addEventListener("change", loadStats);
     $("refresh-sessions").addEventListener("click", loadSessions);
     $("session-detail").tabIndex = -1;
-    document.addEventListener("keydown", (e) => { // r: run, s: sessions, /: the task box (never while typing)
+    document.addEventListener("keydown", (e) => { // r: run, s: sessions, t: stats, /: the task box (never while typing)
       const typing = e.target.closest && e.target.closest("input, textarea, select");
       if (typing || e.altKey || e.ctrlKey || e.metaKey) return;
       if (e.key === "r") { e.preventDefault(); show("run"); }
       if (e.key === "s") { e.preventDefault(); show("sessions"); }
+      if (e.key === "t") { e.preventDefault(); show("stats"); }
       if (e.key === "/") { e.preventDefault(); show("run"); $("task").focus(); }
     });
     $("token-form").addEventListener("submit", (e) => {
