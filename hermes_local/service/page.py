@@ -7,7 +7,8 @@
   - `GET /v1/ui`: what the start form offers (the workspace roots, the toolsets and their tools, the modes);
   - `GET /v1/status`: the status strip (model, context use of the latest model call, queue, the prompt-cache
     state: the persistent prefix cache setting and how many prompt tokens the latest call reused);
-  - `GET /v1/sessions` and `GET /v1/sessions/{id}`: the session logs, newest first, and one log's events.
+  - `GET /v1/sessions` and `GET /v1/sessions/{id}`: the newest `MAX_SESSIONS` logs, newest first, and one
+    log's events (the page's stats view reads `GET /v1/stats`, `app.py`).
     With tokens configured, only sessions of runs the caller's token started in this server are shown (the
     logs on disk carry no owner); without tokens, every log under `$HERMES_LOCAL_HOME/sessions`.
 `SecurityHeaders` is ASGI middleware putting a strict Content-Security-Policy (scripts and styles from this
