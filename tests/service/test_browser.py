@@ -2,7 +2,9 @@
 
 The scripted model writes slowly (`PacedLLM`) so its tokens can be seen arriving. Covers: a task started
 from the form streams its tokens, asks for approval with the terminal's view of the call, is approved by
-keyboard, shows its result (tool output holding `<script>` stays text) and lands in the session list; a
+keyboard, shows its result (tool output holding `<script>` stays text) and lands in the session list; with
+a token the page asks for it, re-attaches to a waiting run (a call too long to review cannot be allowed)
+and resumes its stream with Last-Event-ID after a drop; a
 page of another origin (a second local server) cannot start a run or approve a call; a DNS-rebound name
 (`evil.example`, resolved to 127.0.0.1 by the browser) gets no page; the stats view reads the same logs.
 Screenshots of each view are saved under the test's tmp dir (paths printed; also copied to
@@ -23,7 +25,7 @@ import pytest
 
 from hermes_local.engines.replay import tool_call_text
 from hermes_local.testing import PacedLLM, ScriptedLLM
-from hermes_local.tools.approval import approval_view
+from hermes_local.tools.approval import MAX_VIEW_CHARS, approval_view
 from tests.conftest import fixed_page, loopback_http_server
 from tests.fixtures.service_server import drop_connections, http, served, wait_status
 
@@ -208,11 +210,12 @@ def test_a_rebound_name_gets_no_page_and_localhost_does(browser: Any, workspace:
     assert model == "scripted"
 
 
-def test_with_a_token_the_page_asks_for_it_reattaches_and_resumes_after_a_drop(
+def test_with_a_token_the_page_asks_reattaches_refuses_an_unreviewable_call_and_resumes_after_a_drop(
     browser: Any, workspace: Path, tmp_path: Path
 ) -> None:
     token = "page-secret-1"
-    llm = ScriptedLLM([tool_call_text("write_file", path="w.txt", content="x"), "Not written."])
+    content = "y" * (MAX_VIEW_CHARS + 1)  # too long to review: a terminal denies it, the page cannot allow it
+    llm = ScriptedLLM([tool_call_text("write_file", path="w.txt", content=content), "Not written."])
     with served(llm, workspace, token=token) as (base, _):
         _, created = http("POST", f"{base}/v1/runs", {"task": "Write w.txt"}, token=token)
         [pending] = wait_status(base, created["id"], {"waiting_approval"}, token=token)["pending_approvals"]
@@ -224,6 +227,7 @@ def test_with_a_token_the_page_asks_for_it_reattaches_and_resumes_after_a_drop(
         _wait(browser, "document.querySelector('#session-list button.live')").click()  # the run going on
         _wait(browser, "!document.getElementById('approval').hidden")  # its stream, replayed from the start
         shown = browser.execute_script("return document.getElementById('approval-view').textContent")
+        allow_disabled = browser.find_element(By.ID, "allow").get_attribute("disabled")
         _shot(browser, tmp_path, "9-reattached")
         assert drop_connections(base) >= 1  # the page's event stream is cut ...
         decision = {"call": pending["call"], "decision": "deny"}  # ... and the run goes on meanwhile
@@ -236,7 +240,8 @@ def test_with_a_token_the_page_asks_for_it_reattaches_and_resumes_after_a_drop(
         requests = _event_requests(browser)
         _shot(browser, tmp_path, "10-resumed")
         url = browser.current_url
-    assert shown == pending["view"] and token not in url
+    assert pending["view"] is None and allow_disabled and token not in url
+    assert shown.startswith("write_file wants to run with arguments too long to review here")
     assert [line for line in lines if line.startswith(("ask", "decision"))] == [
         "ask: approval askedwrite_file (write)",
         "decision: approvalwrite_file: deny",

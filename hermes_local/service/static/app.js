@@ -105,6 +105,7 @@
       box.append(el("h4", null, "Step " + n));
       const live = el("pre", "tokens");
       live.hidden = true;
+      live.setAttribute("aria-live", "off"); // the streamed text is not read out piece by piece
       const items = el("ul", "items");
       box.append(live, items);
       container.append(box);
