@@ -4,8 +4,8 @@ The scripted model writes slowly (`PacedLLM`) so its tokens can be seen arriving
 from the form streams its tokens, asks for approval with the terminal's view of the call, is approved by
 keyboard, shows its result (tool output holding `<script>` stays text) and lands in the session list; with
 a token the page asks for it, re-attaches to a waiting run (a call too long to review cannot be allowed)
-and resumes its stream with Last-Event-ID after a drop; a
-page of another origin (a second local server) cannot start a run or approve a call; a DNS-rebound name
+and resumes its stream with Last-Event-ID after a drop; a page of another origin (a second local server)
+cannot start a run or approve a call, though a link from it opens the page; a DNS-rebound name
 (`evil.example`, resolved to 127.0.0.1 by the browser) gets no page; the stats view reads the same logs.
 Screenshots of each view are saved under the test's tmp dir (paths printed; also copied to
 `$HERMES_LOCAL_SCREENSHOTS` when set). Skips with a reason without Selenium or Debian's `chromium` and
