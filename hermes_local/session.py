@@ -260,27 +260,31 @@ def _one_line(text: object, limit: int = 300) -> str:
     return terminal_safe(flat if len(flat) <= limit else flat[:limit] + "…")
 
 
-_REPLY_PARTS = re.compile(
-    r"<(think|thinking|scratchpad)>(.*?)(?:</\1>|$)|<plan>(.*?)(?:</plan>|$)|<tool_call>(.*?)(?:</tool_call>|$)",
-    re.S | re.I,
-)
+_PLAN = re.compile(r"<plan>(.*?)(?:</plan>|$)", re.S | re.I)
+
+
+def _dropped_parts(e: AssistantText) -> list[tuple[str, str]]:
+    """The reply's dropped parts as (why, text); a tampered log's odd entries are left out."""
+    pairs = e.dropped if isinstance(e.dropped, list) else []
+    return [(str(p[0]), str(p[1])) for p in pairs if isinstance(p, list | tuple) and len(p) == 2]
 
 
 def describe_reply(e: AssistantText) -> str:
-    """What the model wrote at a step, part by part: thought, plan, each call, the rest of its text."""
-    lines, rest, last = [], [], 0
-    for m in _REPLY_PARTS.finditer(e.text):
-        rest.append(e.text[last : m.start()])
-        last = m.end()
-        if m.group(1):
-            lines.append(f"   thought: {_one_line(m.group(2), 2000)}")
-        elif m.group(3) is not None:
-            lines.append(f"   plan: {_one_line(m.group(3), 2000)}")
-        else:
-            lines.append(f"   call: {_one_line(m.group(4), 2000)}")
-    text = " ".join("".join([*rest, e.text[last:]]).split())
-    if text:
-        lines.append(f"   {'final answer' if e.final else 'text'}: {_one_line(text, 2000)}")
+    """What the model wrote at a step, part by part as the call parser reads it (every family's thought markers
+    and call syntaxes): thought, plan, each call, the text left for the user, and each dropped part (a made-up
+    tool result, stray markup, a parroted answer, ...) marked as dropped, never shown as text or call."""
+    from hermes_local.calls.parse import parse_tool_calls
+
+    parsed = parse_tool_calls(_PLAN.sub(" ", e.text))
+    dropped = _dropped_parts(e) or parsed.dropped  # logs from before `dropped` was recorded: the parser's
+    lines = [f"   thought: {_one_line(parsed.reasoning, 2000)}"] if parsed.reasoning else []
+    lines += [f"   plan: {_one_line(m.group(1), 2000)}" for m in _PLAN.finditer(e.text)]
+    for c in parsed.calls:
+        call = json.dumps({"name": c.name, "arguments": c.arguments}, ensure_ascii=False, default=str)
+        lines.append(f"   call: {_one_line(call, 2000)}")
+    if parsed.text and all(part != parsed.text for _, part in dropped):
+        lines.append(f"   {'final answer' if e.final else 'text'}: {_one_line(parsed.text, 2000)}")
+    lines += [f"   dropped ({_one_line(why, 80)}): {_one_line(part, 2000)}" for why, part in dropped]
     return "\n".join(lines) if lines else "   (the model wrote nothing)"
 
 
@@ -337,5 +341,14 @@ def describe_event(e: Event) -> str | None:
 
 
 def describe_events(events: list[Event]) -> list[str]:
-    """Human-readable lines for `sessions show`."""
-    return [line for line in map(describe_event, events) if line is not None]
+    """Human-readable lines for `sessions show` (a step's thought once: its reply's lines already show it)."""
+    replied = set()
+    lines = []
+    for event in events:
+        if isinstance(event, AssistantText):
+            replied.add(event.step)
+        elif isinstance(event, Reasoning) and event.step in replied:
+            continue
+        if (line := describe_event(event)) is not None:
+            lines.append(line)
+    return lines
