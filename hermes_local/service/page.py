@@ -150,7 +150,17 @@ def session(manager: RunManager, credential: str, session_id: str) -> dict[str, 
         path = session_path(session_id)
     except UserError as exc:
         raise RunNotFound(exc.line) from exc
-    return {"id": session_id, "events": read_records(path)}
+    return {"id": session_id, "events": read_records(path), "diff": _diff(session_id)}
+
+
+def _diff(session_id: str) -> str:
+    """What the session changed in its workspace, as `sessions diff` shows it ("" without checkpoints)."""
+    from hermes_local.tools.undo import diff_text, session_diff
+
+    try:
+        return diff_text(session_diff(session_id))
+    except UserError:  # no checkpoints (nothing written, or dropped by retention)
+        return ""
 
 
 def add_routes(api: FastAPI, manager: RunManager) -> None:

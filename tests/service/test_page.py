@@ -180,3 +180,18 @@ def test_tokens_reach_a_subscriber_while_the_model_still_writes(workspace: Path)
     span = token_times[-1] - token_times[0]
     assert len(token_times) <= (span + 0.2) / TOKEN_INTERVAL + 2  # throttled: not one event per word
     assert token_times[0] - started < 1.0
+
+
+def test_a_sessions_view_carries_what_the_run_changed(workspace: Path) -> None:
+    """Issue 32.1 ("once checkpoints exist, their diffs"): the page's session view shows `sessions diff`."""
+    llm = ScriptedLLM([tool_call_text("write_file", path="plan.md", content="step one\n"), "Wrote it.", "Hi."])
+    with served(llm, workspace, allow_tools=["write_file"]) as (base, _):
+        _, wrote = http("POST", f"{base}/v1/runs", {"task": "Write plan.md"})
+        wait_status(base, wrote["id"], {"done"})
+        _, quiet = http("POST", f"{base}/v1/runs", {"task": "Say hi", "tool_choice": "none"})
+        wait_status(base, quiet["id"], {"done"})
+        _, changed = http("GET", f"{base}/v1/sessions/{wrote['id']}")
+        _, unchanged = http("GET", f"{base}/v1/sessions/{quiet['id']}")
+    assert (workspace / "plan.md").read_text() == "step one\n"
+    assert "+++ b/plan.md" in changed["diff"] and "+step one" in changed["diff"]
+    assert unchanged["diff"] == ""

@@ -365,6 +365,10 @@
       for (const e of s.events) r.handle(e.kind, e);
       const t = r.totals;
       box.append(el("p", "usage", t.calls + " model calls, " + t.generated + " tokens generated, " + t.seconds.toFixed(2) + " s"));
+      if (s.diff) { // what the run changed in its workspace (checkpoints), as `sessions diff` shows it
+        box.append(el("h4", null, "Changes to the workspace"));
+        box.append(el("pre", "diff", s.diff));
+      }
     } catch (err) {
       box.append(el("p", "bad", err.message));
     }
