@@ -1,12 +1,11 @@
 """The typed facts of a run: `ToolOutcome` and the `Event` classes, each defined once.
 
-The agent emits events; the session log writes them (`to_dict`), and everything that reads a run
-back — resume, the terminal printer, `sessions show`, evaluation, session export, the service's
-event stream — gets the same objects from `event_from_dict`. A `ToolOutcome` (call + result + step)
-is the one record of a tool call, used by the run result, the ledger, eval checks and workflows.
-Tool arguments longer than `LOGGED_ARGUMENT_CHARS` are abbreviated in tool events (the full text is in
-the step's `assistant` event) with a hash of the full arguments kept for resume; a plan-only run's
-`Proposal` keeps them whole. Does not write files or format terminal output.
+The agent emits events; the session log writes them (`to_dict`), and everything that reads a run back — resume, the
+terminal printer, `sessions show`, evaluation, session export, the service's event stream — gets the same objects from
+`event_from_dict`. A `ToolOutcome` (call + result + step) is the one record of a tool call, used by the run result,
+the ledger, eval checks and workflows. Tool arguments longer than `LOGGED_ARGUMENT_CHARS` are abbreviated in tool
+events (the full text is in the step's `assistant` event) with a hash of the full arguments kept for resume; a
+plan-only run's `Proposal` keeps them whole. Does not write files or format terminal output.
 """
 
 from __future__ import annotations
@@ -281,8 +280,7 @@ class Compaction(Event):
 
 @dataclass
 class McpServerFailed(Event):
-    """An MCP server configured for the run did not start, or crashed and could not be restarted; the run went
-    on without its tools."""
+    """A configured MCP server did not start, or crashed and could not restart; the run went on without its tools."""
 
     kind: ClassVar[str] = "mcp_failed"
     server: str
@@ -370,8 +368,8 @@ class Unknown(Event):
 EVENT_TYPES: dict[str, type[Event]] = {
     t.kind: t
     for t in (RunStart, RunResumed, StepStart, TurnAdded, LLMCall, AssistantText, Reasoning, RehearsedCall, Token)
-    + (ToolCallStarted, ToolFinished, Guarded, BudgetWarning, Compaction, McpServerFailed, RunEnd)
-    + (Proposal, Applied, Rating)
+    + (ToolCallStarted, ToolFinished, Guarded, BudgetWarning, Compaction, McpServerFailed, RunEnd, Proposal)
+    + (Applied, Rating)
 }
 WORKFLOW_KINDS = frozenset({"workflow_start", "workflow_step", "workflow_end"})
 

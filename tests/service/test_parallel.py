@@ -36,9 +36,13 @@ class BatchingScriptedLLM(ScriptedLLM):
 def test_parallel_runs_overlap_and_the_rest_queue(workspace: Path) -> None:
     seen: list[tuple[int, int]] = []
     holder: dict = {}
-    llm = BatchingScriptedLLM(
-        ["Hello there."] * 3, lambda: seen.append((len(holder["m"].running), len(holder["m"].queue)))
-    )
+    def on_meet() -> None:  # the two running runs met inside the model; the third POST may still be on its way
+        deadline = time.monotonic() + 10
+        while not holder["m"].queue and time.monotonic() < deadline:
+            time.sleep(0.01)
+        seen.append((len(holder["m"].running), len(holder["m"].queue)))
+
+    llm = BatchingScriptedLLM(["Hello there."] * 3, on_meet)
     with served(llm, workspace, parallel=2) as (base, manager):
         holder["m"] = manager
         assert http("GET", f"{base}/v1/health")[1]["parallel"] == 2
