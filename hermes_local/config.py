@@ -23,6 +23,7 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from hermes_local.errors import UserError, one_line
+from hermes_local.profiles import MAX_DEPTH, AgentProfile, check_profile_names
 from hermes_local.sandbox.policy import DEFAULT_ENV
 from hermes_local.sandbox.protect import agent_home
 
@@ -199,6 +200,12 @@ class Settings(BaseModel):
     tools: list[str] = Field(default_factory=list)  # toolsets/tool names offered; empty = all
     max_tools_in_prompt: int = Field(8, ge=1)  # more enabled tools than this: route through open_toolset
     mcp: McpConfig = Field(default_factory=McpConfig)
+    # A team (issue 30, profiles.py): [agents.NAME] specialists, offered to the model through `delegate`; who takes a
+    # `--team` task (rules: descriptions and keywords; model: one constrained choice); how deep delegations may nest.
+    agents: dict[str, AgentProfile] = Field(default_factory=dict)
+    router: str = Field("rules", pattern="^(rules|model)$")
+    max_depth: int = Field(MAX_DEPTH, ge=1, le=4)
+    _agent_names = field_validator("agents")(classmethod(lambda cls, v: check_profile_names(v)))
 
 
 def config_file() -> Path:
@@ -209,7 +216,7 @@ def _env_overrides() -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name, field in Settings.model_fields.items():
         raw = os.environ.get(ENV_PREFIX + name.upper())
-        if raw is None or name == "mcp":  # nested tables come from the config file only
+        if raw is None or name in ("mcp", "agents"):  # nested tables come from the config file only
             continue
         if field.annotation in (list[str], list[str] | None, list[float] | None):
             out[name] = [part.strip() for part in raw.split(",") if part.strip()]

@@ -47,29 +47,12 @@ class ToolOutcome:
         if not self.digest:
             self.digest = arguments_digest(self.name, self.arguments)
 
-    @property
-    def ok(self) -> bool:
-        return self.result.ok
-
-    @property
-    def error_kind(self) -> str | None:
-        return self.result.error_kind
-
-    @property
-    def error(self) -> str | None:
-        return self.result.error
-
-    @property
-    def summary(self) -> str:
-        return self.result.summary
-
-    @property
-    def data(self) -> Any:
-        return self.result.data
-
-    @property
-    def approval(self) -> str:
-        return self.result.approval
+    ok = property(lambda self: self.result.ok)
+    error_kind = property(lambda self: self.result.error_kind)
+    error = property(lambda self: self.result.error)
+    summary = property(lambda self: self.result.summary)
+    data = property(lambda self: self.result.data)
+    approval = property(lambda self: self.result.approval)
 
     @property
     def valid(self) -> bool:
@@ -327,6 +310,31 @@ class RunEnd(Event):
 
 
 @dataclass
+class Routed(Event):
+    """A team run's router chose who takes the task (`chosen`: a profile or "manager") among `candidates`, and why."""
+
+    kind: ClassVar[str] = "routed"
+    router: str  # rules | model
+    chosen: str
+    candidates: list[str]
+    reason: str
+
+
+@dataclass
+class Delegation(Event):
+    """A delegation of a team run: in the parent's log when it starts and (with `status`) ends, and as the child's
+    first event; `call` is the delegate call's digest, `parent` and `child` are session ids ("" when not logged)."""
+
+    kind: ClassVar[str] = "delegation"
+    agent: str
+    task: str
+    parent: str
+    child: str
+    call: str
+    status: str = ""  # "" while running; then the envelope's status
+
+
+@dataclass
 class WorkflowEvent(Event):
     """A workflow's start, step or end (`kind` is workflow_start / workflow_step / workflow_end)."""
 
@@ -356,7 +364,7 @@ class Unknown(Event):
 EVENT_TYPES: dict[str, type[Event]] = {
     t.kind: t
     for t in (RunStart, RunResumed, StepStart, TurnAdded, LLMCall, AssistantText, Reasoning, RehearsedCall, Token)
-    + (ToolCallStarted, ToolFinished, Guarded, BudgetWarning, Compaction, McpServerFailed, RunEnd)
+    + (ToolCallStarted, ToolFinished, Guarded, BudgetWarning, Compaction, McpServerFailed, RunEnd, Routed, Delegation)
 }
 WORKFLOW_KINDS = frozenset({"workflow_start", "workflow_step", "workflow_end"})
 

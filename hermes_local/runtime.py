@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hermes_local.agent.loop import Agent, AgentConfig, EventSink
+from hermes_local.agent.team import Role, apply_profile, offer_delegate
 from hermes_local.config import RunWatch, Settings, settings_for
 from hermes_local.dialects import Dialect, require_framing, select_dialect
 from hermes_local.dialects.gguf import GGUFDialect
@@ -28,6 +29,7 @@ from hermes_local.sandbox import procs
 from hermes_local.sandbox.policy import SandboxPolicy
 from hermes_local.sandbox.workspace import PinnedWorkspace
 from hermes_local.tools import Approver, Executor, Tool, ToolContext, ToolRegistry, default_registry
+from hermes_local.tools.delegate import check_profile_tools, labelled_approver
 from hermes_local.tools.registry import AskUser, tool_warnings
 from hermes_local.tools.shell import SANDBOXED_TOOLS
 from hermes_local.tools.toolsets import group_of, parse_spec, route, select_tools, unusable
@@ -150,6 +152,22 @@ def check_tool_use(dialect: Dialect, settings: Settings) -> None:
         )
 
 
+def check_team(registry: ToolRegistry, settings: Settings, *, running: bool = False) -> None:
+    """One line (exit 2) for a profile naming a tool, toolset or model that does not exist; `running`: also for one
+    naming a model other than the run's (specialists share the run's loaded model)."""
+    from hermes_local.models.registry import lookup
+
+    check_profile_tools(settings.agents, registry)
+    for name, p in settings.agents.items():
+        where = f"[agents.{name}] model {p.model!r}"
+        if p.model in (None, settings.model) or is_replay_spec(p.model):
+            continue
+        if lookup(str(p.model)) is None and not Path(str(p.model)).is_file():
+            raise UserError(f"{where} is neither in models.toml nor a GGUF file; fix it in config.toml")
+        if running:
+            raise UserError(f"{where}: specialists run on the run's model; remove it, or pass --model {p.model}")
+
+
 def load_tools_module(spec: str) -> list[Tool]:
     """`@tool` objects from a Python file path or an importable module name."""
     path = Path(spec)
@@ -245,6 +263,7 @@ def build_agent(
     ask_user: AskUser | None = None,
     on_notice: Callable[[str], None] | None = None,
     extra_instructions: str | None = None,
+    role: Role | None = None,
 ) -> Agent:
     """The agent of one run: `registry`'s tools as the settings select them, confined to `workspace`.
 
@@ -254,7 +273,8 @@ def build_agent(
     `dialect` defaults to `dialect_for(settings, llm)`. The system turn carries the user's standing
     rules (`settings.instructions`), then the tool routing note, then `extra_instructions` (a request's own).
     `ask_user` answers the `ask_user` tool (None: nobody to ask); `on_notice` receives the tools' one-line
-    notices (e.g. that commands run unsandboxed).
+    notices (e.g. that commands run unsandboxed). `role`: its place in a team (`agent/team.py`); with profiles it may
+    be offered `delegate`, whose sub-runs are built here too (same model, workspace, sandbox, labelled approver).
     """
     from hermes_local.prompts import check_overrides
 
@@ -273,6 +293,7 @@ def build_agent(
             ask_user,
             on_notice,
             extra_instructions,
+            role or Role(),
             close_pin=opened,
         )
     except BaseException:
@@ -301,6 +322,7 @@ def _build_agent(
     ask_user: AskUser | None,
     on_notice: Callable[[str], None] | None,
     extra_instructions: str | None,
+    role: Role,
     *,
     close_pin: bool,
 ) -> Agent:
@@ -308,7 +330,8 @@ def _build_agent(
     from hermes_local.longterm import LongTermMemory
     from hermes_local.tools.cache import ResultCache
 
-    dialect = dialect or dialect_for(settings, llm)
+    settings, extra_instructions = apply_profile(settings, role, extra_instructions)  # a specialist's own settings
+    dialect = dialect if dialect and not (role.name and settings.dialect) else dialect_for(settings, llm)
     check_tool_use(dialect, settings)
     approver = approver or Approver(allow=settings.allow_tools, deny=settings.deny_tools)
     # content provenance (tools/approval.py): the config's opt-out and its list of files that run code later
@@ -329,7 +352,8 @@ def _build_agent(
     )
     procs.install_signal_handlers()  # Ctrl-C / SIGTERM kill every live command first (main thread only)
     # --tools / config `tools` and deny_tools decide what exists for this run; routing decides what the prompt shows.
-    registry = select_tools(registry or default_registry(), settings.tools, settings.deny_tools, strict=False)
+    full = registry or default_registry()
+    registry = select_tools(full, settings.tools, settings.deny_tools, strict=False)
     # Tools that cannot work in this run (no --db, no allowed host, nobody to ask) are not offered at all.
     missing = unusable(registry, db=db_path is not None, hosts=bool(settings.allow_hosts), person=ask_user is not None)
     for name, why in missing.items():
@@ -337,6 +361,13 @@ def _build_agent(
             on_notice(f"{name} is left out of this run: it {why}")  # asked for by --tools: say why it is not there
     registry = registry.subset([n for n in registry.names() if n not in missing])
     registry.left_out = missing  # a call to one of them is told why it is not there
+
+    def specialist(child: Role, task: str, log: EventSink) -> Agent:  # a sub-run: same model, workspace, approval path
+        tools, ask = full.subset(full.names(), share_cleanup=False), labelled_approver(approver, child.name or "", task)
+        args = (tools, ask, log, db_path, dialect, ask_user, on_notice, None, child)  # its end leaves MCP servers up
+        return _build_agent(llm, settings, pin, *args, close_pin=False)
+
+    offer_delegate(registry, settings, role, specialist, on_event or (lambda event: None), full)
     plan = route(registry, settings.max_tools_in_prompt)
     executor = Executor(
         registry=registry,

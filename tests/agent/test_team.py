@@ -1,0 +1,263 @@
+"""A team on one model (issue 30): profiles, the `delegate` tool, child sessions, envelopes, the router.
+
+The real loop, real tools and real files (writes land in the workspace); the scripted model stands in for the
+model's choices, parent and specialist drawing from one script in the order they ask.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hermes_local.agent.team import Role, route, route_rules
+from hermes_local.config import Settings, load_settings
+from hermes_local.errors import UserError
+from hermes_local.events import Delegation, Event, Routed, RunStart
+from hermes_local.llm import DEFAULT_OPTIONS
+from hermes_local.runtime import build_agent, build_registry, check_team
+from hermes_local.session import SessionLog, read_events, sessions_dir
+from hermes_local.testing import ScriptedLLM, tool_call_text
+from hermes_local.tools import Approver
+from hermes_local.tools.approval import ApprovalRequest
+
+PROFILES: dict[str, Any] = {
+    "analyst": {
+        "description": "Answers questions about the sales data with read-only SQL.",
+        "tools": ["db", "read_file"],
+        "keywords": ["sql", "revenue", "customers", "orders"],
+        "max_steps": 4,
+    },
+    "writer": {
+        "description": "Writes reports and notes as files in the workspace.",
+        "instructions": "Write plain, short prose.",
+        "tools": ["read_file", "write_file"],
+        "keywords": ["write", "report", "draft"],
+        "max_steps": 3,
+    },
+    "researcher": {
+        "description": "Reads files and allow-listed web pages and sums up what they say.",
+        "tools": ["read_file", "list_dir", "web"],
+        "keywords": ["research", "look up", "summarise", "summarize"],
+    },
+}
+
+
+def team_settings(**extra: Any) -> Settings:
+    return load_settings({"agents": PROFILES, **extra})
+
+
+def delegate_call(agent: str, task: str, **inputs: Any) -> str:
+    return tool_call_text("delegate", agent=agent, task=task, **({"inputs": inputs} if inputs else {}))
+
+
+def run_team(
+    workspace: Path,
+    script: list[str],
+    goal: str,
+    *,
+    approver: Approver | None = None,
+    settings: Settings | None = None,
+) -> tuple[Any, SessionLog, ScriptedLLM]:
+    """The manager's run on the scripted model, logged as a session (children log beside it)."""
+    llm = ScriptedLLM(script)
+    session = SessionLog()
+    settings = settings or team_settings()
+    approver = approver or Approver(allow=["write_file"], interactive=False)
+    registry = build_registry((), settings)
+    role = Role(session=session.id)
+    agent = build_agent(
+        llm, settings, workspace=workspace, registry=registry, approver=approver, on_event=session, role=role
+    )
+    with agent, session:
+        result = agent.run(goal)
+    return result, session, llm
+
+
+def children_of(session: SessionLog) -> list[Delegation]:
+    return [e for e in read_events(session.path) if isinstance(e, Delegation) and e.status]
+
+
+def test_a_delegation_is_a_child_session_that_writes_and_returns_one_envelope(workspace: Path) -> None:
+    script = [
+        delegate_call("writer", "Write a two-line summary of the quarter into summary.md", quarter="Q3"),
+        tool_call_text("write_file", path="summary.md", content="Q3 was good.\nSales grew."),
+        "I wrote summary.md with the two lines.",
+        "The writer wrote summary.md.",
+    ]
+    result, session, llm = run_team(workspace, script, "Have the quarter summed up in summary.md")
+    llm.assert_all_used()
+    assert (workspace / "summary.md").read_text() == "Q3 was good.\nSales grew."
+    call = result.tool_calls[0]
+    assert call.name == "delegate" and call.ok
+    envelope = call.data
+    assert set(envelope) == {"status", "answer", "files_written", "findings", "steps", "usage"}
+    assert envelope["status"] == "answered" and envelope["files_written"] == ["summary.md"]
+    assert envelope["steps"] == 2 and envelope["usage"]["prompt_tokens"] > 0
+    assert "summary.md" in envelope["answer"]
+    # the parent's log names the child; the child's own log names the parent and the call first
+    (link,) = children_of(session)
+    assert link.agent == "writer" and link.parent == session.id and link.status == "answered"
+    child_events = read_events(sessions_dir() / f"{link.child}.jsonl")
+    assert isinstance(child_events[0], Delegation) and child_events[0].parent == session.id
+    assert child_events[0].call == link.call
+    start = next(e for e in child_events if isinstance(e, RunStart))
+    assert start.goal.startswith("Write a two-line summary") and '"quarter": "Q3"' in start.goal
+
+
+def test_the_specialist_sees_only_its_profile_tools_and_its_instructions(workspace: Path) -> None:
+    script = [
+        delegate_call("writer", "Note the time in memo.md"),
+        tool_call_text("get_current_time"),  # not in the writer's profile: the ordinary not-available error
+        tool_call_text("write_file", path="memo.md", content="time unknown"),
+        "I could not read the clock; memo.md says so.",
+        "Done.",
+    ]
+    result, _, llm = run_team(workspace, script, "Note the time")
+    child_prompt = llm.prompt_texts[1]
+    assert '"write_file"' in child_prompt and "Write plain, short prose." in child_prompt
+    assert '"get_current_time"' not in child_prompt and '"delegate"' not in child_prompt
+    assert '"delegate"' in llm.prompt_texts[0]  # the manager is offered it, with the specialists listed
+    assert "analyst: Answers questions" in llm.prompt_texts[0]
+    envelope = result.tool_calls[0].data
+    assert envelope["status"] == "answered" and envelope["files_written"] == ["memo.md"]
+    assert len(envelope["findings"]) == 1 and "write_file" in envelope["findings"][0]
+    child = next(e for e in read_events(next(sessions_dir().glob("*.writer-*.jsonl"))) if e.kind == "tool_result")
+    assert child.outcome.error_kind == "not_found"  # type: ignore[attr-defined]
+
+
+def test_a_denied_write_makes_the_status_denied_even_when_the_specialist_then_answers(workspace: Path) -> None:
+    script = [
+        delegate_call("writer", "Write hello into a.txt"),
+        tool_call_text("write_file", path="a.txt", content="hello"),
+        "I was not allowed to write a.txt.",
+        "The write was not approved.",
+    ]
+    result, _, _ = run_team(workspace, script, "Write hello into a.txt", approver=Approver(interactive=False))
+    envelope = result.tool_calls[0].data
+    assert envelope["status"] == "denied" and envelope["answer"].startswith("I was not allowed")
+    assert any("write_file was denied" in f for f in envelope["findings"])
+    assert not (workspace / "a.txt").exists()
+
+
+def test_a_specialist_at_its_step_limit_returns_max_steps(workspace: Path) -> None:
+    reads = [tool_call_text("list_dir", path=".") + f"\n<!-- {i} -->" for i in range(3)]
+    script = [delegate_call("writer", "Look around"), *reads, "Nothing to write.", "It ran out of steps."]
+    result, _, llm = run_team(workspace, script, "Look around the workspace")
+    llm.assert_all_used()
+    assert result.tool_calls[0].data["status"] == "max_steps"
+    assert result.tool_calls[0].data["steps"] == 3  # the writer's own max_steps, not the manager's 8
+
+
+def test_every_specialist_write_is_asked_on_the_callers_path_labelled_with_the_specialist(workspace: Path) -> None:
+    asked: list[ApprovalRequest] = []
+
+    def ask(request: ApprovalRequest) -> str:
+        asked.append(request)
+        return "y"
+
+    script = [
+        delegate_call("writer", "Put the draft in draft.txt"),
+        tool_call_text("write_file", path="draft.txt", content="draft"),
+        "Wrote draft.txt.",
+        "Done.",
+    ]
+    result, _, _ = run_team(workspace, script, "Draft it", approver=Approver(ask=ask))
+    assert result.tool_calls[0].data["status"] == "answered"
+    (request,) = asked  # the delegation itself is not asked; the specialist's write is
+    assert request.tool.name == "write_file"
+    assert "specialist 'writer'" in request.note and "Put the draft in draft.txt" in request.note
+
+
+def test_an_unknown_specialist_is_an_invalid_argument_and_nothing_raises_to_the_manager(workspace: Path) -> None:
+    script = [delegate_call("poet", "Write a poem"), "There is no poet."]
+    result, _, _ = run_team(workspace, script, "Ask a poet for a poem", settings=team_settings(answer_guard=False))
+    assert result.tool_calls[0].error_kind == "invalid_arguments"
+    assert "analyst" in (result.tool_calls[0].error or "")
+
+
+class EngineDiesForTheSpecialist(ScriptedLLM):
+    """The model fails (as a lost remote engine does) for the run whose goal starts with BROKEN."""
+
+    def complete(self, tokens, options=DEFAULT_OPTIONS, *, on_token=None):  # type: ignore[no-untyped-def]
+        if "<|im_start|>user\nBROKEN" in self.detokenize(list(tokens)):
+            raise RuntimeError("the engine went away")
+        return super().complete(tokens, options, on_token=on_token)
+
+
+def test_a_failing_specialist_is_an_error_envelope_never_an_exception(workspace: Path) -> None:
+    llm = EngineDiesForTheSpecialist([delegate_call("writer", "BROKEN: write x"), "The writer failed."])
+    settings = team_settings()
+    agent = build_agent(llm, settings, workspace=workspace, registry=build_registry((), settings))
+    result = agent.run("Write x")
+    assert result.stopped == "answer" and result.answer == "The writer failed."
+    envelope = result.tool_calls[0].data
+    assert envelope["status"] == "error" and "the engine went away" in envelope["answer"]
+
+
+def test_nesting_is_bounded_and_never_delegates_back_to_the_caller(workspace: Path) -> None:
+    profiles = json.loads(json.dumps(PROFILES))
+    profiles["writer"]["tools"].append("delegate")
+    profiles["analyst"]["tools"].append("delegate")
+    script = [
+        delegate_call("writer", "Write the revenue report"),
+        delegate_call("analyst", "Total revenue?"),  # the writer may delegate: not back to itself
+        "Revenue is 10.",  # the analyst, at depth 2: no delegate at all
+        "Report: revenue 10.",
+        "Done.",
+    ]
+    settings = load_settings({"agents": profiles})
+    result, _, llm = run_team(workspace, script, "Write the revenue report", settings=settings)
+    llm.assert_all_used()
+    writer_prompt, analyst_prompt = llm.prompt_texts[1], llm.prompt_texts[2]
+    assert '"delegate"' in writer_prompt and "writer:" not in writer_prompt.split('"delegate"')[1][:600]
+    assert '"delegate"' not in analyst_prompt
+    assert result.tool_calls[0].data["status"] == "answered"
+
+
+def test_profiles_naming_a_missing_tool_or_model_are_refused_in_one_line() -> None:
+    registry = build_registry(())
+    bad_tool = load_settings({"agents": {"analyst": {"description": "x", "tools": ["db", "query_db"]}}})
+    with pytest.raises(UserError, match=r"\[agents.analyst\] tools 'query_db' is neither a toolset"):
+        check_team(registry, bad_tool)
+    bad_model = load_settings({"agents": {"writer": {"description": "x", "model": "no-such-model"}}})
+    with pytest.raises(UserError, match=r"\[agents.writer\] model 'no-such-model' is neither in models.toml"):
+        check_team(registry, bad_model)
+    with pytest.raises(UserError, match="agent name 'Bad Name'"):
+        load_settings({"agents": {"Bad Name": {"description": "x"}}})
+    check_team(registry, team_settings())  # the three examples are fine
+
+
+ROUTING = [
+    ("Which customers had the most orders last month? Use SQL.", "analyst"),
+    ("Write a short report on the offsite into report.md", "writer"),
+    ("Research what the README says about sandboxing and summarise it", "researcher"),
+    ("Find the revenue per region with SQL, then write a report on it", "manager"),
+    ("What is the weather like on Mars?", "manager"),
+]
+
+
+@pytest.mark.parametrize(("task", "expected"), ROUTING)
+def test_the_rules_router_picks_by_keywords_and_descriptions(task: str, expected: str) -> None:
+    chosen, scores, reason = route_rules(task, team_settings().agents)
+    assert chosen == expected, reason
+    assert set(scores) == set(PROFILES)
+
+
+def test_the_model_router_is_one_short_constrained_choice() -> None:
+    from hermes_local.dialects import select_dialect
+
+    llm = ScriptedLLM(["writer"])
+    settings = team_settings(router="model")
+    event = route("Draft the minutes", settings, llm, select_dialect("hermes"))
+    assert isinstance(event, Routed) and event.chosen == "writer" and event.router == "model"
+    assert event.candidates == ["analyst", "writer", "researcher", "manager"]
+    (options,) = llm.calls
+    assert options.constrained and '"manager"' in (options.grammar or "") and options.max_tokens <= 16
+    assert "Writes reports and notes" in llm.prompt_texts[0]
+
+
+def events_of(path: Path) -> list[Event]:
+    return read_events(path)
