@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hermes_local.agent.loop import Agent, AgentConfig, EventSink
-from hermes_local.agent.team import Role, apply_profile, offer_delegate
+from hermes_local.agent.team import Role, apply_profile, front, offer_delegate
 from hermes_local.config import RunWatch, Settings, settings_for
 from hermes_local.dialects import Dialect, require_framing, select_dialect
 from hermes_local.dialects.gguf import GGUFDialect
@@ -29,7 +29,7 @@ from hermes_local.sandbox import procs
 from hermes_local.sandbox.policy import SandboxPolicy
 from hermes_local.sandbox.workspace import PinnedWorkspace
 from hermes_local.tools import Approver, Executor, Tool, ToolContext, ToolRegistry, default_registry
-from hermes_local.tools.delegate import check_profile_tools, labelled_approver
+from hermes_local.tools.delegate import labelled_approver
 from hermes_local.tools.registry import AskUser, tool_warnings
 from hermes_local.tools.shell import SANDBOXED_TOOLS
 from hermes_local.tools.toolsets import group_of, parse_spec, route, select_tools, unusable
@@ -152,20 +152,12 @@ def check_tool_use(dialect: Dialect, settings: Settings) -> None:
         )
 
 
-def check_team(registry: ToolRegistry, settings: Settings, *, running: bool = False) -> None:
-    """One line (exit 2) for a profile naming a tool, toolset or model that does not exist; `running`: also for one
-    naming a model other than the run's (specialists share the run's loaded model)."""
-    from hermes_local.models.registry import lookup
-
-    check_profile_tools(settings.agents, registry)
-    for name, p in settings.agents.items():
-        where = f"[agents.{name}] model {p.model!r}"
-        if p.model in (None, settings.model) or is_replay_spec(p.model):
-            continue
-        if lookup(str(p.model)) is None and not Path(str(p.model)).is_file():
-            raise UserError(f"{where} is neither in models.toml nor a GGUF file; fix it in config.toml")
-        if running:
-            raise UserError(f"{where}: specialists run on the run's model; remove it, or pass --model {p.model}")
+def team_role(
+    task: str, settings: Settings, llm: LLM, dialect: Dialect, session: str, sink: EventSink, logged: list | None = None
+) -> Role:
+    """Who takes a `--team` task (`agent.team.front`: the router's choice, reported to `sink`; a resumed session's
+    `logged` pick is kept), for the CLI and the service."""
+    return front(task, settings, llm, dialect, session, sink, logged or [])
 
 
 def load_tools_module(spec: str) -> list[Tool]:

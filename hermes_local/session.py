@@ -31,12 +31,14 @@ from hermes_local.events import (
     AssistantText,
     BudgetWarning,
     Compaction,
+    Delegation,
     Event,
     Guarded,
     LLMCall,
     McpServerFailed,
     Reasoning,
     RehearsedCall,
+    Routed,
     RunEnd,
     RunResumed,
     RunStart,
@@ -290,9 +292,36 @@ def describe_event(e: Event) -> str | None:
         return f"   ({_one_line(error)}; the run went on without its tools)"
     if isinstance(e, RunEnd):
         return f"stopped: {_one_line(e.stopped)}; answer: {_one_line(e.answer, 2000)}"
+    if isinstance(e, Routed):
+        return f"routed ({_one_line(e.router, 10)}) to {_one_line(e.chosen, 40)}: {_one_line(e.reason)}"
+    if isinstance(e, Delegation):
+        who, task = _one_line(e.agent, 40), _one_line(e.task, 200)
+        if e.status:
+            return f"   ⇠ {who} ended: {_one_line(e.status, 20)}  (session {_one_line(e.child, 120)})"
+        return f"   ⇢ delegated to {who}: {task}  (session {_one_line(e.child, 120)})"
     return None
 
 
-def describe_events(events: list[Event]) -> list[str]:
-    """Human-readable lines for `sessions show`."""
-    return [line for line in map(describe_event, events) if line is not None]
+def describe_events(events: list[Event], *, depth: int = 0) -> list[str]:
+    """Human-readable lines for `sessions show`: a team run's child sessions shown as a tree, each child's lines
+    indented under the delegation that started it (`depth`: how deep this log is in the tree)."""
+    lines: list[str] = []
+    shown: set[str] = set()  # a resumed delegation starts its child again: show the child once
+    for e in events:
+        if isinstance(e, Delegation) and depth and e.parent and not e.status and not lines:
+            lines.append(f"child of session {_one_line(e.parent, 120)} ({_one_line(e.agent, 40)})")
+            continue
+        line = describe_event(e)
+        if line is not None:
+            lines.append(line)
+        path = sessions_dir() / f"{e.child}.jsonl" if isinstance(e, Delegation) and not e.status else None
+        if (
+            path is not None
+            and path.stem not in shown
+            and depth < 4
+            and _SESSION_ID.match(path.stem)
+            and path.is_file()
+        ):
+            shown.add(path.stem)
+            lines += ["      │ " + child for child in describe_events(read_events(path), depth=depth + 1)[1:]]
+    return lines

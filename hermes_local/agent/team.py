@@ -87,9 +87,16 @@ def apply_profile(settings: Settings, role: Role, extra: str | None) -> tuple[Se
     profile = settings.agents.get(role.name) if role.name else None
     if profile is None:
         return settings, extra
-    update: dict[str, Any] = {"tools": [t for t in parse_spec(profile.tools) if t != DELEGATE]}
+    update: dict[str, Any] = {"tools": profile_tools(profile)}
     update |= {k: v for k in ("max_steps", "tool_choice", "dialect") if (v := getattr(profile, k)) is not None}
     return settings.model_copy(update=update), "\n\n".join(t for t in (profile.instructions, extra) if t) or None
+
+
+def profile_tools(profile: AgentProfile) -> list[str]:
+    """The `--tools` selection of a profile without `delegate` (offered apart); one of only `delegate` keeps
+    `final_answer` (an empty selection would mean every tool)."""
+    spec = parse_spec(profile.tools)
+    return [t for t in spec if t != DELEGATE] or (["final_answer"] if spec else [])
 
 
 def offer_delegate(
@@ -228,3 +235,17 @@ def route(task: str, settings: Settings, llm: LLM, dialect: Dialect) -> Routed:
     else:
         chosen, _, reason = route_rules(task, settings.agents)
     return Routed(settings.router, chosen, candidates, reason)
+
+
+def front(
+    task: str, settings: Settings, llm: LLM, dialect: Dialect, session: str, sink: EventSink, logged: list[Event]
+) -> Role:
+    """The role a `--team` run takes: the router's choice (reported to `sink`), or the one its log already holds
+    (`logged`: a resumed session keeps its specialist). The manager is the plain run, offered `delegate`."""
+    routed = next((e for e in logged if isinstance(e, Routed)), None)
+    if routed is None:
+        routed = route(task, settings, llm, dialect)
+        sink(routed)
+    if routed.chosen in settings.agents:
+        return Role(routed.chosen, 1, (), session)
+    return Role(session=session)

@@ -63,11 +63,15 @@ def _prepare(
     as_json: bool,
     session_id: str | None = None,
     printer: TerminalPrinter | None = None,
+    team_task: str | None = None,
+    logged: list | None = None,
 ):
-    """Model, session log and agent for run/chat; user mistakes exit 2 with one line."""
+    """Model, session log and agent for run/chat; user mistakes exit 2 with one line. With `team_task` (`--team`)
+    the router first picks who takes it (a resumed session keeps the pick its `logged` events hold)."""
     from hermes_local.cli.asker import ask_user, terminal_approver
     from hermes_local.events import Event
     from hermes_local.runtime import (
+        Role,
         build_agent,
         build_registry,
         check_tool_use,
@@ -75,8 +79,10 @@ def _prepare(
         find_model,
         load_llm,
         load_tokenizer,
+        team_role,
     )
     from hermes_local.session import SessionLog
+    from hermes_local.tools.delegate import check_profiles
     from hermes_local.tools.toolsets import check_spec
 
     pin = pin_workspace(workspace)  # opened once: tools, the sandbox and MCP servers use this fd
@@ -87,6 +93,9 @@ def _prepare(
         raise
     try:
         check_spec(registry, settings.tools)  # a mistyped --tools name is one line, exit 2, before the model loads
+        check_profiles(
+            registry, settings, running=True
+        )  # so is an [agents.NAME] profile naming a missing tool or model
         source = find_model(settings)  # resolved once: the tokenizer, the dialect and the weights take it
         dialect = dialect_for(settings, load_tokenizer(settings, source), source, check=True)  # before the weights
         check_tool_use(dialect, settings)  # tool_call_format "none" with --tool-choice required: one line
@@ -102,6 +111,9 @@ def _prepare(
             if not as_json:
                 printer(event)
 
+        role = Role(session=session.id)
+        if team_task is not None:
+            role = team_role(team_task, settings, llm, dialect, session.id, on_event, logged)
         agent = build_agent(
             llm,
             settings,
@@ -113,6 +125,7 @@ def _prepare(
             dialect=dialect,
             ask_user=ask_user if approver.interactive else None,  # a person at the terminal can answer it
             on_notice=notice,
+            role=role,
         )
         agent.closers.append(pin.close)
         announce_shielded(pin)  # the run's first line says what of the agent's own the workspace holds
@@ -191,6 +204,9 @@ def run(
         ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object with the result.")] = False,
+    team: Annotated[
+        bool, typer.Option("--team", help="Route TASK to an [agents.NAME] specialist, or to the manager who delegates.")
+    ] = False,
     quiet: QuietOpt = False,
     verbose: Annotated[
         bool, typer.Option("--verbose", "-v", help="Also show what the model wrote at each step (as `sessions show`).")
@@ -218,6 +234,8 @@ def run(
         as_json=as_json,
         session_id=session_id,
         printer=printer,
+        team_task=(task or "") if team else None,
+        logged=events,
     )
     try:
         with agent, session:

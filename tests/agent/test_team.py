@@ -7,21 +7,30 @@ model's choices, parent and specialist drawing from one script in the order they
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
 from hermes_local.agent.team import Role, route, route_rules
-from hermes_local.config import Settings, load_settings
+from hermes_local.cli.app import app
+from hermes_local.config import Settings, config_file, load_settings
 from hermes_local.errors import UserError
-from hermes_local.events import Delegation, Event, Routed, RunStart
+from hermes_local.events import Delegation, Routed, RunStart
 from hermes_local.llm import DEFAULT_OPTIONS
-from hermes_local.runtime import build_agent, build_registry, check_team
-from hermes_local.session import SessionLog, read_events, sessions_dir
-from hermes_local.testing import ScriptedLLM, tool_call_text
+from hermes_local.runtime import build_agent, build_registry
+from hermes_local.session import SessionLog, read_events, read_records, sessions_dir
+from hermes_local.testing import ScriptedLLM, tool_call_text, write_replay
 from hermes_local.tools import Approver
 from hermes_local.tools.approval import ApprovalRequest
+from hermes_local.tools.delegate import check_profiles
 
 PROFILES: dict[str, Any] = {
     "analyst": {
@@ -221,13 +230,13 @@ def test_profiles_naming_a_missing_tool_or_model_are_refused_in_one_line() -> No
     registry = build_registry(())
     bad_tool = load_settings({"agents": {"analyst": {"description": "x", "tools": ["db", "query_db"]}}})
     with pytest.raises(UserError, match=r"\[agents.analyst\] tools 'query_db' is neither a toolset"):
-        check_team(registry, bad_tool)
+        check_profiles(registry, bad_tool)
     bad_model = load_settings({"agents": {"writer": {"description": "x", "model": "no-such-model"}}})
     with pytest.raises(UserError, match=r"\[agents.writer\] model 'no-such-model' is neither in models.toml"):
-        check_team(registry, bad_model)
+        check_profiles(registry, bad_model)
     with pytest.raises(UserError, match="agent name 'Bad Name'"):
         load_settings({"agents": {"Bad Name": {"description": "x"}}})
-    check_team(registry, team_settings())  # the three examples are fine
+    check_profiles(registry, team_settings())  # the three examples are fine
 
 
 ROUTING = [
@@ -259,5 +268,148 @@ def test_the_model_router_is_one_short_constrained_choice() -> None:
     assert "Writes reports and notes" in llm.prompt_texts[0]
 
 
-def events_of(path: Path) -> list[Event]:
-    return read_events(path)
+# -- the command line: agents list, run --team, sessions show, resume after kill -9 ------------------------------
+TEAM_TOOLS = textwrap.dedent(
+    '''
+    import time
+    from hermes_local.tools import ToolContext, tool
+
+    @tool(permission="write")
+    def append_line(text: str, ctx: ToolContext) -> str:
+        """Append one line to log.txt in the workspace."""
+        with open(ctx.workspace / "log.txt", "a") as fh:
+            fh.write(text + "\\n")
+        return "appended"
+
+    @tool(permission="write", timeout=120)
+    def slow_append(text: str, ctx: ToolContext) -> str:
+        """Append one line to log.txt, then work for a minute."""
+        with open(ctx.workspace / "log.txt", "a") as fh:
+            fh.write(text + "\\n")
+        time.sleep(60)
+        return "appended"
+    '''
+)
+
+
+def write_profiles(profiles: dict[str, Any], extra: str = "") -> None:
+    """config.toml with these [agents.NAME] tables (values as JSON, which TOML reads for strings and lists)."""
+    lines = [extra] + [
+        line
+        for name, p in profiles.items()
+        for line in (f"[agents.{name}]", *(f"{k} = {json.dumps(v)}" for k, v in p.items()))
+    ]
+    config_file().parent.mkdir(parents=True, exist_ok=True)
+    config_file().write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def test_agents_list_shows_the_profiles_and_refuses_a_missing_tool_in_one_line() -> None:
+    write_profiles(PROFILES)
+    res = CliRunner().invoke(app, ["agents", "list", "--json"])
+    assert res.exit_code == 0, res.output
+    rows = {row["name"]: row for row in json.loads(res.stdout)}
+    assert rows["analyst"]["resolved_tools"] == ["read_file", "query_database"]
+    assert rows["writer"]["resolved_tools"] == ["read_file", "write_file"] and rows["writer"]["max_steps"] == 3
+    text = CliRunner().invoke(app, ["agents", "list"]).stdout
+    assert "researcher: Reads files" in text and "http_get" in text
+    write_profiles({"analyst": {"description": "x", "tools": ["sql_query"]}})
+    for args in (["agents", "list"], ["run", "x", "--model", "replay:/no/such/file.jsonl"]):  # before the model loads
+        res = CliRunner().invoke(app, args)
+        assert res.exit_code == 2, res.output
+        assert res.stderr.strip().splitlines() == [
+            "error: [agents.analyst] tools 'sql_query' is neither a toolset (time, files, memory, db, shell, web, "
+            "user) nor a tool; fix it in config.toml (see `hermes-local tools list`)"
+        ]
+
+
+def test_run_team_routes_logs_the_decision_and_sessions_show_prints_the_tree(tmp_path: Path, workspace: Path) -> None:
+    write_profiles(PROFILES)
+    replay = write_replay(
+        tmp_path / "team.jsonl",
+        [
+            delegate_call("writer", "Write the minutes into minutes.md"),
+            tool_call_text("write_file", path="minutes.md", content="We met."),
+            "minutes.md is written.",
+            "The writer wrote minutes.md.",
+        ],
+    )
+    args = ["run", "Find the revenue with SQL, then write a report", "--team", "--json", "--yes"]
+    res = CliRunner().invoke(app, [*args, "--model", f"replay:{replay}", "--workspace", str(workspace)])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert out["answer"] == "The writer wrote minutes.md." and (workspace / "minutes.md").read_text() == "We met."
+    events = read_events(sessions_dir() / f"{out['session_id']}.jsonl")
+    routed = events[0]
+    assert isinstance(routed, Routed) and routed.chosen == "manager" and routed.router == "rules"
+    assert routed.candidates == ["analyst", "writer", "researcher", "manager"] and "analyst" in routed.reason
+    shown = CliRunner().invoke(app, ["sessions", "show", out["session_id"]]).stdout
+    assert "routed (rules) to manager" in shown and "⇢ delegated to writer: Write the minutes" in shown
+    assert "      │    → write_file(" in shown and "⇠ writer ended: answered" in shown
+
+
+def test_run_team_can_hand_the_task_straight_to_a_specialist(tmp_path: Path, workspace: Path) -> None:
+    write_profiles(PROFILES)
+    replay = write_replay(tmp_path / "one.jsonl", [tool_call_text("write_file", path="d.md", content="d"), "Drafted."])
+    args = ["run", "Draft a note into d.md", "--team", "--json", "--yes", "--model", f"replay:{replay}"]
+    res = CliRunner().invoke(app, [*args, "--workspace", str(workspace)])
+    assert res.exit_code == 0, res.output
+    session = sessions_dir() / f"{json.loads(res.stdout)['session_id']}.jsonl"
+    routed = read_events(session)[0]
+    assert isinstance(routed, Routed) and routed.chosen == "writer"
+    calls = [e for e in read_records(session) if e["kind"] == "llm_call"]
+    assert len(calls) == 2  # the writer ran the task itself: no manager step, no delegate
+
+
+def test_a_parent_killed_mid_delegation_resumes_its_child_and_never_repeats_a_finished_write(
+    tmp_path: Path, workspace: Path
+) -> None:
+    tools = tmp_path / "team_tools.py"
+    tools.write_text(TEAM_TOOLS)
+    write_profiles({"logger": {"description": "Keeps the log file.", "tools": ["team_tools"], "max_steps": 5}})
+    task = "Log one and two"
+    first = write_replay(
+        tmp_path / "first.jsonl",
+        [
+            delegate_call("logger", task),
+            tool_call_text("append_line", text="one"),  # finished before the kill
+            tool_call_text("slow_append", text="two"),  # killed while it runs
+        ],
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    cmd = [sys.executable, "-m", "hermes_local", "run", task, "--tools-module", str(tools), "--yes"]
+    cmd += ["--workspace", str(workspace), "--model", f"replay:{first}"]
+    child = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    try:
+        while (workspace / "log.txt").read_text().count("\n") < 2 if (workspace / "log.txt").exists() else True:
+            assert child.poll() is None, child.communicate()
+            assert time.monotonic() < deadline, "the specialist never reached its slow write"
+            time.sleep(0.1)
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.communicate(timeout=30)
+    (parent,) = [p.stem for p in sessions_dir().glob("*.jsonl") if ".logger-" not in p.name]
+    (sub,) = [p.stem for p in sessions_dir().glob("*.logger-*.jsonl")]
+    assert sub.startswith(parent + ".")
+
+    again = write_replay(
+        tmp_path / "again.jsonl",
+        [
+            delegate_call("logger", task),  # the manager asks again: the child resumes, it does not start over
+            tool_call_text("append_line", text="one"),  # a finished write asked for again is not repeated
+            "Logged one; two was cut off.",
+            "The logger logged one; two may need checking.",
+        ],
+    )
+    args = ["run", "--resume", parent, "--tools-module", str(tools), "--yes", "--json"]
+    res = CliRunner().invoke(app, [*args, "--workspace", str(workspace), "--model", f"replay:{again}"])
+    assert res.exit_code == 0, res.output
+    assert (workspace / "log.txt").read_text() == "one\ntwo\n"  # each write happened exactly once
+    records = read_records(sessions_dir() / f"{sub}.jsonl")
+    assert [r["kind"] for r in records].count("run_resumed") == 1
+    repeat = [r for r in records if r["kind"] == "tool_result" and r["name"] == "append_line"][-1]
+    assert repeat["summary"].startswith("(already done earlier in this run; not repeated)")
+    cut = next(r for r in records if r["kind"] == "turn" and "outcome unknown" in json.dumps(r))
+    assert cut  # the specialist is told its slow write was cut off
+    envelope = json.loads(res.stdout)["tool_calls"][-1]
+    assert envelope["name"] == "delegate" and envelope["ok"]
