@@ -29,7 +29,7 @@ from hermes_local.sandbox import procs
 from hermes_local.sandbox.policy import SandboxPolicy
 from hermes_local.sandbox.workspace import PinnedWorkspace
 from hermes_local.tools import Approver, Executor, Tool, ToolContext, ToolRegistry, default_registry
-from hermes_local.tools.delegate import labelled_approver
+from hermes_local.tools.delegate import check_profiles, labelled_approver
 from hermes_local.tools.registry import AskUser, tool_warnings
 from hermes_local.tools.shell import SANDBOXED_TOOLS
 from hermes_local.tools.toolsets import group_of, parse_spec, route, select_tools, unusable
@@ -155,9 +155,17 @@ def check_tool_use(dialect: Dialect, settings: Settings) -> None:
 def team_role(
     task: str, settings: Settings, llm: LLM, dialect: Dialect, session: str, sink: EventSink, logged: list | None = None
 ) -> Role:
-    """Who takes a `--team` task (`agent.team.front`: the router's choice, reported to `sink`; a resumed session's
-    `logged` pick is kept), for the CLI and the service."""
+    """Who takes a `--team` task (`agent.team.front`: the router's pick, or the one `logged` holds), for cli/service."""
     return front(task, settings, llm, dialect, session, sink, logged or [])
+
+
+def check_team(registry: ToolRegistry, settings: Settings, *, running: bool = False) -> None:
+    """One line (exit 2) for a profile naming a tool, toolset or model that does not exist (see `check_profiles`,
+    `check_profile_models`; `running`: also one naming a model other than the run's)."""
+    from hermes_local.models.registry import check_profile_models
+
+    check_profiles(registry, settings)
+    check_profile_models(settings, running=running)
 
 
 def load_tools_module(spec: str) -> list[Tool]:

@@ -31,12 +31,12 @@ from hermes_local.profiles import DELEGATE, MANAGER, AgentProfile
 from hermes_local.prompts import Segments
 from hermes_local.session import SessionLog, new_session_id, read_events, sessions_dir
 from hermes_local.textsafe import terminal_safe
-from hermes_local.tools.delegate import Envelope, delegate_tool
+from hermes_local.tools.delegate import Envelope, Status, delegate_tool
 from hermes_local.tools.registry import ToolRegistry, arguments_digest
 from hermes_local.tools.toolsets import parse_spec
 
 MAX_FINDINGS = 8
-STATUS = {"answer": "answered", "max_steps": "max_steps"}  # any other ending is an error
+STATUS: dict[str, Status] = {"answer": "answered", "max_steps": "max_steps"}  # any other ending is an error
 
 
 def envelope(
@@ -45,7 +45,7 @@ def envelope(
     """The envelope of a finished sub-run: `denied` when any call was denied, whatever the ending."""
     outcomes = calls
     denied = [o for o in outcomes if o.error_kind == "permission_denied"]
-    status = "denied" if denied else STATUS.get(stopped, "error")
+    status: Status = "denied" if denied else STATUS.get(stopped, "error")
     written = []
     for o in outcomes:
         t = tools.get(o.name)

@@ -76,14 +76,13 @@ def agents_list(
 ) -> None:
     """Show each [agents.NAME] profile with the tools it gets; one naming a missing tool or model is refused."""
     from hermes_local.agent.team import profile_tools
-    from hermes_local.runtime import build_registry
-    from hermes_local.tools.delegate import check_profiles
+    from hermes_local.runtime import build_registry, check_team
     from hermes_local.tools.toolsets import parse_spec, select_tools
 
     settings = settings_from_flags(locals())
     registry = build_registry(tools_module or [], settings, on_notice=notice)
     try:
-        check_profiles(registry, settings)
+        check_team(registry, settings)
         rows = []
         for name, p in settings.agents.items():
             names = select_tools(registry, profile_tools(p), settings.deny_tools, strict=False).names()

@@ -74,6 +74,7 @@ def _prepare(
         Role,
         build_agent,
         build_registry,
+        check_team,
         check_tool_use,
         dialect_for,
         find_model,
@@ -82,7 +83,6 @@ def _prepare(
         team_role,
     )
     from hermes_local.session import SessionLog
-    from hermes_local.tools.delegate import check_profiles
     from hermes_local.tools.toolsets import check_spec
 
     pin = pin_workspace(workspace)  # opened once: tools, the sandbox and MCP servers use this fd
@@ -93,9 +93,7 @@ def _prepare(
         raise
     try:
         check_spec(registry, settings.tools)  # a mistyped --tools name is one line, exit 2, before the model loads
-        check_profiles(
-            registry, settings, running=True
-        )  # so is an [agents.NAME] profile naming a missing tool or model
+        check_team(registry, settings, running=True)  # so is a profile naming a missing tool or model
         source = find_model(settings)  # resolved once: the tokenizer, the dialect and the weights take it
         dialect = dialect_for(settings, load_tokenizer(settings, source), source, check=True)  # before the weights
         check_tool_use(dialect, settings)  # tool_call_format "none" with --tool-choice required: one line

@@ -6,7 +6,7 @@ description), so a name outside them is an invalid argument the model can fix. T
 hands the call to `runner`, injected by the wiring (`runtime.py`, `agent/team.py`), which runs the sub-run and
 always returns an `Envelope`, never raising. `labelled_approver` gives a sub-run the parent's approval path with
 every question labelled with the specialist and its sub-task (sub-runs never approve for themselves).
-`check_profiles` refuses a profile naming a tool, toolset or model that does not exist. Does not run agents,
+`check_profiles` refuses a profile naming a tool or toolset the run does not have. Does not run agents,
 write logs or print.
 """
 
@@ -15,7 +15,6 @@ from __future__ import annotations
 import copy
 import threading
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
@@ -105,26 +104,15 @@ def labelled_approver(approver: Approver, agent: str, task: str) -> Approver:
     return child
 
 
-def check_profiles(registry: ToolRegistry, settings: Settings, *, running: bool = False) -> None:
-    """One line (UserError, exit 2) for a profile naming a tool, toolset or model that does not exist; `running`:
-    also for one naming a model other than the run's (specialists share the run's loaded model)."""
-    from hermes_local.models.registry import lookup
-
+def check_profiles(registry: ToolRegistry, settings: Settings) -> None:
+    """One line (UserError, exit 2) for a profile naming a tool or toolset the run does not have."""
     registry_groups = groups(registry)
-    for agent, p in settings.agents.items():
-        for entry in parse_spec(p.tools):
-            if entry != DELEGATE and entry not in registry_groups and registry.get(entry) is None:
-                raise UserError(
-                    f"[agents.{agent}] tools {entry!r} is neither a toolset ({', '.join(registry_groups) or 'none'}) "
-                    "nor a tool; fix it in config.toml (see `hermes-local tools list`)"
-                )
-        where = f"[agents.{agent}] model {p.model!r}"
-        if p.model is None or p.model == settings.model or p.model.startswith("replay:"):
-            continue
-        if lookup(p.model) is None and not Path(p.model).is_file():
-            raise UserError(f"{where} is neither in models.toml nor a GGUF file; fix it in config.toml")
-        if running:
-            raise UserError(f"{where}: specialists run on the run's model; remove it, or pass --model {p.model}")
+    for agent, entry in ((a, e) for a, p in settings.agents.items() for e in parse_spec(p.tools)):
+        if entry != DELEGATE and entry not in registry_groups and registry.get(entry) is None:
+            raise UserError(
+                f"[agents.{agent}] tools {entry!r} is neither a toolset ({', '.join(registry_groups) or 'none'}) "
+                "nor a tool; fix it in config.toml (see `hermes-local tools list`)"
+            )
 
 
-__all__ = ["Envelope", "Runner", "check_profiles", "delegate_tool", "labelled_approver"]
+__all__ = ["Envelope", "Runner", "Status", "check_profiles", "delegate_tool", "labelled_approver"]

@@ -25,12 +25,11 @@ from hermes_local.config import Settings, config_file, load_settings
 from hermes_local.errors import UserError
 from hermes_local.events import Delegation, Routed, RunStart
 from hermes_local.llm import DEFAULT_OPTIONS
-from hermes_local.runtime import build_agent, build_registry
+from hermes_local.runtime import build_agent, build_registry, check_team
 from hermes_local.session import SessionLog, read_events, read_records, sessions_dir
 from hermes_local.testing import ScriptedLLM, tool_call_text, write_replay
 from hermes_local.tools import Approver
 from hermes_local.tools.approval import ApprovalRequest
-from hermes_local.tools.delegate import check_profiles
 
 PROFILES: dict[str, Any] = {
     "analyst": {
@@ -230,13 +229,13 @@ def test_profiles_naming_a_missing_tool_or_model_are_refused_in_one_line() -> No
     registry = build_registry(())
     bad_tool = load_settings({"agents": {"analyst": {"description": "x", "tools": ["db", "query_db"]}}})
     with pytest.raises(UserError, match=r"\[agents.analyst\] tools 'query_db' is neither a toolset"):
-        check_profiles(registry, bad_tool)
+        check_team(registry, bad_tool)
     bad_model = load_settings({"agents": {"writer": {"description": "x", "model": "no-such-model"}}})
     with pytest.raises(UserError, match=r"\[agents.writer\] model 'no-such-model' is neither in models.toml"):
-        check_profiles(registry, bad_model)
+        check_team(registry, bad_model)
     with pytest.raises(UserError, match="agent name 'Bad Name'"):
         load_settings({"agents": {"Bad Name": {"description": "x"}}})
-    check_profiles(registry, team_settings())  # the three examples are fine
+    check_team(registry, team_settings())  # the three examples are fine
 
 
 ROUTING = [
