@@ -85,7 +85,7 @@ def serve(
     except ImportError as exc:
         hint = f"serve needs the serve extra ({exc.name} is missing): pip install 'hermes-local[serve]'"
         raise UserError(hint) from exc
-    from hermes_local.runtime import build_registry
+    from hermes_local.runtime import build_registry, check_team
 
     settings = settings_from_flags(locals())
     if token:
@@ -108,6 +108,7 @@ def serve(
         )
         announce_shielded(pin)
         try:
+            check_team(registry, settings, running=True)  # [agents.NAME] profiles: one line before the model loads
             _serve(settings, registry, tokens, host, port, workspace, db, max_body)
         finally:
             registry.close()

@@ -67,6 +67,7 @@ class RunRequest(BaseModel):
     max_steps: int | None = Field(None, ge=1, le=100)
     tool_choice: Literal["auto", "required", "none"] | None = None
     instructions: str | None = Field(None, max_length=20_000)
+    team: bool = False  # route the task to an [agents.NAME] specialist, or to the manager who delegates (issue 30)
 
     @field_validator("workspace")
     @classmethod

@@ -198,7 +198,7 @@ class RunManager:
                     self._cond.notify_all()
 
     def _execute(self, run: Run) -> None:
-        from hermes_local.runtime import build_agent
+        from hermes_local.runtime import Role, build_agent, dialect_for, team_role
 
         req = run.request
         updates = {k: v for k, v in (("max_steps", req.max_steps), ("tool_choice", req.tool_choice)) if v is not None}
@@ -216,6 +216,10 @@ class RunManager:
                     if event.logged:
                         run.publish(event.kind, event.to_dict())
 
+                role = Role(session=run.id)  # its delegations' child sessions are named after the run
+                if req.team:
+                    dialect = self.dialect or dialect_for(settings, self.model)
+                    role = team_role(req.task, settings, self.model, dialect, run.id, on_event)
                 agent = build_agent(
                     self.model,
                     settings,
@@ -227,6 +231,7 @@ class RunManager:
                     on_notice=run.notice,
                     dialect=self.dialect,
                     extra_instructions=req.instructions,  # after the configured rules and the routing note
+                    role=role,
                 )
                 with agent:
                     result = agent.run(req.task)
