@@ -412,3 +412,21 @@ def test_a_parent_killed_mid_delegation_resumes_its_child_and_never_repeats_a_fi
     assert cut  # the specialist is told its slow write was cut off
     envelope = json.loads(res.stdout)["tool_calls"][-1]
     assert envelope["name"] == "delegate" and envelope["ok"]
+
+
+def test_the_readme_example_profiles_load_and_resolve() -> None:
+    import tomllib
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    block = readme.split("### Teams", 1)[1].split("```toml\n", 1)[1].split("```", 1)[0]
+    config_file().parent.mkdir(parents=True, exist_ok=True)
+    config_file().write_text(block, encoding="utf-8")
+    assert set(tomllib.loads(block)["agents"]) == {"analyst", "writer", "researcher"}
+    res = CliRunner().invoke(app, ["agents", "list", "--json"])
+    assert res.exit_code == 0, res.output
+    tools = {row["name"]: row["resolved_tools"] for row in json.loads(res.stdout)}
+    assert tools == {
+        "analyst": ["read_file", "query_database"],
+        "writer": ["read_file", "list_dir", "write_file"],
+        "researcher": ["read_file", "list_dir", "http_get"],
+    }
