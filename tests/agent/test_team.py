@@ -430,3 +430,35 @@ def test_the_readme_example_profiles_load_and_resolve() -> None:
         "writer": ["read_file", "list_dir", "write_file"],
         "researcher": ["read_file", "list_dir", "http_get"],
     }
+
+
+def test_two_delegations_of_one_turn_run_at_the_same_time(workspace: Path) -> None:
+    from hermes_local.testing import ScriptsByGoal
+
+    manager = "Sum up the data and draft the note"
+    two = "\n".join([delegate_call("analyst", "Count the files"), delegate_call("writer", "Draft the note")])
+    scripts = {
+        manager: [two, "Both are done."],
+        "Count the files": [tool_call_text("list_dir", path="."), "There are no files."],
+        "Draft the note": [tool_call_text("write_file", path="note.md", content="note"), "note.md is drafted."],
+    }
+    delay = 0.8  # per model call: each specialist makes two calls
+    walls = {}
+    for parallel in (True, False):
+        llm = ScriptsByGoal(scripts, delay=delay)
+        settings = team_settings()
+        registry = build_registry((), settings)
+        agent = build_agent(
+            llm, settings, workspace=workspace, registry=registry, approver=Approver(allow=["write_file"])
+        )
+        if not parallel:
+            agent.executor.concurrent = lambda name: False  # type: ignore[method-assign]
+        started = time.monotonic()
+        with agent:
+            result = agent.run(manager)
+        walls[parallel] = time.monotonic() - started
+        assert [c.data["status"] for c in result.tool_calls] == ["answered", "answered"]
+        assert result.answer == "Both are done." and llm.remaining == 0
+    # manager 2 calls + specialists 2 x 2 calls: one after the other 6 x delay, side by side 4 x delay
+    assert walls[False] > 5.5 * delay > walls[True], walls
+    print(f"\ntwo delegations in one turn: {walls[True]:.2f} s side by side, {walls[False]:.2f} s one after the other")
