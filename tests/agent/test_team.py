@@ -462,3 +462,18 @@ def test_two_delegations_of_one_turn_run_at_the_same_time(workspace: Path) -> No
     # manager 2 calls + specialists 2 x 2 calls: one after the other 6 x delay, side by side 4 x delay
     assert walls[False] > 5.5 * delay > walls[True], walls
     print(f"\ntwo delegations in one turn: {walls[True]:.2f} s side by side, {walls[False]:.2f} s one after the other")
+
+
+def test_the_labelled_routing_set_and_the_rules_router_on_it() -> None:
+    """The set `scripts/team_routing.py` measures: 40+ tasks over the README's three profiles and the manager."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("team_routing", Path(__file__).parents[2] / "scripts/team_routing.py")
+    assert spec is not None and spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    rows, profiles = script.labelled(), load_settings({"agents": script.readme_profiles()}).agents
+    assert len(rows) >= 40 and {r["agent"] for r in rows} == {"analyst", "writer", "researcher", "manager"}
+    picks = [route_rules(r["task"], profiles)[0] for r in rows]
+    scored = script.score(picks, rows)
+    assert scored["accuracy"] >= 0.75, scored["wrong"]  # 34/44 when written; a drop is a routing regression
