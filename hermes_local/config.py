@@ -204,6 +204,7 @@ class Settings(BaseModel):
     # `--team` task (rules: descriptions and keywords; model: one constrained choice); how deep delegations may nest.
     agents: dict[str, AgentProfile] = Field(default_factory=dict)
     router: str = Field("rules", pattern="^(rules|model)$")
+    router_model: str | None = None  # a second, small model (name or GGUF) that routes, loaded beside the main one
     max_depth: int = Field(MAX_DEPTH, ge=1, le=4)
     _agent_names = field_validator("agents")(classmethod(lambda cls, v: check_profile_names(v)))
 

@@ -314,7 +314,7 @@ class Routed(Event):
     """A team run's router chose who takes the task (`chosen`: a profile or "manager") among `candidates`, and why."""
 
     kind: ClassVar[str] = "routed"
-    router: str  # rules | model
+    router: str  # rules | model | router_model
     chosen: str
     candidates: list[str]
     reason: str

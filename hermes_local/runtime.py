@@ -29,7 +29,6 @@ from hermes_local.sandbox import procs
 from hermes_local.sandbox.policy import SandboxPolicy
 from hermes_local.sandbox.workspace import PinnedWorkspace
 from hermes_local.tools import Approver, Executor, Tool, ToolContext, ToolRegistry, default_registry
-from hermes_local.tools.delegate import check_profiles, labelled_approver
 from hermes_local.tools.registry import AskUser, tool_warnings
 from hermes_local.tools.shell import SANDBOXED_TOOLS
 from hermes_local.tools.toolsets import group_of, parse_spec, route, select_tools, unusable
@@ -155,17 +154,13 @@ def check_tool_use(dialect: Dialect, settings: Settings) -> None:
 def team_role(
     task: str, settings: Settings, llm: LLM, dialect: Dialect, session: str, sink: EventSink, logged: list | None = None
 ) -> Role:
-    """Who takes a `--team` task (`agent.team.front`: the router's pick, or the one `logged` holds), for cli/service."""
+    """Who takes a `--team` task (`agent.team.front`: the router's pick, or the one `logged` holds), for cli/service;
+    with `router_model`, a second small model loaded beside the main one (its own engine) picks."""
+    if settings.router_model and not logged:
+        small = settings.model_copy(update={"model": settings.router_model, "n_ctx": 2048, "parallel": 1})
+        llm = load_llm(small)
+        dialect = dialect_for(small, llm)
     return front(task, settings, llm, dialect, session, sink, logged or [])
-
-
-def check_team(registry: ToolRegistry, settings: Settings, *, running: bool = False) -> None:
-    """One line (exit 2) for a profile naming a tool, toolset or model that does not exist (see `check_profiles`,
-    `check_profile_models`; `running`: also one naming a model other than the run's)."""
-    from hermes_local.models.registry import check_profile_models
-
-    check_profiles(registry, settings)
-    check_profile_models(settings, running=running)
 
 
 def load_tools_module(spec: str) -> list[Tool]:
@@ -362,12 +357,12 @@ def _build_agent(
     registry = registry.subset([n for n in registry.names() if n not in missing])
     registry.left_out = missing  # a call to one of them is told why it is not there
 
-    def specialist(child: Role, task: str, log: EventSink) -> Agent:  # a sub-run: same model, workspace, approval path
-        tools, ask = full.subset(full.names(), share_cleanup=False), labelled_approver(approver, child.name or "", task)
-        args = (tools, ask, log, db_path, dialect, ask_user, on_notice, None, child)  # its end leaves MCP servers up
-        return _build_agent(llm, settings, pin, *args, close_pin=False)
+    def specialist(child: Role, tools: ToolRegistry, ask: Approver, log: EventSink) -> Agent:  # same model, workspace
+        return _build_agent(
+            llm, settings, pin, tools, ask, log, db_path, dialect, ask_user, on_notice, None, child, close_pin=False
+        )
 
-    offer_delegate(registry, settings, role, specialist, on_event or (lambda event: None), full)
+    offer_delegate(registry, settings, role, specialist, on_event or (lambda event: None), full, approver)
     plan = route(registry, settings.max_tools_in_prompt)
     executor = Executor(
         registry=registry,

@@ -31,7 +31,8 @@ from hermes_local.profiles import DELEGATE, MANAGER, AgentProfile
 from hermes_local.prompts import Segments
 from hermes_local.session import SessionLog, new_session_id, read_events, sessions_dir
 from hermes_local.textsafe import terminal_safe
-from hermes_local.tools.delegate import Envelope, Status, delegate_tool
+from hermes_local.tools.approval import Approver
+from hermes_local.tools.delegate import Envelope, Status, delegate_tool, labelled_approver
 from hermes_local.tools.registry import ToolRegistry, arguments_digest
 from hermes_local.tools.toolsets import parse_spec
 
@@ -103,13 +104,15 @@ def offer_delegate(
     registry: ToolRegistry,
     settings: Settings,
     role: Role,
-    build: Callable[[Role, str, SessionLog], Agent],
+    build: Callable[[Role, ToolRegistry, Approver, SessionLog], Agent],
     sink: EventSink,
     tools: ToolRegistry,
+    approver: Approver,
 ) -> None:
     """Register `delegate` in `registry` when `role` may delegate: profiles exist besides itself and those above
     it, it is less than `max_depth` deep, and it is the manager or its profile lists `delegate`.
-    `build(child_role, task, log)` builds a specialist's agent."""
+    `build(child_role, tools, approver, log)` builds a specialist's agent over `tools` (the run's, whose end
+    leaves the caller's MCP servers running) with the caller's `approver`, labelled with the specialist."""
     profile = settings.agents.get(role.name) if role.name else None
     allowed = profile is None or DELEGATE in parse_spec(profile.tools)
     others = {n: p for n, p in settings.agents.items() if n != role.name and n not in role.above}
@@ -118,7 +121,8 @@ def offer_delegate(
     above = (*role.above, role.name) if role.name else role.above
 
     def make(name: str, task: str, log: SessionLog) -> Agent:
-        return build(Role(name, role.depth + 1, above, log.id), task, log)
+        own = tools.subset(tools.names(), share_cleanup=False)
+        return build(Role(name, role.depth + 1, above, log.id), own, labelled_approver(approver, name, task), log)
 
     team = Team(others, make, sink, tools, parent_session=role.session)
     registry.register(delegate_tool({n: p.description for n, p in others.items()}, team.delegate))
@@ -228,13 +232,13 @@ def route_model(task: str, profiles: dict[str, AgentProfile], llm: LLM, dialect:
 
 
 def route(task: str, settings: Settings, llm: LLM, dialect: Dialect) -> Routed:
-    """Who takes a `--team` task, by `settings.router`, as the event the session log keeps."""
-    candidates = [*settings.agents, MANAGER]
-    if settings.router == "model":
-        chosen, _, reason = route_model(task, settings.agents, llm, dialect)
-    else:
+    """Who takes a `--team` task, by `settings.router` (or `router_model`), as the event the session log keeps."""
+    candidates, kind = [*settings.agents, MANAGER], "router_model" if settings.router_model else settings.router
+    if kind == "rules":
         chosen, _, reason = route_rules(task, settings.agents)
-    return Routed(settings.router, chosen, candidates, reason)
+    else:  # `llm` is the run's model, or the router model (runtime.team_role)
+        chosen, _, reason = route_model(task, settings.agents, llm, dialect)
+    return Routed(kind, chosen, candidates, reason)
 
 
 def front(

@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from hermes_local.cli.common import AllowHostOpt, DbOpt, ToolsOpt, fail, notice, settings_from_flags
+from hermes_local.cli.common import AllowHostOpt, DbOpt, ToolsOpt, check_team, fail, notice, settings_from_flags
 from hermes_local.textsafe import terminal_safe
 
 tools_app = typer.Typer(help="Inspect the tools the agent can call.", no_args_is_help=True)
@@ -76,7 +76,7 @@ def agents_list(
 ) -> None:
     """Show each [agents.NAME] profile with the tools it gets; one naming a missing tool or model is refused."""
     from hermes_local.agent.team import profile_tools
-    from hermes_local.runtime import build_registry, check_team
+    from hermes_local.runtime import build_registry
     from hermes_local.tools.toolsets import parse_spec, select_tools
 
     settings = settings_from_flags(locals())

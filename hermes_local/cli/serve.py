@@ -29,6 +29,7 @@ from hermes_local.cli.common import (
     ToolsModuleOpt,
     WorkspaceOpt,
     announce_shielded,
+    check_team,
     pin_workspace,
     settings_from_flags,
 )
@@ -85,7 +86,7 @@ def serve(
     except ImportError as exc:
         hint = f"serve needs the serve extra ({exc.name} is missing): pip install 'hermes-local[serve]'"
         raise UserError(hint) from exc
-    from hermes_local.runtime import build_registry, check_team
+    from hermes_local.runtime import build_registry
 
     settings = settings_from_flags(locals())
     if token:

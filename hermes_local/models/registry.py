@@ -334,6 +334,9 @@ def registry_rows() -> list[dict[str, Any]]:
 def check_profile_models(settings: Settings, *, running: bool = False) -> None:
     """One line (UserError) for an [agents.NAME] profile whose `model` is neither a registry name nor a file;
     `running`: also for one other than the run's (specialists share the run's loaded model)."""
+    router = settings.router_model
+    if router and lookup(router) is None and not Path(router).expanduser().is_file():
+        raise UserError(f"router_model {router!r} is neither in models.toml nor a GGUF file; fix it in config.toml")
     for name, p in settings.agents.items():
         where = f"[agents.{name}] model {p.model!r}"
         if p.model is None or p.model == settings.model or p.model.startswith("replay:"):

@@ -21,11 +21,12 @@ from typer.testing import CliRunner
 
 from hermes_local.agent.team import Role, route, route_rules
 from hermes_local.cli.app import app
+from hermes_local.cli.common import check_team
 from hermes_local.config import Settings, config_file, load_settings
 from hermes_local.errors import UserError
 from hermes_local.events import Delegation, Routed, RunStart
 from hermes_local.llm import DEFAULT_OPTIONS
-from hermes_local.runtime import build_agent, build_registry, check_team
+from hermes_local.runtime import build_agent, build_registry
 from hermes_local.session import SessionLog, read_events, read_records, sessions_dir
 from hermes_local.testing import ScriptedLLM, tool_call_text, write_replay
 from hermes_local.tools import Approver
@@ -477,3 +478,20 @@ def test_the_labelled_routing_set_and_the_rules_router_on_it() -> None:
     picks = [route_rules(r["task"], profiles)[0] for r in rows]
     scored = script.score(picks, rows)
     assert scored["accuracy"] >= 0.75, scored["wrong"]  # 34/44 when written; a drop is a routing regression
+
+
+@pytest.mark.real_model
+def test_a_second_small_model_routes_a_team_run(tmp_path: Path, workspace: Path, embedded_model_path: Path) -> None:
+    """router_model = the embedded SmolLM2, loaded beside the main (replayed) model: its pick is constrained to a
+    profile or the manager, logged, and the run goes on with the pick."""
+    write_profiles(PROFILES, extra=f"router_model = {json.dumps(str(embedded_model_path))}\nn_gpu_layers = 0")
+    replay = write_replay(tmp_path / "main.jsonl", ["Nothing to do."])
+    args = ["run", "How many orders did we get in March? Use SQL.", "--team", "--json", "--no-answer-guard"]
+    res = CliRunner().invoke(app, [*args, "--model", f"replay:{replay}", "--workspace", str(workspace)])
+    assert res.exit_code == 0, res.output
+    routed = read_events(sessions_dir() / f"{json.loads(res.stdout)['session_id']}.jsonl")[0]
+    assert isinstance(routed, Routed) and routed.router == "router_model"
+    assert routed.chosen in routed.candidates and routed.reason.startswith("the model chose")
+    write_profiles(PROFILES, extra='router_model = "no-such-router"')
+    res = CliRunner().invoke(app, ["agents", "list"])
+    assert res.exit_code == 2 and "router_model 'no-such-router' is neither in models.toml" in res.stderr
