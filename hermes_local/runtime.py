@@ -357,9 +357,9 @@ def _build_agent(
     registry = registry.subset([n for n in registry.names() if n not in missing])
     registry.left_out = missing  # a call to one of them is told why it is not there
 
-    def specialist(child: Role, tools: ToolRegistry, ask: Approver, log: EventSink) -> Agent:  # same model, workspace
+    def specialist(child: Role, tools: ToolRegistry, ask: Approver, sink: EventSink) -> Agent:  # same model, workspace
         return _build_agent(
-            llm, settings, pin, tools, ask, log, db_path, dialect, ask_user, on_notice, None, child, close_pin=False
+            llm, settings, pin, tools, ask, sink, db_path, dialect, ask_user, on_notice, None, child, close_pin=False
         )
 
     offer_delegate(registry, settings, role, specialist, on_event or (lambda event: None), full, approver)

@@ -20,7 +20,7 @@ import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, ClassVar
 
 from hermes_local.agent.loop import Agent, EventSink
 from hermes_local.config import Settings
@@ -104,14 +104,14 @@ def offer_delegate(
     registry: ToolRegistry,
     settings: Settings,
     role: Role,
-    build: Callable[[Role, ToolRegistry, Approver, SessionLog], Agent],
+    build: Callable[[Role, ToolRegistry, Approver, EventSink], Agent],
     sink: EventSink,
     tools: ToolRegistry,
     approver: Approver,
 ) -> None:
     """Register `delegate` in `registry` when `role` may delegate: profiles exist besides itself and those above
     it, it is less than `max_depth` deep, and it is the manager or its profile lists `delegate`.
-    `build(child_role, tools, approver, log)` builds a specialist's agent over `tools` (the run's, whose end
+    `build(child_role, tools, approver, sink)` builds a specialist's agent over `tools` (the run's, whose end
     leaves the caller's MCP servers running) with the caller's `approver`, labelled with the specialist."""
     profile = settings.agents.get(role.name) if role.name else None
     allowed = profile is None or DELEGATE in parse_spec(profile.tools)
@@ -120,21 +120,37 @@ def offer_delegate(
         return
     above = (*role.above, role.name) if role.name else role.above
 
-    def make(name: str, task: str, log: SessionLog) -> Agent:
+    def make(name: str, task: str, session: str, sink: EventSink) -> Agent:
         own = tools.subset(tools.names(), share_cleanup=False)
-        return build(Role(name, role.depth + 1, above, log.id), own, labelled_approver(approver, name, task), log)
+        return build(Role(name, role.depth + 1, above, session), own, labelled_approver(approver, name, task), sink)
 
     team = Team(others, make, sink, tools, parent_session=role.session)
     registry.register(delegate_tool({n: p.description for n, p in others.items()}, team.delegate))
 
 
 @dataclass
+class ChildEvent(Event):
+    """A specialist's event as its caller's stream shows it, tagged with the agent and its session (live only: the
+    event itself is in the child's own log, so it is never written to the caller's)."""
+
+    kind: ClassVar[str] = "child_event"
+    logged: ClassVar[bool] = False
+    agent: str
+    child: str
+    event: Event
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "agent": self.agent, "child": self.child, "event": self.event.to_dict()}
+
+
+@dataclass
 class Team:
-    """The delegations of one run. `make_agent(name, task, log)` builds the specialist's agent with its events
-    going to `log` (its own session); `parent_sink` is the caller's event sink (its log)."""
+    """The delegations of one run. `make_agent` builds the specialist's agent with its events going to the sink
+    given (its own session log, and each logged one to `parent_sink` as a `ChildEvent`); `parent_sink` is the
+    caller's event sink (its log, its terminal or stream)."""
 
     profiles: dict[str, AgentProfile]
-    make_agent: Callable[[str, str, SessionLog], Agent]
+    make_agent: Callable[[str, str, str, EventSink], Agent]  # (agent, task, its session id, its event sink)
     parent_sink: EventSink
     tools: ToolRegistry  # the run's tools, for what a finished call wrote
     parent_session: str = ""
@@ -170,7 +186,13 @@ class Team:
             if not events:
                 log(link)
             self._tell(link)
-            with self.make_agent(link.agent, link.task, log) as sub:
+
+            def sink(event: Event) -> None:
+                log(event)
+                if event.logged or isinstance(event, ChildEvent):  # shown live by the caller, tagged
+                    self._tell(ChildEvent(link.agent, link.child, event))
+
+            with self.make_agent(link.agent, link.task, log.id, sink) as sub:
                 started = any(isinstance(e, RunStart) for e in events)
                 result = sub.resume(events) if started else sub.run(goal)
         usage = result.to_json()["usage"]

@@ -213,7 +213,7 @@ class RunManager:
                 def on_event(event: Event) -> None:
                     run.check_cancel()
                     session.log(event)
-                    if event.logged:
+                    if event.logged or event.kind == "child_event":  # a specialist's event, tagged with its agent
                         run.publish(event.kind, event.to_dict())
 
                 role = Role(session=run.id)  # its delegations' child sessions are named after the run

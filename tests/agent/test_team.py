@@ -347,6 +347,26 @@ def test_run_team_routes_logs_the_decision_and_sessions_show_prints_the_tree(tmp
     assert "      │    → write_file(" in shown and "⇠ writer ended: answered" in shown
 
 
+def test_the_terminal_shows_the_specialists_steps_tagged_with_its_name(tmp_path: Path, workspace: Path) -> None:
+    write_profiles(PROFILES)
+    script = [
+        delegate_call("writer", "Write the minutes into minutes.md"),
+        tool_call_text("write_file", path="minutes.md", content="We met."),
+        "minutes.md is written.",
+        "Done.",
+    ]
+    replay = write_replay(tmp_path / "team.jsonl", script)
+    args = ["run", "Count the orders with SQL, then write a report", "--team", "--yes", "--model", f"replay:{replay}"]
+    res = CliRunner().invoke(app, [*args, "--workspace", str(workspace)])
+    assert res.exit_code == 0, res.output
+    lines = res.stderr.splitlines()
+    assert lines[0].startswith("routed (rules) to manager: keywords of several specialists (analyst, writer)")
+    assert any(line.startswith("   ⇢ delegated to writer: Write the minutes") for line in lines)
+    assert '   [writer] → write_file({"path": "minutes.md", "content": "We met."})' in lines
+    assert any(line.startswith("   [writer] ✓ write_file") for line in lines)
+    assert any(line.startswith("   ⇠ writer ended: answered") for line in lines)
+
+
 def test_run_team_can_hand_the_task_straight_to_a_specialist(tmp_path: Path, workspace: Path) -> None:
     write_profiles(PROFILES)
     replay = write_replay(tmp_path / "one.jsonl", [tool_call_text("write_file", path="d.md", content="d"), "Drafted."])

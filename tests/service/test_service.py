@@ -358,3 +358,6 @@ def test_a_team_run_routes_delegates_and_asks_for_the_specialists_write_labelled
     assert routed["chosen"] == "manager" and routed["candidates"][-1] == "manager"
     links = [data for name, data in events if name == "delegation"]
     assert [link["status"] for link in links] == ["", "answered"] and links[0]["parent"] == created["id"]
+    child = [data for name, data in events if name == "child_event"]  # the specialist's events, tagged
+    assert {c["agent"] for c in child} == {"writer"} and {c["child"] for c in child} == {links[0]["child"]}
+    assert [c["event"]["name"] for c in child if c["event"]["kind"] == "tool_result"] == ["write_file"]
