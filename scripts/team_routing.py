@@ -4,8 +4,10 @@ The profiles are the README's Teams example (analyst, writer, researcher); the l
 `tests/data/routing.jsonl` (44 tasks: 12 analyst, 12 writer, 10 researcher, 10 manager). Prints, per router:
 
 1. accuracy (overall and per label) and the time a decision adds (mean and total);
-2. for `model` (the run's model, one grammar-constrained choice): the routing call's prompt tokens, which the
-   big model pays on top of the task; with `--model` a registry name or GGUF (default: the embedded SmolLM2);
+2. for `model` (one grammar-constrained choice; `--model` a registry name or GGUF, default the embedded SmolLM2):
+   the routing call's prompt tokens. As `router = "model"` on the run's own model the big model pays them on top
+   of the task; as `router_model` (the same call on a second, small model: these figures with SmolLM2) it pays
+   nothing;
 3. the big model's first-prompt tokens (system + tools + goal, in the model's tokenizer): one flat agent with
    every tool (10 built-ins > max_tools_in_prompt 8: the toolset list and `open_toolset`; and with every schema
    in full), the manager (the same and `delegate`), each specialist, and the mean over the set when each task
