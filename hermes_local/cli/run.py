@@ -232,7 +232,7 @@ def run(
         as_json=as_json,
         session_id=session_id,
         printer=printer,
-        team_task=(task or "") if team else None,
+        team_task=(task or "") if team or any(e.kind == "routed" for e in events) else None,  # a resumed team run
         logged=events,
     )
     try:

@@ -378,6 +378,14 @@ def test_run_team_can_hand_the_task_straight_to_a_specialist(tmp_path: Path, wor
     assert isinstance(routed, Routed) and routed.chosen == "writer"
     calls = [e for e in read_records(session) if e["kind"] == "llm_call"]
     assert len(calls) == 2  # the writer ran the task itself: no manager step, no delegate
+    # continued (as a resumed one), the session stays the writer's: the clock is not among its tools
+    again = write_replay(tmp_path / "two.jsonl", [tool_call_text("get_current_time"), "I cannot tell the time."])
+    args = ["run", "--continue", session.stem, "What time is it?", "--json", "--model", f"replay:{again}"]
+    res = CliRunner().invoke(app, [*args, "--workspace", str(workspace), "--no-answer-guard"])
+    assert res.exit_code == 0, res.output
+    clock = [e for e in read_records(session) if e["kind"] == "tool_result"][-1]
+    assert clock["name"] == "get_current_time" and clock["error_kind"] == "not_found"
+    assert [type(e) for e in read_events(session)].count(Routed) == 1  # not routed again
 
 
 def test_a_parent_killed_mid_delegation_resumes_its_child_and_never_repeats_a_finished_write(
