@@ -6,11 +6,16 @@ parent's labelled approver, sandbox and workspace), logged as a session of its o
 parent's and the call (`<parent>.<agent>-<digest>`), whose first event names the parent and the call, while the
 parent's log gets a `Delegation` event when it starts and ends. Asked again for the same call (the parent was
 resumed), an ended child's envelope is read back from its log, never re-run, and an unfinished child is resumed,
-so a finished child write is never repeated. Whatever happens, the caller gets an `Envelope`, never an exception.
+so a finished child write is never repeated (the same call made again later in a run is answered the same way,
+as a finished write is). Whatever happens, the caller gets an `Envelope`, never an exception; each logged event
+of the child also reaches the caller's sink as a `ChildEvent` (its terminal, its stream), never its log.
+`Role` is an agent's place in a team, `apply_profile` a specialist's settings, `offer_delegate` the wiring's one
+call that gives an agent the `delegate` tool.
 
 `route_rules` (keywords and descriptions, no model call) and `route_model` (one short grammar-constrained choice on
 the run's model) pick who takes a `--team` task: a profile, or `manager` (several specialists' work, or none fits);
-each returns the `Routed` event the session log keeps. Does not load models, print, or know the CLI.
+`route` returns the `Routed` event the session log keeps, and `front` the role a `--team` run takes. Does not
+load models, print, or know the CLI.
 """
 
 from __future__ import annotations
@@ -41,10 +46,14 @@ STATUS: dict[str, Status] = {"answer": "answered", "max_steps": "max_steps"}  # 
 
 
 def envelope(
-    stopped: str, answer: str | None, calls: list[ToolOutcome], steps: int, usage: dict[str, Any], tools: ToolRegistry
+    stopped: str,
+    answer: str | None,
+    outcomes: list[ToolOutcome],
+    steps: int,
+    usage: dict[str, Any],
+    tools: ToolRegistry,
 ) -> Envelope:
     """The envelope of a finished sub-run: `denied` when any call was denied, whatever the ending."""
-    outcomes = calls
     denied = [o for o in outcomes if o.error_kind == "permission_denied"]
     status: Status = "denied" if denied else STATUS.get(stopped, "error")
     written = []
@@ -62,7 +71,7 @@ def envelope(
         files_written=written,
         findings=findings,
         steps=steps,
-        usage=counts,  # type: ignore[arg-type]
+        usage=counts,
     )
 
 
