@@ -302,6 +302,12 @@ def describe_event(e: Event) -> str | None:
     return None
 
 
+def delegations(path: Path) -> list[dict[str, Any]]:
+    """The ended delegations a session's log records (agent, task, child session, status), for `run --json`."""
+    ended = [e for e in read_events(path) if isinstance(e, Delegation) and e.status and e.parent == path.stem]
+    return [{"agent": e.agent, "task": e.task, "child": e.child, "status": e.status} for e in ended]
+
+
 def describe_events(events: list[Event], *, depth: int = 0) -> list[str]:
     """Human-readable lines for `sessions show`: a team run's child sessions shown as a tree, each child's lines
     indented under the delegation that started it (`depth`: how deep this log is in the tree)."""

@@ -214,7 +214,7 @@ def run(
 
     TASK "-" reads the task from stdin; --continue ID follows a finished session with TASK as a new message.
     """
-    from hermes_local.session import recorded_dialect
+    from hermes_local.session import delegations, recorded_dialect
 
     task, events = _task_and_events(task, resume, continue_id)
     check_paths(workspace=workspace, db=db, tools_modules=tools_module)  # before the model and any output
@@ -247,7 +247,8 @@ def run(
         fail(f"{exc.line}; continue with: hermes-local run --resume {session.id}", exc.exit_code)
     result.session_id = session.id
     if as_json:
-        typer.echo(json.dumps(result.to_json(), ensure_ascii=True))
+        children = delegations(session.path)  # a team run: each delegation's agent, child session and status
+        typer.echo(json.dumps(result.to_json() | ({"delegations": children} if children else {}), ensure_ascii=True))
     else:
         answered = bool(result.answer and result.answer.strip())  # never a blank line on stdout
         if not answered:

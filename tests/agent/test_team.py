@@ -338,6 +338,9 @@ def test_run_team_routes_logs_the_decision_and_sessions_show_prints_the_tree(tmp
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)
     assert out["answer"] == "The writer wrote minutes.md." and (workspace / "minutes.md").read_text() == "We met."
+    (link,) = out["delegations"]
+    assert link["agent"] == "writer" and link["status"] == "answered"
+    assert link["child"].startswith(out["session_id"] + ".writer-")
     events = read_events(sessions_dir() / f"{out['session_id']}.jsonl")
     routed = events[0]
     assert isinstance(routed, Routed) and routed.chosen == "manager" and routed.router == "rules"
