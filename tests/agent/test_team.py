@@ -234,6 +234,9 @@ def test_profiles_naming_a_missing_tool_or_model_are_refused_in_one_line() -> No
     bad_model = load_settings({"agents": {"writer": {"description": "x", "model": "no-such-model"}}})
     with pytest.raises(UserError, match=r"\[agents.writer\] model 'no-such-model' is neither in models.toml"):
         check_team(registry, bad_model)
+    bad_dialect = load_settings({"agents": {"writer": {"description": "x", "dialect": "klingon"}}})
+    with pytest.raises(UserError, match=r"\[agents.writer\] dialect: unknown dialect 'klingon'"):
+        check_team(registry, bad_dialect)
     with pytest.raises(UserError, match="agent name 'Bad Name'"):
         load_settings({"agents": {"Bad Name": {"description": "x"}}})
     check_team(registry, team_settings())  # the three examples are fine
