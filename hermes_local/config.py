@@ -23,7 +23,7 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from hermes_local.errors import UserError, one_line
-from hermes_local.profiles import MAX_DEPTH, AgentProfile, check_profile_names
+from hermes_local.profiles import MAX_DEPTH, Profiles
 from hermes_local.sandbox.policy import DEFAULT_ENV
 from hermes_local.sandbox.protect import agent_home
 
@@ -202,11 +202,10 @@ class Settings(BaseModel):
     mcp: McpConfig = Field(default_factory=McpConfig)
     # A team (issue 30, profiles.py): [agents.NAME] specialists, offered to the model through `delegate`; who takes a
     # `--team` task (rules: descriptions and keywords; model: one constrained choice); how deep delegations may nest.
-    agents: dict[str, AgentProfile] = Field(default_factory=dict)
+    agents: Profiles = Field(default_factory=dict)
     router: str = Field("rules", pattern="^(rules|model)$")
     router_model: str | None = None  # a second, small model (name or GGUF) that routes, loaded beside the main one
     max_depth: int = Field(MAX_DEPTH, ge=1, le=4)
-    _agent_names = field_validator("agents")(classmethod(lambda cls, v: check_profile_names(v)))
 
 
 def config_file() -> Path:

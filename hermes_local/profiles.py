@@ -10,8 +10,9 @@ the shape (ground: no district is imported here).
 from __future__ import annotations
 
 import re
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 MANAGER = "manager"  # the router's choice for a multi-part task: the main agent, which delegates
 DELEGATE = "delegate"  # the tool's name, allowed in a profile's `tools` (nested delegation)
@@ -41,4 +42,6 @@ def check_profile_names(agents: dict[str, AgentProfile]) -> dict[str, AgentProfi
     return agents
 
 
-__all__ = ["DELEGATE", "MANAGER", "MAX_DEPTH", "AgentProfile", "check_profile_names"]
+Profiles = Annotated[dict[str, AgentProfile], AfterValidator(check_profile_names)]  # the `agents` setting
+
+__all__ = ["DELEGATE", "MANAGER", "MAX_DEPTH", "AgentProfile", "Profiles", "check_profile_names"]
