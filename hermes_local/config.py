@@ -169,6 +169,8 @@ class Settings(BaseModel):
     serve_token_file: str | None = None
     serve_hosts: list[str] = Field(default_factory=list)
     serve_max_queue: int = Field(32, ge=1, le=500)
+    serve_rate_limit: int = Field(120, ge=0, le=1_000_000)  # requests per client per window (0: off); health exempt
+    serve_rate_window: float = Field(10.0, gt=0, le=3600, allow_inf_nan=False)
     approval_timeout: float = Field(300.0, gt=0, le=MAX_TIMEOUT, allow_inf_nan=False)
     cors_origins: list[str] = Field(default_factory=list)
     # Pre-approved: append_to_memo only appends a line to memo.md in the workspace, and remember only

@@ -5,8 +5,8 @@ back — resume, the terminal printer, `sessions show`, evaluation, session expo
 event stream — gets the same objects from `event_from_dict`. A `ToolOutcome` (call + result + step)
 is the one record of a tool call, used by the run result, the ledger, eval checks and workflows.
 Tool arguments longer than `LOGGED_ARGUMENT_CHARS` are abbreviated in tool events (the full text is in
-the step's `assistant` event) with a hash of the full arguments kept for resume. Does not write files
-or format terminal output.
+the step's `assistant` event) with a hash of the full arguments kept for resume; a plan-only run's
+`Proposal` keeps them whole. Does not write files or format terminal output.
 """
 
 from __future__ import annotations
@@ -22,14 +22,9 @@ LOGGED_ARGUMENT_CHARS = 4000
 
 def abbreviate_arguments(arguments: dict[str, Any]) -> dict[str, Any]:
     """Arguments with any string value over `LOGGED_ARGUMENT_CHARS` replaced by a short description."""
-    out: dict[str, Any] = {}
-    for key, value in arguments.items():
-        if isinstance(value, str) and len(value) > LOGGED_ARGUMENT_CHARS:
-            head = value[:200]
-            out[key] = f"{head}…[{len(value)} characters; full text in this step's assistant event]"
-        else:
-            out[key] = value
-    return out
+    long = {k for k, v in arguments.items() if isinstance(v, str) and len(v) > LOGGED_ARGUMENT_CHARS}
+    note = "characters; full text in this step's assistant event"
+    return {k: f"{v[:200]}…[{len(v)} {note}]" if k in long else v for k, v in arguments.items()}
 
 
 @dataclass
@@ -82,9 +77,8 @@ class ToolOutcome:
         arguments = d.get("arguments") or {}
         if not isinstance(arguments, dict):
             raise ValueError("tool arguments must be an object")
-        result = ToolResult.from_envelope(d)
-        truncated = bool(d.get("truncated"))
-        return cls(int(d.get("step") or 0), str(d["name"]), arguments, result, d.get("digest", ""), truncated)
+        step, name, digest = int(d.get("step") or 0), str(d["name"]), d.get("digest", "")
+        return cls(step, name, arguments, ToolResult.from_envelope(d), digest, bool(d.get("truncated")))
 
 
 class Event:
@@ -92,9 +86,15 @@ class Event:
 
     kind: ClassVar[str] = ""
     logged: ClassVar[bool] = True  # token events are shown live but not written to the session log
+    short_arguments: ClassVar[bool] = False  # `arguments` logged through `abbreviate_arguments`
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, **dataclasses.asdict(self)}  # type: ignore[call-overload]
+        d = {"kind": self.kind, **dataclasses.asdict(self)}  # type: ignore[call-overload]
+        if self.short_arguments:
+            d["arguments"] = abbreviate_arguments(d["arguments"])
+        if d.get("truncated") is False:  # a call the decoder closed early is marked; the others carry nothing
+            del d["truncated"]
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Event:
@@ -111,6 +111,8 @@ class RunStart(Event):
     recalled: list[str] = field(default_factory=list)
     dialect: str = ""  # "" in logs written before the dialect was recorded
     tool_call_format: str = ""
+    workspace: str = ""  # the run's folder ("" in older logs): `sessions apply|rate|export` find it here
+    plan: bool = False  # a plan-only run (`run --plan`): its write/dangerous calls are `Proposal`s
 
 
 @dataclass
@@ -159,10 +161,7 @@ class LLMCall(Event):
 
     def record(self) -> dict[str, Any]:
         """The `llm_calls` entry of `--json` (everything but the kind, finish reason and prefill)."""
-        d = dataclasses.asdict(self)
-        d.pop("finish_reason")
-        d.pop("prefill")
-        return d
+        return {k: v for k, v in dataclasses.asdict(self).items() if k not in ("finish_reason", "prefill")}
 
 
 @dataclass
@@ -189,17 +188,10 @@ class RehearsedCall(Event):
     """A call the model wrote inside a thought: read, logged, never run."""
 
     kind: ClassVar[str] = "rehearsed_call"
+    short_arguments: ClassVar[bool] = True
     step: int
     name: str
     arguments: dict[str, Any]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "step": self.step,
-            "name": self.name,
-            "arguments": abbreviate_arguments(self.arguments),
-        }
 
 
 @dataclass
@@ -216,19 +208,11 @@ class ToolCallStarted(Event):
     """A validated-or-not tool call is about to run (logged before it runs, for crash recovery)."""
 
     kind: ClassVar[str] = "tool_call"
+    short_arguments: ClassVar[bool] = True
     step: int
     name: str
     arguments: dict[str, Any]
     truncated: bool = False  # closing mode ended the call (issue 18)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "step": self.step,
-            "name": self.name,
-            "arguments": abbreviate_arguments(self.arguments),
-            **({"truncated": True} if self.truncated else {}),
-        }
 
 
 @dataclass
@@ -248,9 +232,8 @@ class ToolFinished(Event):
 
 @dataclass
 class Guarded(Event):
-    """A reply was sent back once, naming the likely tool ("" when none): `reason` is "no_tool" (an answer
-    given without the tool the goal needs), "empty" (nothing left after parsing) or "echoed" (only a tool
-    result the model made up)."""
+    """A reply was sent back once, naming the likely tool ("" when none): `reason` is "no_tool" (an answer given
+    without the tool the goal needs), "empty" (nothing left after parsing) or "echoed" (only a made-up result)."""
 
     kind: ClassVar[str] = "guarded"
     step: int
@@ -278,8 +261,7 @@ class Compaction(Event):
 
 @dataclass
 class McpServerFailed(Event):
-    """An MCP server configured for the run did not start, or crashed and could not be restarted; the run went
-    on without its tools."""
+    """A configured MCP server did not start, or crashed and could not restart; the run went on without its tools."""
 
     kind: ClassVar[str] = "mcp_failed"
     server: str
@@ -300,13 +282,8 @@ class RunEnd(Event):
     def from_dict(cls, d: dict[str, Any]) -> Event:
         return cls({k: v for k, v in d.items() if k not in ("kind", "ts")})
 
-    @property
-    def stopped(self) -> str | None:
-        return self.result.get("stopped")
-
-    @property
-    def answer(self) -> str | None:
-        return self.result.get("answer")
+    stopped = property(lambda self: self.result.get("stopped"))  # str | None
+    answer = property(lambda self: self.result.get("answer"))  # str | None
 
 
 @dataclass
@@ -322,8 +299,7 @@ class Routed(Event):
 
 @dataclass
 class Delegation(Event):
-    """A delegation of a team run: in the parent's log when it starts and (with `status`) ends, and as the child's
-    first event; `call` is the delegate call's digest, `parent` and `child` are session ids ("" when not logged)."""
+    """A team's delegation, in the parent's log as it starts and ends (`status`) and first in the child's (ids)."""
 
     kind: ClassVar[str] = "delegation"
     agent: str
@@ -331,7 +307,7 @@ class Delegation(Event):
     parent: str
     child: str
     call: str
-    status: str = ""  # "" while running; then the envelope's status
+    status: str = ""  # "" while running; then the envelope's status (`call`: the delegate call's digest)
 
 
 @dataclass
@@ -351,6 +327,34 @@ class WorkflowEvent(Event):
 
 
 @dataclass
+class Proposal(Event):
+    """A write/dangerous call of a plan-only run: recorded with its whole arguments for review, not run."""
+
+    kind: ClassVar[str] = "proposal"
+    step: int
+    name: str
+    arguments: dict[str, Any]  # whole, never abbreviated: `sessions apply` runs exactly this
+
+
+@dataclass
+class Applied(Event):
+    """`sessions apply`: proposal number `index` (from 1) started (`outcome` None) or finished with `outcome`."""
+
+    kind: ClassVar[str] = "applied"
+    index: int
+    outcome: dict[str, Any] | None = None  # the `ToolOutcome.to_dict()` of the call, once it finished
+
+
+@dataclass
+class Rating(Event):
+    """The user's verdict on the run (`sessions rate ID good|bad --note TEXT`); the last one counts."""
+
+    kind: ClassVar[str] = "rating"
+    verdict: str
+    note: str = ""
+
+
+@dataclass
 class Unknown(Event):
     """An event of a kind this version does not know (kept so logs from other versions still read)."""
 
@@ -364,7 +368,8 @@ class Unknown(Event):
 EVENT_TYPES: dict[str, type[Event]] = {
     t.kind: t
     for t in (RunStart, RunResumed, StepStart, TurnAdded, LLMCall, AssistantText, Reasoning, RehearsedCall, Token)
-    + (ToolCallStarted, ToolFinished, Guarded, BudgetWarning, Compaction, McpServerFailed, RunEnd, Routed, Delegation)
+    + (ToolCallStarted, ToolFinished, Guarded, BudgetWarning, Compaction, McpServerFailed, RunEnd)
+    + (Proposal, Applied, Rating, Routed, Delegation)
 }
 WORKFLOW_KINDS = frozenset({"workflow_start", "workflow_step", "workflow_end"})
 

@@ -8,9 +8,6 @@ Does not print anything and holds no logic worth testing on its own.
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
-import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,12 +25,14 @@ from hermes_local.llm import LLM
 from hermes_local.sandbox import procs
 from hermes_local.sandbox.policy import SandboxPolicy
 from hermes_local.sandbox.workspace import PinnedWorkspace
-from hermes_local.tools import Approver, Executor, Tool, ToolContext, ToolRegistry, default_registry
+from hermes_local.tools import Approver, Executor, ToolContext, ToolRegistry, default_registry
+from hermes_local.tools.modules import load_tools_module
 from hermes_local.tools.registry import AskUser, tool_warnings
 from hermes_local.tools.shell import SANDBOXED_TOOLS
 from hermes_local.tools.toolsets import group_of, parse_spec, route, select_tools, unusable
 
 if TYPE_CHECKING:
+    from hermes_local.longterm import LongTermMemory
     from hermes_local.models.gguf import GGUFHeader
     from hermes_local.models.registry import ModelChoice
 
@@ -163,42 +162,6 @@ def team_role(
     return front(task, settings, llm, dialect, session, sink, logged or [])
 
 
-def load_tools_module(spec: str) -> list[Tool]:
-    """`@tool` objects from a Python file path or an importable module name."""
-    path = Path(spec)
-    if path.suffix == ".py" or path.exists():
-        if not path.is_file():
-            raise UserError(f"tools module {spec} does not exist")
-        module_name = f"hermes_user_tools_{abs(hash(str(path.resolve())))}"
-        loader_spec = importlib.util.spec_from_file_location(module_name, path)
-        if loader_spec is None or loader_spec.loader is None:
-            raise UserError(f"cannot load tools module {spec}")
-        module = importlib.util.module_from_spec(loader_spec)
-        sys.modules[module_name] = module
-        try:
-            loader_spec.loader.exec_module(module)
-        except (Exception, SystemExit) as exc:  # noqa: BLE001 - a broken user file is the user's to fix
-            sys.modules.pop(module_name, None)
-            raise UserError(f"tools module {spec} failed to import: {_describe(exc)}") from exc
-    else:
-        try:
-            module = importlib.import_module(spec)
-        except ImportError as exc:
-            raise UserError(f"cannot import tools module {spec!r}: {exc}") from exc
-        except (Exception, SystemExit) as exc:  # noqa: BLE001 - raised by the module's own code
-            raise UserError(f"tools module {spec!r} failed to import: {_describe(exc)}") from exc
-    found = [v for v in vars(module).values() if isinstance(v, Tool)]
-    if not found:
-        raise UserError(f"tools module {spec} defines no @tool functions")
-    return found
-
-
-def _describe(exc: BaseException) -> str:
-    if isinstance(exc, SystemExit):
-        return f"it called exit({exc.code!r}) while being imported"
-    return " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
-
-
 def build_registry(
     tools_modules: Iterable[str] = (),
     settings: Settings | None = None,
@@ -256,11 +219,13 @@ def build_agent(
     db_path: Path | None = None,
     dialect: Dialect | None = None,
     ask_user: AskUser | None = None,
+    plan: bool = False,
     on_notice: Callable[[str], None] | None = None,
     extra_instructions: str | None = None,
     role: Role | None = None,
 ) -> Agent:
     """The agent of one run: `registry`'s tools as the settings select them, confined to `workspace`.
+    With `plan` it is a plan-only run (`run --plan`): reads run, writes and dangerous calls become proposals.
 
     `workspace` is pinned here (opened once, closed with the agent), or is the caller's `PinnedWorkspace`
     (the service pins it when the run is accepted): refused when it was swapped since, never followed.
@@ -289,6 +254,7 @@ def build_agent(
             on_notice,
             extra_instructions,
             role or Role(),
+            plan_only=plan,
             close_pin=opened,
         )
     except BaseException:
@@ -305,6 +271,48 @@ def pinned(workspace: Path | PinnedWorkspace) -> tuple[PinnedWorkspace, bool]:
     return PinnedWorkspace.open(workspace), True
 
 
+def tool_context(
+    settings: Settings,
+    pin: PinnedWorkspace,
+    longterm: LongTermMemory,
+    *,
+    db_path: Path | None = None,
+    n_ctx: int = 8000,
+    on_notice: Callable[[str], None] | None = None,
+) -> ToolContext:
+    """What the tools of a run may know: the pinned workspace (every tool reaches it through its fd), the
+    database, allowed hosts, limits, the command sandbox and the long-term store `remember` writes through."""
+    procs.install_signal_handlers()  # Ctrl-C / SIGTERM kill every live command first (main thread only)
+    return ToolContext(
+        workspace=pin.path,
+        pin=pin,
+        db_path=db_path,
+        allow_hosts=list(settings.allow_hosts),
+        output_cap=max(1000, min(8000, n_ctx)),
+        timeout=settings.tool_timeout,
+        notice=on_notice,
+        sandbox=SandboxPolicy.from_settings(settings),
+        longterm=longterm,
+    )
+
+
+def build_executor(
+    settings: Settings, registry: ToolRegistry, context: ToolContext, approver: Approver | None, *, plan: bool = False
+) -> Executor:
+    """The executor of a run (`plan`: a plan-only one) or of `sessions apply`, with the settings' approval policy:
+    allow/deny lists, the content-provenance opt-out, the files that run code later, the sandbox note."""
+    from hermes_local.config import home_dir
+    from hermes_local.tools.cache import ResultCache
+
+    approver = approver or Approver(allow=settings.allow_tools, deny=settings.deny_tools)
+    approver.trust_content = approver.trust_content or settings.trust_content
+    approver.execute_later = list(settings.execute_later_files)
+    sandbox = context.sandbox
+    approver.notes = lambda t: sandbox.approval_note() if t.name in SANDBOXED_TOOLS else ""
+    cache = ResultCache(ttl=dict(settings.cache_ttl), store=home_dir() / "cache")
+    return Executor(registry=registry, context=context, approver=approver, cache=cache, plan=plan)
+
+
 def _build_agent(
     llm: LLM,
     settings: Settings,
@@ -319,33 +327,18 @@ def _build_agent(
     extra_instructions: str | None,
     role: Role,
     *,
+    plan_only: bool = False,
     close_pin: bool,
 ) -> Agent:
     from hermes_local.config import home_dir
     from hermes_local.longterm import LongTermMemory
-    from hermes_local.tools.cache import ResultCache
 
     settings, extra_instructions = apply_profile(settings, role, extra_instructions)  # a specialist's own settings
     dialect = dialect if dialect and not (role.name and settings.dialect) else dialect_for(settings, llm)
     check_tool_use(dialect, settings)
-    approver = approver or Approver(allow=settings.allow_tools, deny=settings.deny_tools)
-    # content provenance (tools/approval.py): the config's opt-out and its list of files that run code later
-    approver.trust_content = approver.trust_content or settings.trust_content
-    approver.execute_later = list(settings.execute_later_files)
-    longterm, sandbox = LongTermMemory(), SandboxPolicy.from_settings(settings)
-    context = ToolContext(
-        workspace=pin.path,
-        pin=pin,  # every tool reaches the workspace through its fd
-        db_path=db_path,
-        allow_hosts=list(settings.allow_hosts),
-        output_cap=max(1000, min(8000, llm.n_ctx)),
-        timeout=settings.tool_timeout,
-        notice=on_notice,
-        sandbox=sandbox,
-        ask_user=ask_user,
-        longterm=longterm,  # the `remember` tool writes through it
-    )
-    procs.install_signal_handlers()  # Ctrl-C / SIGTERM kill every live command first (main thread only)
+    longterm = LongTermMemory()
+    context = tool_context(settings, pin, longterm, db_path=db_path, n_ctx=llm.n_ctx, on_notice=on_notice)
+    context.ask_user = ask_user
     # --tools / config `tools` and deny_tools decide what exists for this run; routing decides what the prompt shows.
     full = registry or default_registry()
     registry = select_tools(full, settings.tools, settings.deny_tools, strict=False)
@@ -358,19 +351,13 @@ def _build_agent(
     registry.left_out = missing  # a call to one of them is told why it is not there
 
     def specialist(child: Role, tools: ToolRegistry, ask: Approver, sink: EventSink) -> Agent:  # same model, workspace
-        return _build_agent(
-            llm, settings, pin, tools, ask, sink, db_path, dialect, ask_user, on_notice, None, child, close_pin=False
-        )
+        args = (tools, ask, sink, db_path, dialect, ask_user, on_notice, None, child)  # a plan-only run's too
+        return _build_agent(llm, settings, pin, *args, plan_only=plan_only, close_pin=False)
 
-    offer_delegate(registry, settings, role, specialist, on_event or (lambda event: None), full, approver)
+    sink = on_event or (lambda event: None)
+    offer_delegate(registry, settings, role, specialist, sink, full, lambda: executor.approver)  # built just below
     plan = route(registry, settings.max_tools_in_prompt)
-    executor = Executor(
-        registry=registry,
-        context=context,
-        approver=approver,
-        cache=ResultCache(ttl=dict(settings.cache_ttl), store=home_dir() / "cache"),
-    )
-    executor.approver.notes = lambda t: sandbox.approval_note() if t.name in SANDBOXED_TOOLS else ""
+    executor = build_executor(settings, registry, context, approver, plan=plan_only)
     # The user's standing rules (--instructions / config) first, then routing's note on the tool catalog
     # (none for a model whose tool_call_format is "none": models.toml says it cannot call tools, it only answers),
     # then the request's own instructions.

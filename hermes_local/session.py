@@ -6,8 +6,8 @@ round-trips; lines are split on `\\n` only. A failed write (disk full) is rolled
 complete line and stops the run with one line; the next append starts on a fresh line. A session ID
 is a name, never a path. A log is locked while a process appends to it, so two processes cannot
 resume the same session. Reading skips a torn or malformed line, with a warning line to the caller's
-`on_skip` (the CLI prints it). Does not run the agent or print; `describe_event` formats events for
-people (terminal-safe).
+`on_skip` (the CLI prints it). `rate_session` appends the user's verdict (`Rating`) to a finished run's log.
+Does not run the agent or print; `describe_event` formats events for people (terminal-safe).
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from typing import Any
 from hermes_local.config import home_dir
 from hermes_local.errors import UserError
 from hermes_local.events import (
+    Applied,
     AssistantText,
     BudgetWarning,
     Compaction,
@@ -36,6 +37,8 @@ from hermes_local.events import (
     Guarded,
     LLMCall,
     McpServerFailed,
+    Proposal,
+    Rating,
     Reasoning,
     RehearsedCall,
     Routed,
@@ -203,6 +206,26 @@ def events_to_continue(session_id: str, *, on_skip: Callable[[str], None] | None
     return events
 
 
+VERDICTS = ("good", "bad")
+
+
+def rate_session(session_id: str, verdict: str, note: str = "") -> Rating:
+    """Append the user's verdict on a finished run to its log (`sessions rate`); the last one counts."""
+    if verdict not in VERDICTS:
+        raise UserError(f"rate a run good or bad, not {terminal_safe(verdict)!r}: hermes-local sessions rate ID bad")
+    if not any(isinstance(e, RunEnd) for e in read_events(session_path(session_id))):
+        raise UserError(f"session {session_id} has not finished; rate it once it has (`hermes-local sessions list`)")
+    rating = Rating(verdict, " ".join(note.split())[:2000])
+    with SessionLog(session_id) as log:
+        log.log(rating)
+    return rating
+
+
+def last_rating(events: list[Event]) -> Rating | None:
+    """The user's verdict on a run (the last `sessions rate`), None when it was never rated."""
+    return next((e for e in reversed(events) if isinstance(e, Rating)), None)
+
+
 def recorded_dialect(events: list[Event]) -> str | None:
     """The dialect a logged run was started in (None for logs written before it was recorded)."""
     start = next((e for e in events if isinstance(e, RunStart)), None)
@@ -292,6 +315,14 @@ def describe_event(e: Event) -> str | None:
         return f"   ({_one_line(error)}; the run went on without its tools)"
     if isinstance(e, RunEnd):
         return f"stopped: {_one_line(e.stopped)}; answer: {_one_line(e.answer, 2000)}"
+    if isinstance(e, Proposal):
+        args = _one_line(json.dumps(e.arguments, ensure_ascii=False, default=str))
+        return f"   (proposed, not run: {_one_line(e.name, 80)}({args}); `sessions apply` runs it)"
+    if isinstance(e, Applied) and e.outcome is not None:
+        mark = "✓" if e.outcome.get("ok") is True else "✗"
+        return f"applied proposal {e.index}: {mark} {_one_line(e.outcome.get('summary', ''))}"
+    if isinstance(e, Rating):
+        return f"rated {_one_line(e.verdict, 10)}" + (f": {_one_line(e.note)}" if e.note else "")
     if isinstance(e, Routed):
         return f"routed ({_one_line(e.router, 10)}) to {_one_line(e.chosen, 40)}: {_one_line(e.reason)}"
     if isinstance(e, Delegation):

@@ -24,7 +24,7 @@ from typing import Any
 from hermes_local.agent.budget import DayUsage, TokenBudget
 from hermes_local.agent.guards import LoopGuard, bounce_note, first_step_note, needs_tool
 from hermes_local.agent.memory import Memory, Turn, extract_plan
-from hermes_local.agent.result import AgentConfig, RunResult, step_limit_line
+from hermes_local.agent.result import AgentConfig, RunResult, handoff, step_limit_line
 from hermes_local.agent.resume import STOPPED_CALLS, rebuild_memory
 from hermes_local.agent.turn import bounce_final_answers, execute_turn, is_parroted
 from hermes_local.calls.grammar import GrammarTooLarge
@@ -224,8 +224,12 @@ class Agent:
     # -- entry points ----------------------------------------------------------------------
     def run(self, goal: str) -> RunResult:
         memory = self.new_memory(goal)
-        self.on_event(RunStart(goal, memory.recalled, self.dialect.name, self.dialect.call_format))
+        self.on_event(self._start(goal, memory.recalled))
         return self._loop(memory, self._new_result(0), first_step=1)
+
+    def _start(self, goal: str, recalled: list[str]) -> RunStart:  # with the folder and mode `sessions apply` reads
+        where, plan = str(self.executor.context.workspace or ""), self.executor.plan
+        return RunStart(goal, recalled, self.dialect.name, self.dialect.call_format, workspace=where, plan=plan)
 
     def _new_result(self, steps: int) -> RunResult:
         """A run's result so far, listing the MCP servers that did not start (logged once, one event each)."""
@@ -238,7 +242,7 @@ class Agent:
         last_step = max((t.step for t in memory.turns), default=0) if memory else 0
         if memory is None:
             memory = self.new_memory(message)
-            self.on_event(RunStart(message, memory.recalled, self.dialect.name, self.dialect.call_format))
+            self.on_event(self._start(message, memory.recalled))
         else:
             memory.add_user_note(last_step + 1, Segments.untrusted(message))
         result = self._new_result(0)
@@ -254,6 +258,7 @@ class Agent:
         if start is None:
             raise ValueError("the session log has no run_start event")
         require_same_dialect(start.dialect, start.tool_call_format, self.dialect)
+        self.executor.plan = self.executor.plan or start.plan  # a plan-only run stays one when resumed
         memory = rebuild_memory(events, start, self.system_prompt(), self.dialect, self.executor, self._on_turn)
         last_step = max((t.step for t in memory.turns), default=0)
         self.on_event(RunResumed(memory.goal, last_step + 1))
@@ -323,6 +328,8 @@ class Agent:
                     result.answer = self._final_answer(memory, result.steps, result)
         except ContextTooSmall as exc:
             result.stopped, result.error = "error", str(exc)
+        if result.stopped == "max_steps" or failures >= self.config.max_consecutive_failures:  # it gave up
+            result.handoff = handoff(memory.ledger, memory.goal, memory.plan_todo, result.error or result.stopped)
         self.on_event(RunEnd(result.to_json()))
         return result
 

@@ -2,7 +2,10 @@
 
 `RunResult.to_json()` is the object `run --json` prints, the service's `result` and the `run_end` event.
 `add_call` and `note_reply` count a model call and a reply's thoughts (and the calls rehearsed in them)
-into the result. Split from `loop.py` so the loop stays small; holds no behaviour beyond that bookkeeping.
+into the result. A run that gave up (the step limit, the failure cap, a loop) carries a `handoff` (from the
+ledger: what was done, what failed, what is left) and `handoff_lines` says it to a person, naming
+`run --continue ID "hint"`. Split from `loop.py` so the loop stays small; holds no behaviour beyond that
+bookkeeping.
 """
 
 from __future__ import annotations
@@ -11,10 +14,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from hermes_local.agent.ledger import key_argument
+from hermes_local.agent.ledger import key_argument, ledger_line
 from hermes_local.calls.parse import ParseResult
 from hermes_local.events import Event, LLMCall, McpServerFailed, Reasoning, RehearsedCall, ToolOutcome
 from hermes_local.llm import Usage
+from hermes_local.textsafe import terminal_safe
 
 # Why a reply was sent back once (`RunResult.guarded`): an answer given without the tool the goal needs, a reply
 # that was empty after parsing, or one whose only content was a tool result the model made up itself.
@@ -76,6 +80,7 @@ class RunResult:
     mcp_failed: dict[str, str] = field(default_factory=dict)  # MCP server -> why it is down (start or crash)
     reasoning: list[Reasoning] = field(default_factory=list)  # each reply's thought
     rehearsed: list[RehearsedCall] = field(default_factory=list)  # calls written inside a thought (never run)
+    handoff: dict[str, Any] | None = None  # a run that gave up: `handoff()` (why, done, failed, left)
 
     def add_call(
         self, step: int, usage: Usage, prompt_tokens_new: int, finish_reason: str, prefill: str = ""
@@ -132,6 +137,12 @@ class RunResult:
                 logged.add(server)
                 sink(McpServerFailed(server, error))
 
+    def _handoff(self) -> dict[str, Any] | None:
+        """The hand-off with the command that goes on from it (once the session is known)."""
+        if self.handoff is None or not self.session_id:
+            return self.handoff
+        return self.handoff | {"continue": continue_command(self.session_id)}
+
     def to_json(self) -> dict[str, Any]:
         return {
             "answer": self.answer,
@@ -152,6 +163,7 @@ class RunResult:
             "rehearsed_calls": [{"step": c.step, "name": c.name, "arguments": c.arguments} for c in self.rehearsed],
             "error": self.error,
             "session_id": self.session_id,
+            "handoff": self._handoff(),
         }
 
 
@@ -171,3 +183,37 @@ def step_limit_line(max_steps: int) -> str:
         f"the task took more steps than allowed (--max-steps {max_steps}); split it into smaller tasks, "
         "or raise --max-steps"
     )
+
+
+HANDOFF_SHOWN = 8  # done / failed lines shown at most (the newest)
+
+
+def handoff(entries: list[ToolOutcome], goal: str, todo: str, why: str) -> dict[str, Any]:
+    """What a run that gave up leaves for a person, from its ledger: why it stopped, the calls that worked and
+    those that failed (ledger lines, the newest `HANDOFF_SHOWN`), and what is left (the model's last to-do)."""
+    calls = [o for o in entries if o.name != "invalid_tool_call"]
+    if any(o.error_kind == "loop" for o in calls[-3:]):
+        why += "; the model kept repeating a call (refused as a loop)"
+    done = [ledger_line(o, goal, detailed=False) for o in calls if o.ok]
+    failed = [ledger_line(o, goal) for o in calls if not o.ok]
+    unreadable = len(entries) - len(calls)
+    if unreadable:
+        failed.append(f"{unreadable} tool call(s) the model wrote could not be read")
+    left = " ".join(todo.split()) or f"the rest of the goal: {' '.join(goal.split())[:200]}"
+    return {"why": why, "done": done[-HANDOFF_SHOWN:], "failed": failed[-HANDOFF_SHOWN:], "left": left[:300]}
+
+
+def continue_command(session_id: str) -> str:
+    return f'hermes-local run --continue {session_id} "a hint for what to do next"'
+
+
+def handoff_lines(data: dict[str, Any], session_id: str | None) -> list[str]:
+    """The hand-off said plainly, terminal-safe: why the run stopped, done, failed, left, how to go on."""
+    lines = [f"hand-off: the run stopped: {data.get('why') or 'it gave up'}"]
+    for key in ("done", "failed"):
+        items = data.get(key) or ["nothing"]
+        lines += [f"  {key}: {items[0]}"] + [f"        {item}" for item in items[1:]]
+    lines.append(f"  left: {data.get('left', '')}")
+    if session_id:
+        lines.append(f"  take it from here with: {continue_command(session_id)}")
+    return [terminal_safe(line) for line in lines]

@@ -116,12 +116,12 @@ def offer_delegate(
     build: Callable[[Role, ToolRegistry, Approver, EventSink], Agent],
     sink: EventSink,
     tools: ToolRegistry,
-    approver: Approver,
+    approver: Callable[[], Approver],
 ) -> None:
     """Register `delegate` in `registry` when `role` may delegate: profiles exist besides itself and those above
     it, it is less than `max_depth` deep, and it is the manager or its profile lists `delegate`.
     `build(child_role, tools, approver, sink)` builds a specialist's agent over `tools` (the run's, whose end
-    leaves the caller's MCP servers running) with the caller's `approver`, labelled with the specialist."""
+    leaves the caller's MCP servers running) with the caller's `approver()`, labelled with the specialist."""
     profile = settings.agents.get(role.name) if role.name else None
     allowed = profile is None or DELEGATE in parse_spec(profile.tools)
     others = {n: p for n, p in settings.agents.items() if n != role.name and n not in role.above}
@@ -131,7 +131,7 @@ def offer_delegate(
 
     def make(name: str, task: str, session: str, sink: EventSink) -> Agent:
         own = tools.subset(tools.names(), share_cleanup=False)
-        return build(Role(name, role.depth + 1, above, session), own, labelled_approver(approver, name, task), sink)
+        return build(Role(name, role.depth + 1, above, session), own, labelled_approver(approver(), name, task), sink)
 
     team = Team(others, make, sink, tools, parent_session=role.session)
     registry.register(delegate_tool({n: p.description for n, p in others.items()}, team.delegate))

@@ -2,7 +2,8 @@
 
 `execute_turn` runs the calls of one model reply: the loop guard first (in call order), then the
 executor through `execution.run_grouped` (consecutive reads concurrently, everything else alone and
-in order), one `ToolOutcome` per call in call order, a `ToolCallStarted`/`ToolFinished` event each.
+in order), one `ToolOutcome` per call in call order, a `ToolCallStarted`/`ToolFinished` event each (and a
+`Proposal` before the `ToolFinished` of a plan-only run's proposed call).
 `bounce_final_answers` answers a turn of only `final_answer` calls that the answer guard sends back.
 `is_parroted(answer, request)` tells a reply that only repeats the loop's own request (the step-limit
 "reply now with your final answer" note a small model copies back) from an answer. Does not call the
@@ -17,7 +18,7 @@ from collections.abc import Callable
 from hermes_local.agent.guards import LoopGuard, bounce_note
 from hermes_local.agent.result import RunResult
 from hermes_local.calls.parse import ToolCall
-from hermes_local.events import Event, Guarded, ToolCallStarted, ToolFinished, ToolOutcome
+from hermes_local.events import Event, Guarded, Proposal, ToolCallStarted, ToolFinished, ToolOutcome
 from hermes_local.tools.execution import Executor, run_grouped
 from hermes_local.tools.registry import ToolResult
 
@@ -55,6 +56,8 @@ def execute_turn(
         outcome = ToolOutcome(step, calls[i].name, calls[i].arguments, res, truncated=calls[i] is cut)
         result.tool_calls.append(outcome)
         outcomes.append(outcome)
+        if res.approval == "proposed":  # a plan-only run: the call, whole, for `sessions apply`
+            on_event(Proposal(step, calls[i].name, calls[i].arguments))
         on_event(ToolFinished(outcome))
 
     outcomes: list[ToolOutcome] = []

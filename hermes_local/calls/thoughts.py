@@ -67,9 +67,11 @@ class ReplyStream:
 
     A piece that may be the start of a marker is held back until the next piece settles it."""
 
-    def __init__(self, thoughts: Sequence[Markers] = KNOWN_THOUGHTS) -> None:
+    def __init__(self, thoughts: Sequence[Markers] = KNOWN_THOUGHTS, *, hide_markup: bool = True) -> None:
+        """`hide_markup=False` splits off the thoughts only: call and plan markup stay in `text`."""
         self.openers: list[tuple[str, str, str]] = [(o, c, "thought") for o, c in thoughts]
-        self.openers += [(o, c, "hidden") for o, c in _HIDDEN]
+        self.openers += [(o, c, "hidden") for o, c in _HIDDEN] if hide_markup else []
+        self.dropped = _DROPPED if hide_markup else tuple(c for _, c in thoughts)
         self.pending = ""
         self.inside: tuple[str, str] | None = None  # (closing marker, channel) of the open span
         self.ended = False  # after a made-up tool response: nothing more is shown
@@ -92,7 +94,7 @@ class ReplyStream:
                 continue
             hit = self._next_marker(s)
             if hit is None:
-                keep = _partial_tail(s, [o for o, _, _ in self.openers] + list(_DROPPED))
+                keep = _partial_tail(s, [o for o, _, _ in self.openers] + list(self.dropped))
                 self._emit(out, "text", s[: len(s) - keep])
                 self.pending = s[len(s) - keep :]
                 break
@@ -107,7 +109,7 @@ class ReplyStream:
 
     def _next_marker(self, s: str) -> tuple[int, str, str, str] | None:
         best: tuple[int, str, str, str] | None = None
-        for marker, close, channel in [*self.openers, *((d, "", "dropped") for d in _DROPPED)]:
+        for marker, close, channel in [*self.openers, *((d, "", "dropped") for d in self.dropped)]:
             at = s.find(marker)
             if at >= 0 and (best is None or at < best[0]):
                 best = (at, marker, close, channel)

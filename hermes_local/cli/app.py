@@ -17,10 +17,13 @@ from hermes_local.cli.common import (
 from hermes_local.cli.evals import eval_command, sessions_export, workflow_app
 from hermes_local.cli.mcp import mcp_app
 from hermes_local.cli.models import doctor, models_app
+from hermes_local.cli.plan import sessions_apply, sessions_rate
 from hermes_local.cli.prompt import prompt_command
 from hermes_local.cli.records import agents_app, memory_app, sessions_app, tools_app
 from hermes_local.cli.run import RUN_EXAMPLES, chat, run
+from hermes_local.cli.schedule import schedule_app
 from hermes_local.cli.serve import serve
+from hermes_local.cli.stats import stats
 from hermes_local.errors import HermesError
 
 app = typer.Typer(
@@ -40,10 +43,14 @@ app.add_typer(agents_app, name="agents")
 app.command()(doctor)
 app.add_typer(workflow_app, name="workflow")
 app.add_typer(cache_app, name="cache")
+app.add_typer(schedule_app, name="schedule")
 app.command("eval")(eval_command)
 app.command("prompt")(prompt_command)
+sessions_app.command("apply")(sessions_apply)
+sessions_app.command("rate")(sessions_rate)
 sessions_app.command("export")(sessions_export)
 app.command()(serve)
+app.command()(stats)
 app.command(epilog=RUN_EXAMPLES)(run)
 app.command()(chat)
 

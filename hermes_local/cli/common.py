@@ -48,7 +48,7 @@ class HermesGroup(TyperGroup):
         return super().parse_args(ctx, args)
 
     def _refuse_a_word_that_could_be_a_command(self, word: str) -> None:
-        """`hermes-local "task"` takes only a task that cannot be a command: a single bare word (`stats`,
+        """`hermes-local "task"` takes only a task that cannot be a command: a single bare word (`history`,
         `sesions`) is a mistyped or future subcommand far more often than a task, so it is refused (exit 2)."""
         import difflib
 

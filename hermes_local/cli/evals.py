@@ -37,7 +37,17 @@ def _parse_vars(items: list[str] | None) -> dict[str, str]:
 
 # -- eval ---------------------------------------------------------------------------------------
 def eval_command(
-    cases: Annotated[Path, typer.Argument(help="A JSONL file with one case per line.")],
+    cases: Annotated[Path | None, typer.Argument(help="A JSONL file with one case per line.")] = None,
+    from_sessions: Annotated[
+        bool, typer.Option("--from-sessions", help="Build the suite from recorded sessions rated with --rated.")
+    ] = False,
+    rated: Annotated[
+        str | None, typer.Option(help="With --from-sessions: the sessions rated good or bad (`sessions rate`).")
+    ] = None,
+    suite_dir: Annotated[
+        Path | None,
+        typer.Option("--suite-dir", help="With --from-sessions: write the suite here (its replay files in replay/)."),
+    ] = None,
     model: Annotated[
         str | None, typer.Option(help="Registry name, .gguf path, or replay:DIR holding <case_id>.jsonl files.")
     ] = None,
@@ -67,13 +77,15 @@ def eval_command(
     tools: ToolsOpt = None,
     dialect: DialectOpt = None,
 ) -> None:
-    """Run every case of CASES.jsonl in a fresh temporary workspace and score it; exit 1 if any case fails."""
+    """Run every case of CASES.jsonl in a fresh temporary workspace and score it; exit 1 if any case fails.
+
+    --from-sessions --rated bad builds the suite from the runs you rated bad (`sessions rate ID bad`) first."""
     from hermes_local.evals.cases import load_cases
     from hermes_local.evals.suite import eval_tools, format_table, run_suite, suite_report
     from hermes_local.tools.toolsets import check_spec
 
     settings = settings_from_flags(locals())
-
+    cases = _cases_file(cases, from_sessions, rated, suite_dir)
     with eval_tools(settings, on_notice=notice) as everything:  # MCP servers: once for the eval run
         check_spec(everything, settings.tools)  # each case then keeps the named tools it has
         suite = load_cases(cases, only=case, registry=everything)
@@ -86,6 +98,27 @@ def eval_command(
     typer.echo(f"report: {report}")
     if data["summary"]["failed"]:
         raise typer.Exit(1)
+
+
+def _cases_file(cases: Path | None, from_sessions: bool, rated: str | None, folder: Path | None) -> Path:
+    """CASES, or the suite `--from-sessions --rated good|bad` builds under $HERMES_LOCAL_HOME/evals/."""
+    import time
+
+    from hermes_local.config import home_dir
+    from hermes_local.evals.export import suite_from_sessions
+
+    if not from_sessions:
+        if cases is None or rated is not None:
+            fail("give a CASES.jsonl file, or --from-sessions --rated bad (rated runs as a suite)")
+        return cases
+    if cases is not None or rated not in ("good", "bad"):
+        fail("--from-sessions builds the suite itself: give --rated good or --rated bad, and no CASES file")
+    folder = folder or home_dir() / "evals" / f"sessions-{rated}-{time.strftime('%Y%m%d-%H%M%S')}"
+    built, count, warnings = suite_from_sessions(rated, folder)
+    for warning in warnings:
+        notice(f"warning: {warning}")
+    notice(f"suite of {count} session(s) rated {rated}: {built} (replay them with --model replay:{folder / 'replay'})")
+    return built
 
 
 def for_a_person(message: str) -> str:
@@ -124,7 +157,7 @@ def sessions_export(
         for event in events:
             typer.echo(json.dumps(event.to_dict(), ensure_ascii=True))
         return
-    case, texts, warnings = session_to_case(events, case_id or f"session-{session_id}")
+    case, texts, warnings = session_to_case(events, case_id or f"session-{session_id}", session_id)
     folder = replay_dir or ((output.parent if output else Path(".")) / "replay")
     if output:
         append_case(output, case)

@@ -51,6 +51,7 @@ from hermes_local.engines.http import EngineError
 from hermes_local.textsafe import terminal_safe
 
 if TYPE_CHECKING:
+    from hermes_local.agent.result import RunResult
     from hermes_local.cli.terminal import TerminalPrinter
 
 
@@ -66,6 +67,7 @@ def _prepare(
     printer: TerminalPrinter | None = None,
     team_task: str | None = None,
     logged: list | None = None,
+    plan: bool = False,
 ):
     """Model, session log and agent for run/chat; user mistakes exit 2 with one line. With `team_task` (`--team`)
     the router first picks who takes it (a resumed session keeps the pick its `logged` events hold)."""
@@ -117,6 +119,7 @@ def _prepare(
             settings,
             workspace=pin,
             registry=registry,
+            plan=plan,  # plan-only: writes and commands become proposals
             approver=approver,
             on_event=on_event,
             db_path=db,
@@ -156,7 +159,8 @@ RUN_EXAMPLES = (
     'hermes-local run "Summarise notes.txt into report.md" --workspace ~/work --allow write_file\n\n'
     'hermes-local run "Top 5 customers by revenue" --db shop.sqlite'
     " --model hermes-2-pro-llama-3-8b --n-gpu-layers -1\n\n"
-    "hermes-local run --resume 20261130-101500-abc123"
+    "hermes-local run --resume 20261130-101500-abc123\n\n"
+    'hermes-local run --plan "Tidy up notes.md"   (proposes its changes; apply with: hermes-local sessions apply ID)'
 )
 
 
@@ -201,6 +205,12 @@ def run(
             "--continue", metavar="ID", help="Follow a finished session ID with TASK as a new message (same memory)."
         ),
     ] = None,
+    plan: Annotated[
+        bool,
+        typer.Option(
+            "--plan", help="Plan only: reads run, writes and commands are proposed (apply: `sessions apply ID`)."
+        ),
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object with the result.")] = False,
     team: Annotated[
         bool, typer.Option("--team", help="Route TASK to an [agents.NAME] specialist, or to the manager who delegates.")
@@ -234,6 +244,7 @@ def run(
         printer=printer,
         team_task=(task or "") if team or any(e.kind == "routed" for e in events) else None,  # a resumed team run
         logged=events,
+        plan=plan,
     )
     try:
         with agent, session:
@@ -246,9 +257,12 @@ def run(
     except EngineError as exc:  # a remote engine went away mid-run: the session log is complete so far
         fail(f"{exc.line}; continue with: hermes-local run --resume {session.id}", exc.exit_code)
     result.session_id = session.id
+    planned = agent.executor.plan  # also a resumed plan-only run
     if as_json:
+        proposed = [{"name": c.name, "arguments": c.arguments} for c in result.tool_calls if c.approval == "proposed"]
         children = delegations(session.path)  # a team run: each delegation's agent, child session and status
-        typer.echo(json.dumps(result.to_json() | ({"delegations": children} if children else {}), ensure_ascii=True))
+        extra = ({"proposals": proposed} if planned else {}) | ({"delegations": children} if children else {})
+        typer.echo(json.dumps(result.to_json() | extra, ensure_ascii=True))
     else:
         answered = bool(result.answer and result.answer.strip())  # never a blank line on stdout
         if not answered:
@@ -258,10 +272,22 @@ def run(
             typer.echo(shown)
         if result.error:
             typer.echo(f"stopped: {terminal_safe(result.error)}", err=True)
+        _after_run(result, planned)
     leftover = getattr(llm, "remaining", 0)
     if leftover:
         fail(f"the replay file has {leftover} unused output(s); the run diverged from the recording", 1)
     _exit_with(result.stopped)
+
+
+def _after_run(result: RunResult, planned: bool) -> None:
+    """A plan-only run's proposals (diffs, the list, how to apply them); a run that gave up, its hand-off."""
+    from hermes_local.agent.result import handoff_lines
+    from hermes_local.cli.plan import show_plan
+
+    if planned and result.session_id and show_plan(result.session_id):
+        typer.echo(f"nothing was changed; apply these with: hermes-local sessions apply {result.session_id}", err=True)
+    if result.handoff is not None:
+        typer.echo("\n".join(handoff_lines(result.handoff, result.session_id)), err=True)
 
 
 def _task_and_events(task: str | None, resume: str | None, continue_id: str | None) -> tuple[str | None, list]:

@@ -6,7 +6,8 @@ local user), and with a token every request must carry `Authorization: Bearer <t
 (`service/guard.py`) answers only Host names that are loopback, the bound address or `serve_hosts`
 (`--serve-host`). The token is never printed. SIGTERM / Ctrl-C cancel
 queued and running runs first (their session logs stay resumable), kill the tool processes this
-server started, then stop uvicorn. Imports fastapi/uvicorn only when the command runs, so the rest of
+server started, then stop uvicorn. The schedules (`schedule add`) run while it serves (`service/scheduler.py`).
+Imports fastapi/uvicorn only when the command runs, so the rest of
 the CLI works without the `serve` extra. Holds no routes (see `app.py`) and no run logic (`runs.py`).
 """
 
@@ -134,6 +135,7 @@ def _serve(
     from hermes_local.service.app import create_app
     from hermes_local.service.process import SharedModel
     from hermes_local.service.runs import RunManager
+    from hermes_local.service.scheduler import Scheduler
 
     source = find_model(settings)
     llm = load_llm(settings, on_info=lambda line: typer.echo(line, err=True), source=source)
@@ -158,10 +160,14 @@ def _serve(
         dialect=dialect,
     )
 
+    scheduler = Scheduler(manager, on_line=lambda line: typer.echo(terminal_safe(line), err=True))
+    threading.Thread(target=scheduler.run_forever, name="hermes-schedules", daemon=True).start()  # `schedule add`
+
     class Server(uvicorn.Server):
         """uvicorn that cancels the runs first on SIGTERM/SIGINT."""
 
         def handle_exit(self, sig: int, frame: Any) -> None:
+            scheduler.stopping.set()
             # Finish the runs first, so open event streams end and uvicorn can stop.
             threading.Thread(target=manager.shutdown, name="hermes-shutdown", daemon=True).start()
             super().handle_exit(sig, frame)

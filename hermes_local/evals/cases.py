@@ -116,6 +116,7 @@ class Case(BaseModel):
     max_steps: int | None = Field(None, ge=1)
     tool_choice: Literal["auto", "required", "none"] | None = None
     description: str = ""
+    origin: dict[str, Any] = Field(default_factory=dict)  # an exported session's: verdict, note, undone, changed files
     team: bool = False  # routed first, as `run --team` (the [agents.NAME] profiles of the config)
     specialist: str | None = None  # who the router should pick (a profile name or "manager"): routing accuracy
 

@@ -1,7 +1,10 @@
 """Export a recorded `run` session as an eval case (`hermes-local sessions export --as-case`).
 
 `session_to_case` turns the session's logged events into a case (task, tools, expected calls and
-answer checks) plus the replay texts that reproduce it; `append_case` adds a case to a JSONL suite.
+answer checks) plus the replay texts that reproduce it, with its `origin` (`verdict.py`: the user's verdict and
+note, whether the run was undone, which of its files the user changed since); a run rated bad keeps only what
+a better run must also do (`verdict.regression_checks`). `append_case` adds a case to a JSONL suite, and
+`suite_from_sessions` writes one of every session rated good or bad, with its replay files.
 Does not run anything: `suite.py` runs and scores suites.
 """
 
@@ -16,11 +19,14 @@ from typing import Any
 from hermes_local.config import load_settings
 from hermes_local.errors import UserError
 from hermes_local.evals.cases import ANSWER_WORDS, safe_relative
+from hermes_local.evals.verdict import origin_of, rated_sessions, regression_checks, written_files
 from hermes_local.events import AssistantText, Event, RunEnd, RunStart, ToolFinished
 
 
-def session_to_case(events: list[Event], case_id: str) -> tuple[dict[str, Any], list[str], list[str]]:
-    """(case, replay texts, warnings) from a recorded `run` session."""
+def session_to_case(
+    events: list[Event], case_id: str, session_id: str = ""
+) -> tuple[dict[str, Any], list[str], list[str]]:
+    """(case, replay texts, warnings) from a recorded `run` session (`session_id`: the log it came from)."""
     from hermes_local.runtime import build_registry
 
     case_id = re.sub(r"[^A-Za-z0-9_.-]", "-", case_id).lstrip("-_.") or "case"
@@ -79,7 +85,11 @@ def session_to_case(events: list[Event], case_id: str) -> tuple[dict[str, Any], 
     words = answer.split()[:ANSWER_WORDS]
     if words:
         checks["answer_contains"] = [" ".join(words)]
+    origin, edited = origin_of(events, session_id)
+    if origin["verdict"] == "bad":  # the recorded calls and answer are what the user did not want
+        checks = regression_checks(checks, written_files(events), edited)
     case["checks"] = checks
+    case["origin"] = origin
     if approve:
         case["approve"] = approve
     if deny:
@@ -102,3 +112,28 @@ def append_case(path: Path, case: dict[str, Any]) -> None:
         prefix = ""
     with open(path, "a", encoding="utf-8") as fh:
         fh.write(prefix + json.dumps(case, ensure_ascii=False) + "\n")
+
+
+def suite_from_sessions(verdict: str, folder: Path) -> tuple[Path, int, list[str]]:
+    """(cases file, cases written, warnings): every session rated `verdict` as a case in `folder`/cases.jsonl,
+    with its replay file in `folder`/replay/ (so `--model replay:FOLDER/replay` reproduces the recorded runs)."""
+    from hermes_local.engines.replay import write_replay
+
+    sessions = rated_sessions(verdict)
+    if not sessions:
+        raise UserError(f"no session is rated {verdict}; rate one with: hermes-local sessions rate ID {verdict}")
+    cases, count, warnings = folder / "cases.jsonl", 0, []
+    if cases.exists():
+        raise UserError(f"{cases} exists already; give an empty folder (or none) for the suite")
+    folder.mkdir(parents=True, exist_ok=True)
+    for session_id, events in sessions:
+        try:
+            case, texts, notes = session_to_case(events, f"session-{session_id}", session_id)
+        except UserError as exc:
+            warnings.append(f"session {session_id} left out: {exc.line}")
+            continue
+        append_case(cases, case)
+        write_replay(folder / "replay" / f"{case['id']}.jsonl", texts)
+        warnings += [f"session {session_id}: {note}" for note in notes]
+        count += 1
+    return cases, count, warnings

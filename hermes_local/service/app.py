@@ -1,6 +1,7 @@
 """The FastAPI routes of `hermes-local serve`, wrapped in the request guard (`guard.py`).
 
-Routes: `POST /v1/runs`, `GET /v1/runs`, `GET /v1/runs/{id}`,
+Routes: `POST /v1/runs` (`"plan": true`: plan-only), `POST /v1/runs/{id}/rating` (the user's verdict),
+`GET /v1/runs`, `GET /v1/runs/{id}`,
 `GET /v1/runs/{id}/events` (SSE, resumable with `Last-Event-ID`), `POST /v1/runs/{id}/approvals`,
 `POST /v1/runs/{id}/cancel`, `GET /v1/health`,
 `POST /v1/chat/completions`, `GET /v1/models`. Every route is a thin call into `runs.RunManager` or
@@ -8,7 +9,9 @@ Routes: `POST /v1/runs`, `GET /v1/runs`, `GET /v1/runs/{id}`,
 `{"error": {"message", "type"}}` with 400, 403 (workspace outside the roots; a run started with other
 credentials), 404 (unknown run), 409 (wrong state) or 503 (the run queue is full). A run's routes answer
 only the credentials that started it (`Run.check_owner`). Event streams and the cheap reads run on the
-event loop, so idle streams never starve `/v1/health`. CORS is off unless origins are configured. Does
+event loop, so idle streams never starve `/v1/health`. CORS is off unless origins are configured.
+`GET /v1/stats?since=7d` is `hermes-local stats --json` (`evals/stats.py`); requests past the per-client rate
+limit get 429 (`ratelimit.py`, outermost). Does
 not bind sockets (see `cli/serve.py`) and holds no agent logic.
 """
 
@@ -24,11 +27,12 @@ from typing import Any, Literal
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from hermes_local.errors import HermesError, UserError
 from hermes_local.service import openai_compat
 from hermes_local.service.guard import CREDENTIAL_KEY, Guard
+from hermes_local.service.ratelimit import RateLimit
 from hermes_local.service.run import Conflict, NotYourRun, QueueFull, Run, RunNotFound, RunRequest, WorkspaceForbidden
 from hermes_local.service.runs import RunManager
 
@@ -36,6 +40,15 @@ SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 _EVENT_ID = re.compile(r"[0-9]{1,12}")
 _POLL_MIN, _POLL_MAX = 0.01, 0.2  # seconds between looks at an idle run's events (backing off)
 _KINDS = {403: "forbidden", 404: "not_found", 409: "conflict", 503: "queue_full"}
+
+
+class RatingRequest(BaseModel):
+    """Body of `POST /v1/runs/{id}/rating`: the user's verdict on a finished run."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    verdict: Literal["good", "bad"]
+    note: str = Field("", max_length=2000)
 
 
 class ApprovalDecision(BaseModel):
@@ -173,6 +186,10 @@ def create_app(
         run.decide(body.call, body.decision)
         return {"id": run.id, "call": body.call, "decision": body.decision}
 
+    @api.post("/v1/runs/{run_id}/rating")
+    def rate(run_id: str, body: RatingRequest, request: Request) -> dict[str, Any]:
+        return manager.rate(own_run(run_id, request), body.verdict, body.note)
+
     @api.post("/v1/runs/{run_id}/cancel")
     def cancel(run_id: str, request: Request) -> dict[str, Any]:
         run = manager.cancel(own_run(run_id, request).id)
@@ -181,6 +198,12 @@ def create_app(
     @api.get("/v1/health")
     async def health() -> dict[str, Any]:  # on the event loop: answers while every worker thread is busy
         return manager.health()
+
+    @api.get("/v1/stats")
+    def stats(since: str | None = None) -> dict[str, Any]:  # `hermes-local stats --json`, from the session logs
+        from hermes_local.evals.stats import gather, parse_since
+
+        return gather(parse_since(since) if since else None)
 
     @api.get("/v1/models")
     async def models() -> dict[str, Any]:
@@ -205,4 +228,5 @@ def create_app(
 
     accepted = [t for t in (token, *tokens) if t]
     names = manager.settings.serve_hosts if hosts is None else hosts
-    return Guard(api, tokens=accepted, max_body=max_body, hosts=names, cors_origins=cors_origins or ())
+    guard = Guard(api, tokens=accepted, max_body=max_body, hosts=names, cors_origins=cors_origins or ())
+    return RateLimit(guard, limit=manager.settings.serve_rate_limit, window=manager.settings.serve_rate_window)

@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from hermes_local.calls.grammar import check_schema
 from hermes_local.calls.parse import ToolCall
+from hermes_local.calls.thoughts import ReplyStream
 from hermes_local.dialects.base import Dialect
 from hermes_local.dialects.hermes import HermesDialect
 from hermes_local.errors import UserError
@@ -234,12 +235,13 @@ def prepare(
     )
 
 
-def reply_parts(p: Prepared, completion: Completion) -> tuple[str | None, list[dict[str, Any]], str]:
-    """(content, OpenAI tool_calls, finish_reason) of a finished completion."""
+def reply_parts(p: Prepared, completion: Completion) -> tuple[str | None, list[dict[str, Any]], str, str]:
+    """(content, OpenAI tool_calls, finish_reason, reasoning) of a finished completion: a thought is never
+    content (it is `reasoning_content`, as llama-server sends it)."""
     text = p.prefill + completion.text
-    if p.choice == "none":
-        return text.strip(), [], completion.finish_reason
     parsed = p.dialect.parse(text, [t.name for t in p.tools])
+    if p.choice == "none":
+        return (parsed.text if parsed.reasoning else text).strip(), [], completion.finish_reason, parsed.reasoning
     known = {t.name for t in p.tools}
     calls = [
         {
@@ -252,8 +254,10 @@ def reply_parts(p: Prepared, completion: Completion) -> tuple[str | None, list[d
     ]
     content = parsed.text or None
     if calls:
-        return content, calls, "tool_calls"
-    return (content if content is not None else text.strip()), [], completion.finish_reason
+        return content, calls, "tool_calls", parsed.reasoning
+    if content is None:  # a thought only: empty content; nothing parsed out of it: the raw reply, not nothing
+        content = "" if parsed.reasoning else text.strip()
+    return content, [], completion.finish_reason, parsed.reasoning
 
 
 def _usage(completion: Completion) -> dict[str, int]:
@@ -272,8 +276,10 @@ def _run(model: Any, p: Prepared, on_token: Any = None) -> Completion:
 def complete_chat(model: Any, req: ChatRequest, p: Prepared) -> dict[str, Any]:
     """The `chat.completion` object for a non-streaming request."""
     completion = _run(model, p)
-    content, calls, finish = reply_parts(p, completion)
+    content, calls, finish, reasoning = reply_parts(p, completion)
     message: dict[str, Any] = {"role": "assistant", "content": content}
+    if reasoning:
+        message["reasoning_content"] = reasoning
     if calls:
         message["tool_calls"] = calls
     return {
@@ -344,15 +350,19 @@ def stream_chat(model: Any, req: ChatRequest, p: Prepared) -> Iterator[str]:
 
     threading.Thread(target=work, name="chat-stream", daemon=True).start()
     gate = _ContentGate(watch_calls=p.choice != "none", closed=bool(p.prefill), call_open=p.dialect.call_open)
+    thoughts = ReplyStream(p.dialect.all_thoughts(), hide_markup=False)  # thoughts go out as reasoning_content
     yield chunk({"role": "assistant", "content": ""})
     sent = ""
     while True:
         kind, value = pieces.get()
         if kind == "piece":
-            out = gate.feed(value)
-            if out:
-                sent += out
-                yield chunk({"content": out})
+            for channel, part in thoughts.feed(value):
+                out = part if channel == "thought" else gate.feed(part)
+                if out and channel == "thought":
+                    yield chunk({"reasoning_content": out})
+                elif out:
+                    sent += out
+                    yield chunk({"content": out})
             continue
         if kind == "error":
             message = value.line if isinstance(value, UserError) else f"{type(value).__name__}: {value}"
@@ -361,7 +371,7 @@ def stream_chat(model: Any, req: ChatRequest, p: Prepared) -> Iterator[str]:
             return
         completion: Completion = value
         break
-    content, calls, finish = reply_parts(p, completion)
+    content, calls, finish, _reasoning = reply_parts(p, completion)
     if content and content.startswith(sent) and len(content) > len(sent):
         yield chunk({"content": content[len(sent) :]})
     for i, call in enumerate(calls):

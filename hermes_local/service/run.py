@@ -67,6 +67,7 @@ class RunRequest(BaseModel):
     max_steps: int | None = Field(None, ge=1, le=100)
     tool_choice: Literal["auto", "required", "none"] | None = None
     instructions: str | None = Field(None, max_length=20_000)
+    plan: bool = False  # plan-only: writes and dangerous calls are proposals (`hermes-local sessions apply ID`)
     team: bool = False  # route the task to an [agents.NAME] specialist, or to the manager who delegates (issue 30)
 
     @field_validator("workspace")
@@ -119,6 +120,7 @@ class Run:
         self.cond = threading.Condition()
         self.pending: dict[str, PendingApproval] = {}
         self.cancel_requested = False
+        self.unattended: list[str] | None = None  # a schedule's allow-list: nobody is asked (`RunManager.submit`)
         self._calls = itertools.count(1)
 
     # -- state -----------------------------------------------------------------------------

@@ -1,17 +1,23 @@
 """Runs started over HTTP: a FIFO queue of agent runs on one shared model, with events, approvals and cancel.
 
 `RunManager.submit()` queues a run (`run.Run`, owned by its creator's credential) and returns it at once, or
-refuses it with `QueueFull` when `serve_max_queue` runs wait already; `settings.parallel` worker threads (one
-by default) execute runs in arrival order through `runtime.build_agent`, exactly like `hermes-local run`: the
-same settings, registry, approval rules and session log (the run id IS the session id, so `sessions show ID`
-and `run --resume ID` work on it). `cancel()` stops a queued run at once and a running one at its next event
+refuses it with `QueueFull` when `serve_max_queue` runs wait already; up to `settings.parallel` runs (one by
+default) execute at once, in arrival order, each in its own thread, through `runtime.build_agent`, exactly like
+`hermes-local run`: the same settings, registry, approval rules and session log (the run id IS the session id,
+so `sessions show ID` and `run --resume ID` work on it). No stall: a run holds one of the `parallel` slots
+while it works; waiting for approval it gives its slot back (the next queued run starts, on the same model)
+and takes one again, before any queued run, once the call is decided or timed out; at most `serve_max_queue`
+runs wait so (past that a waiting run keeps its slot, so threads stay bounded). Runs submitted with
+`unattended=ALLOW` (schedules) never ask anyone: a write/dangerous call not in ALLOW is denied, as with no
+terminal. `cancel()` stops a queued run at once and a running one at its next event
 or token (its session log stays resumable, like a killed CLI run; the tool commands its worker spawned are
 killed at once, tagged by `procs.own`, and none of them starts afterwards, not even one approved a moment
 before: `procs.stop_owned`; all the server's child processes too when it is the one run going).
-`shutdown()` cancels everything, kills the process groups of tool processes this server started,
-and waits for the workers. `SharedModel` serializes model calls between runs and chat completions, unless the
-model decodes concurrent calls together (`parallel` > 1: `engines/inprocess/batching.py`). A crashed run is
-logged (`logging`). Does not speak HTTP, print, or hold agent logic.
+`rate()` stores the user's verdict on a finished run in its session log. `shutdown()` cancels everything, kills
+the process groups of tool processes this server started, and waits for the runs' threads. `SharedModel`
+serializes model calls between runs and chat completions, unless the model decodes concurrent calls together
+(`parallel` > 1: `engines/inprocess/batching.py`). A crashed run is logged (`logging`).
+Does not speak HTTP, print, or hold agent logic.
 """
 
 from __future__ import annotations
@@ -31,8 +37,9 @@ from hermes_local.sandbox import procs
 from hermes_local.sandbox.workspace import PinnedWorkspace
 from hermes_local.service.process import SharedModel, kill_child_process_groups
 from hermes_local.service.run import Conflict, QueueFull, Run, RunCancelled, RunNotFound, RunRequest, WorkspaceForbidden
-from hermes_local.session import SessionLog, new_session_id
+from hermes_local.session import SessionLog, new_session_id, rate_session
 from hermes_local.tools import Approver, ToolRegistry
+from hermes_local.tools.approval import ApprovalRequest
 
 _log = logging.getLogger(__name__)
 KEEP_RUNS = 200  # finished runs remembered for GET /v1/runs
@@ -68,10 +75,12 @@ class RunManager:
         self.running: list[Run] = []
         self._cond = threading.Condition()
         self._closing = False
-        self._workers = [
-            threading.Thread(target=self._work, name=f"hermes-runs-{i}", daemon=True)
-            for i in range(max(1, settings.parallel))
-        ]
+        self.parallel = max(1, settings.parallel)
+        self._active = 0  # runs holding a slot (working, not waiting for a person)
+        self._parked = 0  # runs that gave their slot back while they wait for approval
+        self._resuming = 0  # decided runs waiting to take a slot back (they go before the queue)
+        self._threads: set[threading.Thread] = set()  # one per started run
+        self._workers = [threading.Thread(target=self._work, name="hermes-runs", daemon=True)]
         for worker in self._workers:
             worker.start()
 
@@ -81,8 +90,9 @@ class RunManager:
         return self.running[0] if self.running else None
 
     # -- requests --------------------------------------------------------------------------
-    def resolve_workspace(self, requested: str | None) -> Path:
-        """The run's workspace: the server's by default; a folder under a configured root, else 403."""
+    def resolve_workspace(self, requested: str | None, rooted: bool = True) -> Path:
+        """The run's workspace: the server's by default; a folder under a configured root, else 403 (any folder
+        when not `rooted`: a schedule's, set by the local user in their own home)."""
         if requested is None:
             return self.workspace
         try:
@@ -90,7 +100,7 @@ class RunManager:
             path = (path if path.is_absolute() else self.workspace / path).resolve()
         except (OSError, RuntimeError, ValueError) as exc:  # a symlink loop, a name too long, ~nobody
             raise UserError(f"workspace {requested[:200]!r} cannot be resolved: {exc.__class__.__name__}") from exc
-        if not any(path == root or path.is_relative_to(root) for root in self.roots):
+        if rooted and not any(path == root or path.is_relative_to(root) for root in self.roots):
             raise WorkspaceForbidden(
                 f"workspace {requested} is not under a configured workspace root; add it to workspace_roots"
             )
@@ -111,13 +121,17 @@ class RunManager:
             raise UserError(f"unknown tool(s) {', '.join(unknown)}; known: {', '.join(self.registry.names())}")
         return ToolRegistry(t for t in self.registry if t.name in names)
 
-    def submit(self, request: RunRequest, owner: str = "") -> Run:
-        """Queue a run for `owner` (the creator's credential, see `Run.check_owner`); QueueFull past the bound."""
-        workspace = self.resolve_workspace(request.workspace)
+    def submit(
+        self, request: RunRequest, owner: str = "", *, unattended: list[str] | None = None, rooted: bool = True
+    ) -> Run:
+        """Queue a run for `owner` (the creator's credential, see `Run.check_owner`); QueueFull past the bound.
+        `unattended`: nobody is asked; only these write/dangerous tools run (a schedule's allow-list)."""
+        workspace = self.resolve_workspace(request.workspace, rooted)
         self.registry_for(request.tools)  # reject unknown tools now, not in the background
         # Pinned now, when the run is accepted: a folder swapped while it waits is refused, never followed.
         pin = PinnedWorkspace.open(workspace)
         run = Run(new_session_id(), request, pin.path, self.approval_timeout, owner)
+        run.unattended = unattended
         with self._cond:
             if self._closing:
                 pin.close()
@@ -164,10 +178,19 @@ class RunManager:
                 return run
         if not run.finished:
             run.request_cancel()
+            with self._cond:
+                self._cond.notify_all()  # a cancelled run waiting to take a slot back unwinds at once
             procs.stop_owned(run.id)  # its running tool command ends now, and none of its commands starts later
             if self.kill_children and self.running == [run]:
                 kill_child_process_groups()  # and anything else it started (the only run going)
         return run
+
+    def rate(self, run: Run, verdict: str, note: str) -> dict[str, Any]:
+        """Record the user's verdict on a finished run in its session log (as `sessions rate` does)."""
+        if not run.finished:
+            raise Conflict(f"run {run.id} has not finished; rate it once it has")
+        rating = rate_session(run.id, verdict, note)
+        return {"id": run.id, "verdict": rating.verdict, "note": rating.note}
 
     def health(self) -> dict[str, Any]:
         return {
@@ -177,25 +200,65 @@ class RunManager:
             "queue": len(self.queue),
             "running": self.current.id if self.current else None,
             "running_ids": [r.id for r in self.running],
-            "parallel": len(self._workers),
+            "waiting_approval": self._parked,
+            "parallel": self.parallel,
         }
 
     # -- execution -------------------------------------------------------------------------
     def _work(self) -> None:
+        """Start queued runs, in order, each in its own thread, while a slot is free and no decided run waits."""
         while True:
             with self._cond:
-                while not self.queue and not self._closing:
+                while not self._closing and not (self.queue and self._active < self.parallel and not self._resuming):
                     self._cond.wait()
                 if self._closing:
                     return
                 run = self.queue.popleft()
                 self.running.append(run)
-            try:
-                self._execute(run)
-            finally:
-                with self._cond:
-                    self.running.remove(run)
+                self._active += 1
+                thread = threading.Thread(target=self._go, args=(run,), name=f"hermes-run-{run.id}", daemon=True)
+                self._threads.add(thread)
+            thread.start()
+
+    def _go(self, run: Run) -> None:
+        try:
+            self._execute(run)
+        finally:
+            with self._cond:
+                self.running.remove(run)
+                self._active -= 1
+                self._threads.discard(threading.current_thread())
+                self._cond.notify_all()
+
+    def _asking(self, run: Run) -> Any:
+        """The run's approval question, asked without its slot: other runs go on while a person decides."""
+
+        def ask(request: ApprovalRequest) -> str:
+            with self._cond:
+                parked = self._parked < self.settings.serve_max_queue  # else it keeps its slot (bounded threads)
+                if parked:
+                    self._parked += 1
+                    self._active -= 1
                     self._cond.notify_all()
+            try:
+                return run.ask(request)
+            finally:
+                if parked:
+                    self._take_slot(run)
+
+        return ask
+
+    def _take_slot(self, run: Run) -> None:
+        with self._cond:
+            self._parked -= 1
+            self._resuming += 1
+            try:
+                while self._active >= self.parallel and not (self._closing or run.cancel_requested):
+                    self._cond.wait(1.0)
+            finally:
+                self._resuming -= 1
+                self._active += 1
+                self._cond.notify_all()
 
     def _execute(self, run: Run) -> None:
         from hermes_local.runtime import Role, build_agent, dialect_for, team_role
@@ -203,7 +266,11 @@ class RunManager:
         req = run.request
         updates = {k: v for k, v in (("max_steps", req.max_steps), ("tool_choice", req.tool_choice)) if v is not None}
         settings = self.settings.model_copy(update=updates)
-        approver = Approver(allow=settings.allow_tools, deny=settings.deny_tools, interactive=True, ask=run.ask)
+        if run.unattended is not None:  # a schedule: nobody to ask, only its own allow-list runs
+            approver = Approver(allow=run.unattended, deny=settings.deny_tools)
+        else:
+            ask = self._asking(run)
+            approver = Approver(allow=settings.allow_tools, deny=settings.deny_tools, interactive=True, ask=ask)
         run.started = time.time()
         run.set_status("running")
         procs.own(run.id)  # the commands this worker thread spawns belong to this run (cancel kills them)
@@ -225,6 +292,7 @@ class RunManager:
                     settings,
                     workspace=self._pins.get(run.id) or run.workspace,  # the pin taken at POST
                     registry=self.registry_for(req.tools),
+                    plan=req.plan,  # plan-only: proposals for `hermes-local sessions apply ID`
                     approver=approver,
                     on_event=on_event,
                     db_path=self.db_path,
@@ -235,8 +303,12 @@ class RunManager:
                 )
                 with agent:
                     result = agent.run(req.task)
-            result.session_id = run.id
-            run.finish("error" if result.stopped == "error" else "done", result.to_json(), result.error)
+            result.session_id = run.id  # a hand-off then names `run --continue ID`
+            data = result.to_json()
+            if req.plan:  # what `hermes-local sessions apply ID` would run, in order
+                proposed = [c for c in result.tool_calls if c.approval == "proposed"]
+                data["proposals"] = [{"name": c.name, "arguments": c.arguments} for c in proposed]
+            run.finish("error" if result.stopped == "error" else "done", data, result.error)
         except RunCancelled:
             run.finish("cancelled", error=f"cancelled; continue with: hermes-local run --resume {run.id}")
         except HermesError as exc:
@@ -268,5 +340,7 @@ class RunManager:
         if self.kill_children:
             kill_child_process_groups()
         deadline = time.monotonic() + grace
-        for worker in self._workers:
-            worker.join(max(0.0, deadline - time.monotonic()))
+        with self._cond:
+            threads = [*self._workers, *self._threads]
+        for thread in threads:
+            thread.join(max(0.0, deadline - time.monotonic()))

@@ -26,11 +26,8 @@ other than `ctx.db_path` and does not decide who may call it.
 
 from __future__ import annotations
 
-import ctypes
-import functools
 import json
 import sqlite3
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -43,27 +40,6 @@ MAX_VALUE_BYTES = 16 * 1024 * 1024
 MAX_FETCH_BYTES = 64 * 1024 * 1024
 MAX_SQL_BYTES = 1_000_000
 SQLITE_HEAP_LIMIT = 256 * 1024 * 1024  # process-wide; SQLite only lets it be lowered
-# One query fetches at a time, process-wide: a row can hold MAX_FETCH_BYTES of values, and concurrent reads
-# (a turn's reads run in parallel) would hold that many times over (15 x 16 MB cells x 4 reads: 1 GB).
-_ONE_FETCH = threading.Lock()
-
-
-@functools.cache
-def _libc() -> ctypes.CDLL | None:
-    """glibc, to keep freed row buffers from staying resident (None elsewhere)."""
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-        libc.mallopt(-3, 1024 * 1024)  # M_MMAP_THRESHOLD fixed at 1 MB: big values are mmapped, freed to the OS
-        return libc
-    except (OSError, AttributeError):
-        return None
-
-
-def _release_freed_memory() -> None:
-    """Give memory freed by a query back to the OS (each reading thread has its own malloc arena)."""
-    libc = _libc()
-    if libc is not None:
-        libc.malloc_trim(0)
 _MAX_CELL = 500
 DECODE_BYTES = 4 * _MAX_CELL  # of a text value, decoded for the result: enough for the characters shown
 
@@ -256,10 +232,6 @@ def query_database(sql: str, ctx: ToolContext, limit: int = 100, offset: int = 0
     more = stopped_at_bytes = False
     budget = max(500, ctx.output_cap - 400)  # keep the JSON under the output cap so it stays structured
     fetched = 0
-    _libc()
-    if not _ONE_FETCH.acquire(timeout=max(0.0, deadline - time.monotonic())):
-        conn.close()
-        raise ToolFailure("timeout", f"another query kept the database busy for {seconds:.0f} s; try again")
     try:
         conn.set_progress_handler(lambda: 1 if time.monotonic() > deadline else 0, 1000)
         try:
@@ -293,8 +265,6 @@ def query_database(sql: str, ctx: ToolContext, limit: int = 100, offset: int = 0
             raise _explain(exc, seconds) from exc
     finally:
         conn.close()
-        _release_freed_memory()
-        _ONE_FETCH.release()
     data: dict[str, Any] = {"columns": columns, "rows": shown, "row_count": len(shown)}
     first, last = offset + 1, offset + len(shown)
     if offset:

@@ -15,7 +15,9 @@ call (`HermesError`, exit 1). An unknown argument name with exactly one close ma
 Identical read calls within a run come from the `ResultCache` (`tools/cache.py`), which any write or
 dangerous call clears. Every result the tool produced carries the tool's `provenance`, and the approver
 sees each one (`Approver.observe`) before the next call is decided, so a dangerous call after untrusted
-content is asked again. `run_grouped` runs one
+content is asked again. With `plan` (a plan-only run, `run --plan`) a validated write or dangerous call is not
+approved or run: it succeeds as a proposal (`approval` "proposed") telling the model it was recorded for review
+(deny_tools still refuse it). `run_grouped` runs one
 turn's calls: consecutive read calls concurrently (a bounded pool), every other call alone and in
 order, results in the order of the calls. Does not parse model output or talk to the LLM, and
 does not sandbox tools: confinement is each tool's job (see `tools/confined.py`).
@@ -60,6 +62,7 @@ class Executor:
     registry: ToolRegistry
     context: ToolContext
     approver: Approver = field(default_factory=lambda: Approver(interactive=False))
+    plan: bool = False  # a plan-only run: write/dangerous calls become proposals (see the module docstring)
     _done_writes: dict[str, ToolResult] = field(default_factory=dict)
     cache: ResultCache = field(default_factory=ResultCache)
     _unknown: set[str] = field(default_factory=set)  # digests of started calls whose outcome is unknown
@@ -130,6 +133,8 @@ class Executor:
     def _approved_run(self, t: Tool, args: dict[str, Any], arguments: dict[str, Any]) -> ToolResult:
         """Approve, then serve from the cache, refuse a repeat write, or run: the validated call's result
         (`arguments` as the model wrote them: what a finished write is known by, also across a resume)."""
+        if self.plan and t.permission != "read" and t.name not in self.approver.denied:
+            return proposed(t.name)
         key = arguments_digest(t.name, arguments)
         if t.permission != "read" and key in self._unknown and t.name not in self.approver.denied:
             refused = self._unknown_again(t, args)  # asking again is this call's approval
@@ -229,6 +234,16 @@ def correct_names(t: Tool, arguments: dict[str, Any]) -> tuple[dict[str, Any], d
     if not renamed:
         return arguments, {}
     return {renamed.get(k, k): v for k, v in arguments.items()}, renamed
+
+
+def proposed(name: str) -> ToolResult:
+    """What the model reads for a write/dangerous call of a plan-only run: recorded for review, not run."""
+    message = (
+        f"Recorded for review, not run (a plan-only run): the user will review and apply this {name} call. "
+        "Go on as if it were done; do not call it again."
+    )
+    summary = f"proposed {name} (recorded for review, not run)"
+    return ToolResult(True, summary, message, approval="proposed", provenance="trusted")
 
 
 def unknown_outcome(name: str, result: ToolResult) -> ToolResult:

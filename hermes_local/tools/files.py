@@ -6,7 +6,8 @@ listed or written. `read_file` returns a page of lines (`offset`, `limit`; at mo
 `ctx.output_cap` characters) of a UTF-8 text file, says how to read on when the page is cut, never
 holds more than a page in memory, and refuses binary files and non-regular files (FIFOs, devices);
 `write_file` replaces a file atomically (a temporary file in the same directory, then a rename by
-dir fd) and refuses non-regular and hard-linked files. Approval, timeouts and result capping are
+dir fd) and refuses non-regular and hard-linked files; `current_bytes` reads a file whole for the code that
+shows what a write would change. Approval, timeouts and result capping are
 the executor's job (`tools/execution.py`), not this module's.
 """
 
@@ -212,3 +213,17 @@ def write_file(path: str, content: str, ctx: ToolContext) -> ToolResult:
     return ToolResult.success(
         {"path": name, "bytes": len(data), "created": not existed}, f"write_file {verb} {name} ({len(data)} bytes)"
     )
+
+
+def current_bytes(ctx: ToolContext, path: str, limit: int = MAX_WRITE_BYTES) -> bytes | None:
+    """A workspace file's content (its first `limit` + 1 bytes), None when it does not exist: read through the
+    same confinement as the tools (for a plan-only run's diff and an exported session's changed files)."""
+    with locate(ctx, path) as loc:
+        info = loc.lstat()
+        if info is None:
+            return None
+        if not stat.S_ISREG(info.st_mode):
+            raise ToolFailure("invalid_arguments", f"{loc.name!r} is not a regular file.")
+        fd = open_leaf(loc, os.O_RDONLY | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as fh:
+        return fh.read(limit + 1)

@@ -124,7 +124,7 @@ def test_mcp_list_exits_1_when_a_configured_server_fails(hermetic_home: Path) ->
     [
         ("sesions", "did you mean `hermes-local sessions`?"),
         ("modles", "did you mean `hermes-local models`?"),
-        ("stats", "no command 'stats' (see hermes-local --help)"),
+        ("history", "no command 'history' (see hermes-local --help)"),  # (`stats` is a command now)
     ],
 )
 def test_a_single_word_that_could_be_a_command_is_refused(word: str, message: str, workspace: Path) -> None:

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -48,19 +49,31 @@ def _read_until(fd: int, marker: bytes, sink: bytearray) -> None:
         sink.extend(chunk)
 
 
-def ask_on_pty(name: str, arguments: dict, answer: bytes | None) -> tuple[str, str]:
-    """(what the terminal showed, the child's RESULT line) for one approval question."""
+def _start_on_pty(argv: list[str], stderr: Any = None, rows: int = 0, **env: str) -> tuple[int, subprocess.Popen]:
+    """Start `python ARGV...` with stdin/stdout (and stderr, unless given) on a new pty, `rows` tall when given;
+    (master fd, child)."""
+    import fcntl
+    import struct
+    import termios
+
     master, slave = os.openpty()
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    if rows:
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, 80, 0, 0))
     child = subprocess.Popen(
-        [sys.executable, "-c", _CHILD, name, json.dumps(arguments)],
+        [sys.executable, *argv],
         stdin=slave,
         stdout=slave,
-        stderr=slave,
-        env=env,
+        stderr=slave if stderr is None else stderr,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2]), **env},
         close_fds=True,
     )
     os.close(slave)
+    return master, child
+
+
+def ask_on_pty(name: str, arguments: dict, answer: bytes | None) -> tuple[str, str]:
+    """(what the terminal showed, the child's RESULT line) for one approval question."""
+    master, child = _start_on_pty(["-c", _CHILD, name, json.dumps(arguments)])
     shown = bytearray()
     try:
         if answer is not None:
@@ -123,18 +136,8 @@ def _cli_on_pty(tmp_path: Path, replies: list[str], answers: list[bytes]) -> tup
 
     replay = write_replay(tmp_path / "replay.jsonl", replies)
     (tmp_path / "ws").mkdir(exist_ok=True)
-    master, slave = os.openpty()
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2]), "COLUMNS": "80"}
-    cmd = [sys.executable, "-m", "hermes_local", "run", "--model", f"replay:{replay}", "--workspace"]
-    child = subprocess.Popen(
-        [*cmd, str(tmp_path / "ws"), "--max-steps", "4", "Do the task."],
-        stdin=slave,
-        stdout=slave,
-        stderr=slave,
-        env=env,
-        close_fds=True,
-    )
-    os.close(slave)
+    cmd = ["-m", "hermes_local", "run", "--model", f"replay:{replay}", "--workspace", str(tmp_path / "ws")]
+    master, child = _start_on_pty([*cmd, "--max-steps", "4", "Do the task."], COLUMNS="80")
     shown = bytearray()
     try:
         for answer in answers:
@@ -175,19 +178,9 @@ def test_cli_run_escapes_bidi_in_a_write_and_runs_it_when_approved(tmp_path: Pat
 
 
 def test_question_is_not_asked_blind_when_stderr_is_not_a_terminal(tmp_path: Path) -> None:
-    master, slave = os.openpty()
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     err = tmp_path / "stderr.log"
     with open(err, "w") as err_fh:
-        child = subprocess.Popen(
-            [sys.executable, "-c", _CHILD, "run_shell", json.dumps({"command": "ls"})],
-            stdin=slave,
-            stdout=slave,
-            stderr=err_fh,
-            env=env,
-            close_fds=True,
-        )
-        os.close(slave)
+        master, child = _start_on_pty(["-c", _CHILD, "run_shell", json.dumps({"command": "ls"})], stderr=err_fh)
         shown = bytearray()
         os.write(master, b"y\n")  # typed ahead, blind: must not count as approval
         try:
@@ -204,28 +197,12 @@ def _cli_dialog(
 ) -> str:
     """Run `python -m hermes_local run` on a pty (`rows` tall when given); for each (marker, keys): wait for
     the marker to appear anew, then type the keys. Returns everything the terminal showed."""
-    import fcntl
-    import struct
-    import termios
-
     from hermes_local.engines.replay import write_replay
 
     replay = write_replay(tmp_path / "replay.jsonl", replies)
     (tmp_path / "ws").mkdir(exist_ok=True)
-    master, slave = os.openpty()
-    if rows:
-        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, 80, 0, 0))
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2]), "COLUMNS": "80"}
-    cmd = [sys.executable, "-m", "hermes_local", "run", "--model", f"replay:{replay}", "--workspace"]
-    child = subprocess.Popen(
-        [*cmd, str(tmp_path / "ws"), "--max-steps", "6", *extra, "Do the task."],
-        stdin=slave,
-        stdout=slave,
-        stderr=slave,
-        env=env,
-        close_fds=True,
-    )
-    os.close(slave)
+    cmd = ["-m", "hermes_local", "run", "--model", f"replay:{replay}", "--workspace", str(tmp_path / "ws")]
+    master, child = _start_on_pty([*cmd, "--max-steps", "6", *extra, "Do the task."], rows=rows, COLUMNS="80")
     shown = bytearray()
     try:
         for marker, keys in dialog:

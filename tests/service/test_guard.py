@@ -10,6 +10,7 @@ never lets the command run; malformed schemas, numbers, event ids and workspace 
 
 from __future__ import annotations
 
+import json
 import socket
 import threading
 import time
@@ -143,12 +144,12 @@ def test_token_flags_warn_about_ps_and_read_a_file(tmp_path: Path) -> None:
 
 
 def test_the_run_queue_is_bounded(workspace: Path) -> None:
-    llm = ScriptedLLM([tool_call_text("write_file", path="q.txt", content="x")])
-    with served(llm, workspace) as (base, manager):
+    llm = ScriptedLLM([tool_call_text("run_shell", command="sleep 60")])
+    with served(llm, workspace, allow_tools=["run_shell"]) as (base, manager):
         bound = getattr(manager.settings, "serve_max_queue", 32)
         assert bound == 32  # the default: well under the 1,500 an attacker queued
         run_id = http("POST", f"{base}/v1/runs", {"task": "First"})[1]["id"]
-        wait_status(base, run_id, {"waiting_approval"})  # running: the queue is empty again
+        wait_status(base, run_id, {"running"})  # it holds the one slot (a run waiting for approval would not)
         for _ in range(bound):
             assert http("POST", f"{base}/v1/runs", {"task": "Queued"})[0] == 202
         status, body = http("POST", f"{base}/v1/runs", {"task": "One too many"})
@@ -246,3 +247,35 @@ def test_malformed_requests_are_400_with_a_message(workspace: Path, tmp_path: Pa
             status, answer = http("POST", f"{base}/v1/runs", {"task": "t", "workspace": workspace_path})
             assert status == 400, (workspace_path[:20], answer)
             assert "workspace" in answer["error"]["message"]
+
+
+def _retry_after(url: str) -> tuple[int, str | None, dict]:
+    try:
+        with urllib.request.urlopen(url, timeout=30) as response:
+            return response.status, response.headers.get("Retry-After"), json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.headers.get("Retry-After"), json.loads(exc.read())
+
+
+def test_requests_per_client_are_rate_limited_by_default(workspace: Path) -> None:
+    with served(ScriptedLLM([]), workspace) as (base, manager):
+        assert (manager.settings.serve_rate_limit, manager.settings.serve_rate_window) == (120, 10.0)
+        statuses = [http("GET", f"{base}/v1/runs")[0] for _ in range(100)]  # loopback GETs count
+        statuses += [http("POST", f"{base}/v1/runs/nope/cancel")[0] for _ in range(20)]  # and so do POSTs
+        status, retry_after, body = _retry_after(f"{base}/v1/runs")
+        health = [http("GET", f"{base}/v1/health")[0] for _ in range(5)]  # exempt: monitors poll it
+    assert statuses == [200] * 100 + [404] * 20
+    assert status == 429 and retry_after is not None and 1 <= int(retry_after) <= 10
+    assert body["error"]["type"] == "rate_limited" and "serve_rate_limit" in body["error"]["message"]
+    assert health == [200] * 5
+
+
+def test_the_rate_limit_is_configurable_and_the_window_slides(workspace: Path) -> None:
+    with served(ScriptedLLM([]), workspace, serve_rate_limit=3, serve_rate_window=1.0) as (base, _):
+        first = [http("GET", f"{base}/v1/runs")[0] for _ in range(3)]
+        refused = _retry_after(f"{base}/v1/runs")
+        time.sleep(1.1)
+        again = http("GET", f"{base}/v1/runs")[0]
+    assert first == [200] * 3 and refused[:2] == (429, "1") and again == 200
+    with served(ScriptedLLM([]), workspace, serve_rate_limit=0) as (base, _):  # 0: off
+        assert {http("GET", f"{base}/v1/runs")[0] for _ in range(150)} == {200}

@@ -180,3 +180,31 @@ def test_bad_requests_get_one_line_errors(workspace: Path) -> None:
             )
         status, body = http("POST", f"{base}/v1/chat/completions", {"messages": [{"role": "wizard", "content": "x"}]})
     assert status == 400 and "role" in body["error"]["message"]
+
+
+def test_a_thought_is_reasoning_content_never_content(workspace: Path) -> None:
+    """Issue 27.5 on the OpenAI endpoint: a reply that is only a thought no longer came back whole as `content`,
+    and a streamed thought was sent as content deltas (llama-server sends it as `reasoning_content`)."""
+    thought = "<think>The user wants the weather; " + tool_call_text("get_weather", city="Oslo") + " maybe.</think>"
+    llm = ScriptedLLM([thought, thought + "It is sunny in Oslo.", thought + "Sunny."])
+    with served(llm, workspace) as (base, _):
+        only = http("POST", f"{base}/v1/chat/completions", {"messages": [{"role": "user", "content": "Oslo?"}]})
+        both = http(
+            "POST",
+            f"{base}/v1/chat/completions",
+            {"messages": [{"role": "user", "content": "Oslo?"}], "tools": [WEATHER]},
+        )
+        chunks = list(
+            client(base).chat.completions.create(
+                model="m", messages=[{"role": "user", "content": "Oslo?"}], tools=[WEATHER], stream=True
+            )
+        )
+    only_message = only[1]["choices"][0]["message"]
+    assert only_message["content"] == "" and "wants the weather" in only_message["reasoning_content"]
+    both_message = both[1]["choices"][0]["message"]
+    assert both_message["content"] == "It is sunny in Oslo." and "tool_calls" not in both_message  # rehearsed only
+    assert "wants the weather" in both_message["reasoning_content"]
+    content = "".join(ch.choices[0].delta.content or "" for ch in chunks if ch.choices)
+    reasoning = "".join(getattr(ch.choices[0].delta, "reasoning_content", None) or "" for ch in chunks if ch.choices)
+    assert content == "Sunny." and "think" not in content
+    assert "wants the weather" in reasoning and "<think>" not in reasoning

@@ -163,10 +163,13 @@ def test_config_allow_tools_still_pre_approves(workspace: Path) -> None:
 
 
 def test_cancel_a_waiting_run_and_a_queued_one(workspace: Path) -> None:
-    llm = ScriptedLLM([tool_call_text("write_file", path="c.txt", content="z")])
-    with served(llm, workspace) as (base, _):
+    script = [tool_call_text("write_file", path="c.txt", content="z"), tool_call_text("run_shell", command="sleep 60")]
+    llm = ScriptedLLM(script)
+    with served(llm, workspace, allow_tools=["run_shell"]) as (base, _):
         run_id, _ = _write_run(base)
-        _, queued = http("POST", f"{base}/v1/runs", {"task": "Second"})
+        _, busy = http("POST", f"{base}/v1/runs", {"task": "Second"})  # it takes the slot the waiting run gave back
+        wait_status(base, busy["id"], {"running"})
+        _, queued = http("POST", f"{base}/v1/runs", {"task": "Third"})
         assert http("GET", f"{base}/v1/runs/{queued['id']}")[1]["status"] == "queued"
         assert http("GET", f"{base}/v1/health")[1]["queue"] == 1
         status, _ = http("POST", f"{base}/v1/runs/{queued['id']}/cancel")
@@ -174,6 +177,8 @@ def test_cancel_a_waiting_run_and_a_queued_one(workspace: Path) -> None:
         assert http("GET", f"{base}/v1/runs/{queued['id']}")[1]["status"] == "cancelled"
         http("POST", f"{base}/v1/runs/{run_id}/cancel")
         view = wait_status(base, run_id, {"cancelled", "done", "error"})
+        http("POST", f"{base}/v1/runs/{busy['id']}/cancel")
+        assert wait_status(base, busy["id"], {"cancelled", "done", "error"}, timeout=20)["status"] == "cancelled"
         events = sse_events(f"{base}/v1/runs/{run_id}/events")
     assert view["status"] == "cancelled"
     assert events[-1][0] == "status" and events[-1][1]["status"] == "cancelled"
