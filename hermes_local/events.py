@@ -166,12 +166,14 @@ class LLMCall(Event):
 
 @dataclass
 class AssistantText(Event):
-    """What the model wrote at a step (`final`: the answer requested at the step limit)."""
+    """What the model wrote at a step (`final`: the answer requested at the step limit); `dropped` holds the
+    parts that were neither calls, thought nor answer, as [why, text] pairs."""
 
     kind: ClassVar[str] = "assistant"
     step: int
     text: str
     final: bool = False
+    dropped: list[list[str]] = field(default_factory=list)
 
 
 @dataclass

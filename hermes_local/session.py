@@ -250,27 +250,31 @@ def _one_line(text: object, limit: int = 300) -> str:
     return terminal_safe(flat if len(flat) <= limit else flat[:limit] + "…")
 
 
-_REPLY_PARTS = re.compile(
-    r"<(think|thinking|scratchpad)>(.*?)(?:</\1>|$)|<plan>(.*?)(?:</plan>|$)|<tool_call>(.*?)(?:</tool_call>|$)",
-    re.S | re.I,
-)
+_PLAN = re.compile(r"<plan>(.*?)(?:</plan>|$)", re.S | re.I)
+
+
+def _dropped_parts(e: AssistantText) -> list[tuple[str, str]]:
+    """The reply's dropped parts as (why, text); a tampered log's odd entries are left out."""
+    pairs = e.dropped if isinstance(e.dropped, list) else []
+    return [(str(p[0]), str(p[1])) for p in pairs if isinstance(p, list | tuple) and len(p) == 2]
 
 
 def describe_reply(e: AssistantText) -> str:
-    """What the model wrote at a step, part by part: thought, plan, each call, the rest of its text."""
-    lines, rest, last = [], [], 0
-    for m in _REPLY_PARTS.finditer(e.text):
-        rest.append(e.text[last : m.start()])
-        last = m.end()
-        if m.group(1):
-            lines.append(f"   thought: {_one_line(m.group(2), 2000)}")
-        elif m.group(3) is not None:
-            lines.append(f"   plan: {_one_line(m.group(3), 2000)}")
-        else:
-            lines.append(f"   call: {_one_line(m.group(4), 2000)}")
-    text = " ".join("".join([*rest, e.text[last:]]).split())
-    if text:
-        lines.append(f"   {'final answer' if e.final else 'text'}: {_one_line(text, 2000)}")
+    """What the model wrote at a step, part by part as the call parser reads it (every family's thought markers
+    and call syntaxes): thought, plan, each call, the text left for the user, and each dropped part (a made-up
+    tool result, stray markup, a parroted answer, ...) marked as dropped, never shown as text or call."""
+    from hermes_local.calls.parse import parse_tool_calls
+
+    parsed = parse_tool_calls(_PLAN.sub(" ", e.text))
+    dropped = _dropped_parts(e) or parsed.dropped  # logs from before `dropped` was recorded: the parser's
+    lines = [f"   thought: {_one_line(parsed.reasoning, 2000)}"] if parsed.reasoning else []
+    lines += [f"   plan: {_one_line(m.group(1), 2000)}" for m in _PLAN.finditer(e.text)]
+    for c in parsed.calls:
+        call = json.dumps({"name": c.name, "arguments": c.arguments}, ensure_ascii=False, default=str)
+        lines.append(f"   call: {_one_line(call, 2000)}")
+    if parsed.text and all(part != parsed.text for _, part in dropped):
+        lines.append(f"   {'final answer' if e.final else 'text'}: {_one_line(parsed.text, 2000)}")
+    lines += [f"   dropped ({_one_line(why, 80)}): {_one_line(part, 2000)}" for why, part in dropped]
     return "\n".join(lines) if lines else "   (the model wrote nothing)"
 
 
@@ -340,25 +344,25 @@ def delegations(path: Path) -> list[dict[str, Any]]:
 
 
 def describe_events(events: list[Event], *, depth: int = 0) -> list[str]:
-    """Human-readable lines for `sessions show`: a team run's child sessions shown as a tree, each child's lines
-    indented under the delegation that started it (`depth`: how deep this log is in the tree)."""
+    """Human-readable lines for `sessions show` (a step's thought once: its reply's lines already show it); a team
+    run's child sessions as a tree, each child's lines indented under the delegation that started it (`depth`:
+    how deep this log is in the tree)."""
+    replied: set[int] = set()
     lines: list[str] = []
     shown: set[str] = set()  # a resumed delegation starts its child again: show the child once
     for e in events:
+        if isinstance(e, AssistantText):
+            replied.add(e.step)
+        elif isinstance(e, Reasoning) and e.step in replied:
+            continue
         if isinstance(e, Delegation) and depth and e.parent and not e.status and not lines:
             lines.append(f"child of session {_one_line(e.parent, 120)} ({_one_line(e.agent, 40)})")
             continue
-        line = describe_event(e)
-        if line is not None:
+        if (line := describe_event(e)) is not None:
             lines.append(line)
         path = sessions_dir() / f"{e.child}.jsonl" if isinstance(e, Delegation) and not e.status else None
-        if (
-            path is not None
-            and path.stem not in shown
-            and depth < 4
-            and _SESSION_ID.match(path.stem)
-            and path.is_file()
-        ):
-            shown.add(path.stem)
-            lines += ["      │ " + child for child in describe_events(read_events(path), depth=depth + 1)[1:]]
+        if path is not None and path.stem not in shown and depth < 4 and _SESSION_ID.match(path.stem):
+            if path.is_file():
+                shown.add(path.stem)
+                lines += ["      │ " + child for child in describe_events(read_events(path), depth=depth + 1)[1:]]
     return lines

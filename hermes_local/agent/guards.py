@@ -3,10 +3,11 @@
 `needs_tool(goal, tools)` is the no-tool answer guard's detector (and what decides that step 1 starts
 with the call grammar on): it names the tool a goal most likely needs by verb and object, English and
 Chinese — a source first (a database with its words, a URL, the clock when it is asked for, a folder to
-list, a file to read), else a sink (a file to write or report into, the memo, long-term memory) — and
-other registered tools by the words of their names and descriptions, or returns None when the goal can
-be answered from knowledge. `bounce_note(tool, reason)` is the corrective note sent back with a bounced
-reply (no tool called, an empty reply, a made-up tool result). `loop_refusal(...)`
+list, a file to read unless the goal brings its text along), else a sink (a file to write or report
+into, the memo, long-term memory) — and other registered tools by the words of their names and
+descriptions, or returns None when the goal can be answered from knowledge. `bounce_note(tool, reason)`
+is the corrective note sent back with a bounced reply (no tool called, an empty reply, a made-up tool
+result). `loop_refusal(...)`
 is the cycle and no-progress guard: an identical call repeated N times in a row, a repeating cycle
 of period 2-4 on its third repetition, or a call whose identical result was already seen twice.
 Does not call the model, run tools or hold run state (the agent passes in what happened so far).
@@ -50,6 +51,8 @@ LIST = re.compile(
     r"\b(folders?|director(?:y|ies)|ls)\b|目录|文件夹|工作区"
 )
 READ = re.compile(r"\b(read|contents?|summari[sz]e|summary of|open|look at|check)\b|文件|读取|内容|笔记")
+# A goal that brings its own text ("Summarise this: ...", text piped in on further lines) reads no file for it.
+INLINE_TEXT = re.compile(r"\b(this|these|the following|below|text|it)\s*:\s*\S|\n\s*\S|(这段|以下)[^:：]*[:：]")
 SHELL = re.compile(r"\b(run|execute)\b.*\b(command|script|shell)\b|\bshell\b|运行命令|执行")
 MEMO = re.compile(r"\b(memo|note it|note down|jot)\b|备忘")
 REMEMBER = re.compile(r"\bremember\b|记住")
@@ -94,7 +97,7 @@ def candidates(goal: str) -> list[str]:
         (bool(SHELL.search(text)), "run_shell"),
         (bool(CLOCK.search(text)), "get_current_time"),
         (bool(LIST.search(text)), "list_dir"),
-        (bool(_source_files(text)) or bool(READ.search(text)), "read_file"),
+        (bool(_source_files(text)) or (bool(READ.search(text)) and not INLINE_TEXT.search(text)), "read_file"),
         (bool(DB_WEAK.search(text)), "query_database"),
         (bool(MEMO.search(text)), "append_to_memo"),
         (bool(REMEMBER.search(text)), "remember"),

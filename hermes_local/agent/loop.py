@@ -288,10 +288,11 @@ class Agent:
                 choice = "required" if force_tool and self._grammar() else self.config.tool_choice
                 text = self._complete(memory, step, choice, result, forced=force_tool)
                 force_tool = False
-                self.on_event(AssistantText(step, text))  # all the model wrote, its <plan> too (`sessions show`)
-                current, todo, text = extract_plan(text)
+                current, todo, plain = extract_plan(text)
+                reply = self.dialect.parse(plain, tool_names)
+                self.on_event(AssistantText(step, text, dropped=[list(d) for d in reply.dropped]))  # <plan> too
                 memory.note_plan(current, todo, step)
-                parsed = result.note_reply(step, self.dialect.parse(text, tool_names), self.on_event)
+                parsed = result.note_reply(step, reply, self.on_event)
                 if self.config.tool_choice == "none" or (not parsed.calls and not parsed.errors):
                     bounce = self._answer_or_bounce(memory, step, parsed, result)
                     if bounce is None:
@@ -365,9 +366,14 @@ class Agent:
     def _final_answer(self, memory: Memory, step: int, result: RunResult) -> str | None:
         memory.add_user_note(step, Segments.untrusted(FINAL_ANSWER_REQUEST))
         text = self._complete(memory, step, "none", result, last=True)
-        answer = result.note_reply(step, self.dialect.parse(extract_plan(text)[2]), self.on_event).text or None
-        self.on_event(AssistantText(step, text, final=True))
-        return None if answer is None or is_parroted(answer, FINAL_ANSWER_REQUEST) else answer
+        reply = self.dialect.parse(extract_plan(text)[2])
+        answer, dropped = reply.text or None, [list(d) for d in reply.dropped]
+        if answer is not None and is_parroted(answer, FINAL_ANSWER_REQUEST):
+            dropped.append(["it repeated the request for an answer", answer])
+            answer = None
+        self.on_event(AssistantText(step, text, final=True, dropped=dropped))
+        result.note_reply(step, reply, self.on_event)
+        return answer
 
     def _bounce_final_answer(
         self, memory: Memory, step: int, calls: list[ToolCall], errors: list[str], result: RunResult

@@ -11,7 +11,7 @@ flat keys, OpenAI envelopes, and brackets left open by a reply cut off after a c
 (a cut-off name or path) is never completed but reported. A thought (any pair of `thoughts.py`, unclosed, or closed
 only: the prompt opened it) is neither calls nor text: it is `reasoning`, its calls `rehearsed` (never run).
 `[/TOOL_CALLS]` is dropped; a `<tool_response>` (or a user/tool turn) the model wrote itself is made up, so it and all
-after it are dropped; ChatML leftovers are removed (`prose.py` joins the text left).
+after it are dropped; ChatML leftovers are removed (`prose.py` joins the text left); `dropped` lists all that, with why.
 
 It never executes anything, does not check arguments against schemas, and keeps unknown tool names found inside tags
 (the agent reports those). One reply yields at most `MAX_CALLS` calls and `MAX_ERRORS` errors (a reply of thousands of
@@ -29,7 +29,7 @@ from typing import Any
 from hermes_local.calls.json_repair import decode as _decode
 from hermes_local.calls.json_repair import scan as _scan
 from hermes_local.calls.json_repair import value_at as _value
-from hermes_local.calls.prose import HOLE, kept_text
+from hermes_local.calls.prose import CUT_OFF, HOLE, LEFTOVER, MADE_UP, OVER_LIMIT, STRAY_TAG, kept_text, leftovers
 from hermes_local.calls.thoughts import CLOSE_PATTERN, OPEN_PATTERN, Markers, pair_of, prompt_opened, thought_end
 from hermes_local.calls.variants import normalize_variants
 
@@ -102,6 +102,7 @@ class ParseResult:
     rehearsed: list[ToolCall] = field(default_factory=list)  # calls written inside a thought: never run
     thought_markers: Markers | None = None  # the markers of the reply's first thought
     echoed: bool = False  # the reply held a tool result or a new turn the model wrote itself (dropped)
+    dropped: list[tuple[str, str]] = field(default_factory=list)  # (why, the text): parts neither calls nor text
 
 
 def _error(why: str, shape: bool = False) -> str:
@@ -187,6 +188,7 @@ class _Parser:
         self.rehearsed: list[ToolCall] = []
         self.markers: Markers | None = None
         self.echoed = False
+        self.dropped: list[tuple[str, str]] = []
         self.braces = bool(names) or _STRONG_CLOSER.search(text) is not None  # bare JSON can matter at all
         self.budget = 10 * len(text) + 100_000  # characters bare-brace scans may read: keeps odd text linear
 
@@ -280,7 +282,8 @@ class _Parser:
         return self._block(m.start(), m.end(), m.group("tag").lower() not in ("tools", "json"))
 
     def _on_close(self, m: re.Match[str]) -> int:
-        return m.end()  # an orphan closing tag (or `</think>`): drop it
+        self.dropped.append((STRAY_TAG, m.group()))  # an orphan closing tag (or `</think>`): drop it
+        return m.end()
 
     def _on_fn(self, m: re.Match[str]) -> int:
         if m.group("fncut") is not None:
@@ -309,6 +312,7 @@ class _Parser:
         self.calls += sub.calls
         self.errors += sub.errors
         self.echoed = self.echoed or sub.echoed
+        self.dropped += sub.dropped
         self.parts += [HOLE, *sub.parts, HOLE]
         return end
 
@@ -328,6 +332,7 @@ class _Parser:
 
     def _on_response(self, m: re.Match[str]) -> int:
         self.echoed = True
+        self.dropped.append((MADE_UP, self.s[m.start() :]))
         return len(self.s)  # the model made up a tool's answer or a new turn: it and all after it are dropped
 
     def _on_brace(self, m: re.Match[str]) -> int:
@@ -370,16 +375,20 @@ def parse_tool_calls(text: str, tool_names: Iterable[str] | None = None, dialect
     parser.run()
     tail = _CUT_TAIL.search(parser.parts[-1])
     if tail is not None and any(t.startswith(tail.group(1).lower()) for t in ("tool_call", "function")):
+        parser.dropped.append((CUT_OFF, parser.parts[-1][tail.start() :]))
         parser.parts[-1] = parser.parts[-1][: tail.start()]
         parser.errors.append(_error("the reply was cut off inside the opening tag"))
     calls, errors = parser.calls, parser.errors
     if len(calls) > MAX_CALLS:  # one reply cannot fan out into thousands of tool runs and log events
         errors = [*errors, _too_many(len(calls))]
+        parser.dropped.append((OVER_LIMIT, ", ".join(c.name for c in calls[MAX_CALLS:])))
         calls = calls[:MAX_CALLS]
     if len(errors) > MAX_ERRORS:
         errors = [*errors[: MAX_ERRORS - 1], f"... and {len(errors) - MAX_ERRORS + 1} more unreadable tool calls."]
     reasoning, rehearsed = "\n\n".join(parser.thoughts), parser.rehearsed[:MAX_CALLS]
-    return ParseResult(calls, kept_text(parser.parts), errors, reasoning, rehearsed, parser.markers, parser.echoed)
+    dropped = [*parser.dropped, *((LEFTOVER, m) for m in leftovers(parser.parts))]
+    kept = kept_text(parser.parts)
+    return ParseResult(calls, kept, errors, reasoning, rehearsed, parser.markers, parser.echoed, dropped)
 
 
 def _too_many(n: int) -> str:

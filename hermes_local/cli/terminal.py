@@ -61,8 +61,8 @@ class TerminalPrinter:
         if isinstance(event, Token):
             if self.stream_tokens:
                 self._stream(event.text)
-        elif isinstance(event, Reasoning):
-            if self.show_thoughts and not self.stream_tokens:  # streamed already when tokens are shown
+        elif isinstance(event, Reasoning):  # streamed already when tokens are shown; verbose: in the reply's lines
+            if self.show_thoughts and not self.stream_tokens and AssistantText not in self.shown:
                 self._line(describe_event(event))
         elif isinstance(event, ChildEvent):  # a specialist's step, tagged with its name
             inner: Event = event

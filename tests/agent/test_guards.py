@@ -137,6 +137,9 @@ GUARD_CORPUS: list[tuple[str, str | None]] = [
     ("What does 'carpe diem' mean?", None),
     ("How many days are in a leap year?", None),
     ("Tell me a joke.", None),
+    # a goal that brings its own text (the README's `echo "Summarise this: ..." | hermes-local run -`)
+    ("Summarise this: the meeting moved to Tuesday; bring the budget sheet.", None),
+    ("Summarise the following:\nWe met on Monday and agreed on the plan.", None),
 ]
 
 

@@ -529,3 +529,36 @@ def test_a_second_small_model_routes_a_team_run(tmp_path: Path, workspace: Path,
     write_profiles(PROFILES, extra='router_model = "no-such-router"')
     res = CliRunner().invoke(app, ["agents", "list"])
     assert res.exit_code == 2 and "router_model 'no-such-router' is neither in models.toml" in res.stderr
+
+
+def test_the_readme_team_command_runs_as_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """README, Teams: the `--team --db shop.sqlite` line with the README's profiles, the model replayed."""
+    import shlex
+    import sqlite3
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("### Teams", 1)[1].split("\n### ", 1)[0]
+    config_file().parent.mkdir(parents=True, exist_ok=True)
+    config_file().write_text(section.split("```toml\n", 1)[1].split("```", 1)[0], encoding="utf-8")
+    (line,) = [x for x in section.split("```sh\n", 1)[1].split("```", 1)[0].splitlines() if x.strip()]
+    monkeypatch.chdir(tmp_path)
+    with sqlite3.connect(tmp_path / "shop.sqlite") as db:
+        db.executescript("CREATE TABLE orders (region TEXT, total REAL); INSERT INTO orders VALUES ('north', 10);")
+    sql = "SELECT region, SUM(total) FROM orders GROUP BY region"
+    script = [
+        delegate_call("analyst", "Revenue per region?"),
+        tool_call_text("query_database", sql=sql),
+        "north: 10.",
+        delegate_call("writer", "Write report.md: north 10"),
+        tool_call_text("write_file", path="report.md", content="north: 10"),
+        "report.md is written.",
+        "Revenue per region is in report.md.",
+    ]
+    replay = write_replay(tmp_path / "team.jsonl", script)
+    argv = shlex.split(line)[1:] + ["--model", f"replay:{replay}", "--yes", "--json"]
+    res = CliRunner().invoke(app, argv)
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert [d["agent"] for d in out["delegations"]] == ["analyst", "writer"]
+    assert {d["status"] for d in out["delegations"]} == {"answered"}
+    assert (tmp_path / "report.md").read_text() == "north: 10"

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from hermes_local.calls.parse import CALL_EXAMPLE, ParseResult, ToolCall, parse_tool_calls
+from hermes_local.calls.parse import CALL_EXAMPLE, MAX_CALLS, ParseResult, ToolCall, parse_tool_calls
 
 CORPUS_PATH = Path(__file__).parents[1] / "data" / "malformed_calls.jsonl"
 CORPUS: list[dict[str, Any]] = [json.loads(line) for line in CORPUS_PATH.read_text(encoding="utf-8").splitlines()]
@@ -274,7 +274,33 @@ def test_a_user_or_tool_turn_the_model_wrote_itself_ends_the_reply() -> None:
 
 def test_chatml_leftovers_are_removed_from_text() -> None:
     result = parse("<|im_start|>assistant\nHello there.<|im_end|>\n<|endoftext|></s><|eot_id|>", None)
-    assert result == ParseResult([], "Hello there.", [])
+    leftovers = ["<|im_start|>assistant\n", "<|im_end|>", "<|endoftext|>", "</s>", "<|eot_id|>"]
+    assert result == ParseResult([], "Hello there.", [], dropped=[("chat markup", m) for m in leftovers])
+
+
+@pytest.mark.parametrize(
+    ("reply", "why", "part"),
+    [
+        (
+            'It is 10.\n<tool_response>{"content": "10:00"}</tool_response> Done.',
+            "a tool result or turn the model wrote itself",
+            '<tool_response>{"content": "10:00"}</tool_response> Done.',
+        ),
+        ("Hello. </tool_call> Bye.", "a closing tag with nothing open", "</tool_call>"),
+        ("Let me check. <tool_ca", "a tag cut off at the end", "<tool_ca"),
+        ("<|startofresponse|>Ten.<|endofresponse|>", "chat markup", "<|endofresponse|>"),
+    ],
+)
+def test_every_dropped_part_of_a_reply_is_listed_with_why(reply: str, why: str, part: str) -> None:
+    result = parse(reply, None)
+    assert (why, part) in result.dropped
+    assert part not in result.text  # dropped: neither the text for the user nor a call
+
+
+def test_calls_over_the_limit_are_listed_as_dropped() -> None:
+    many = "".join(f'<tool_call>{{"name": "t{i}", "arguments": {{}}}}</tool_call>' for i in range(MAX_CALLS + 2))
+    result = parse(many, None)
+    assert result.dropped == [("calls over the per-reply limit", f"t{MAX_CALLS}, t{MAX_CALLS + 1}")]
 
 
 # -- bare JSON -------------------------------------------------------------------------------------

@@ -247,3 +247,54 @@ def test_prompt_reads_an_instructions_file_as_run_does(tmp_path: Path) -> None:
     assert res.exit_code == 0, res.stderr
     text = json.loads(res.stdout)["text"]
     assert "Always answer in French." in text and f"@{rules}" not in text
+
+
+ECHOING = call("get_current_time") + '\n<tool_response>{"content": "09:00"}</tool_response>\nIt is nine.<|im_end|>'
+
+
+def test_sessions_show_and_run_verbose_mark_every_dropped_part(tmp_path: Path, workspace: Path) -> None:
+    replay = write_replay(tmp_path / "r.jsonl", [ECHOING, "It is ten o'clock."])
+    args = ["run", "What time is it?", "--model", f"replay:{replay}", "--workspace", str(workspace), "--json"]
+    res = runner.invoke(app, [*args, "--no-answer-guard"])
+    assert res.exit_code == 0 and json.loads(res.stdout)["answer"] == "It is ten o'clock.", res.stderr
+    shown = runner.invoke(app, ["sessions", "show", json.loads(res.stdout)["session_id"]]).stdout
+    made_up = '   dropped (a tool result or turn the model wrote itself): <tool_response>{"content": "09:00"}'
+    assert made_up in shown and "</tool_response> It is nine." in shown
+    assert "   text: It is nine." not in shown  # a dropped part is never shown as the model's text
+    assert shown.count("   call: ") == 1 and "   text: It is ten o'clock." in shown
+    verbose = runner.invoke(app, [*args[:-1], "--no-answer-guard", "--verbose"])
+    assert verbose.exit_code == 0 and made_up in verbose.stderr, verbose.stderr
+
+
+def test_a_parroted_final_answer_is_shown_as_dropped(tmp_path: Path, workspace: Path) -> None:
+    from hermes_local.agent.loop import FINAL_ANSWER_REQUEST
+
+    replay = write_replay(tmp_path / "r.jsonl", [call("get_current_time"), FINAL_ANSWER_REQUEST])
+    args = ["run", "What time is it?", "--model", f"replay:{replay}", "--workspace", str(workspace), "--json"]
+    res = runner.invoke(app, [*args, "--max-steps", "1"])
+    assert res.exit_code == 3 and json.loads(res.stdout)["answer"] is None, res.stdout + res.stderr
+    shown = runner.invoke(app, ["sessions", "show", json.loads(res.stdout)["session_id"]]).stdout
+    assert "   dropped (it repeated the request for an answer): " in shown and "   final answer: " not in shown
+
+
+def test_sessions_show_reads_a_reply_as_the_parser_does_each_thought_once(tmp_path: Path, workspace: Path) -> None:
+    """Hermes 2 Pro's own thought markers: the thought is a thought (once), not the model's text."""
+    hermes_2_pro = "<|startofthought|>I need the clock.<|endofthought|>" + call("get_current_time")
+    replay = write_replay(tmp_path / "r.jsonl", [hermes_2_pro, "It is ten o'clock."])
+    args = ["run", "What time is it?", "--model", f"replay:{replay}", "--workspace", str(workspace)]
+    res = runner.invoke(app, [*args, "--json", "--no-answer-guard"])
+    assert res.exit_code == 0, res.stderr
+    shown = runner.invoke(app, ["sessions", "show", json.loads(res.stdout)["session_id"]]).stdout
+    assert shown.count("   thought: I need the clock.") == 1 and "startofthought" not in shown
+    assert '   call: {"name": "get_current_time", "arguments": {}}' in shown
+    verbose = runner.invoke(app, [*args, "--no-answer-guard", "--verbose"]).stderr
+    assert verbose.count("   thought: I need the clock.") == 1 and "startofthought" not in verbose
+
+
+@pytest.mark.parametrize("dropped", [5, "x", [["only why"]], [[1, 2, 3]]])
+def test_a_tampered_dropped_field_shows_the_reply_without_it(dropped: object) -> None:
+    from hermes_local.events import AssistantText, event_from_dict
+    from hermes_local.session import describe_reply
+
+    event = event_from_dict({"kind": "assistant", "step": 1, "text": "Hi.", "dropped": dropped})
+    assert isinstance(event, AssistantText) and describe_reply(event) == "   text: Hi."
