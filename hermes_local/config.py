@@ -1,10 +1,9 @@
 """Settings and where things live.
 
-Precedence is CLI > environment (`HERMES_LOCAL_*`) > config file (`$HERMES_LOCAL_HOME/config.toml`)
-> defaults. A setting that lowers safety (`sandbox`, `allow_tools`, `allow_hosts`, `deny_tools`, an MCP
-server) changed in the config file during a run is refused until a person confirms it once (`RunWatch`,
-`check_config_changes`). Also locates the data shipped with the package (`prompts/`, `models.toml`) both in a
-source checkout and in an installed wheel. Does not import llama_cpp or load models.
+Precedence is CLI > environment (`HERMES_LOCAL_*`) > config file (`$HERMES_LOCAL_HOME/config.toml`) > defaults. A
+setting that lowers safety (`sandbox`, `allow_tools`, `allow_hosts`, `deny_tools`, an MCP server) changed in the config
+file during a run is refused until a person confirms it once (`RunWatch`, `check_config_changes`). Also locates the data
+shipped with the package (`prompts/`, `models.toml`) in a checkout and a wheel. Loads no model, imports no llama_cpp.
 """
 
 from __future__ import annotations
@@ -148,6 +147,9 @@ class Settings(BaseModel):
     answer_guard: bool = True  # send back once an answer given without any tool call when the goal needs a tool
     instructions: str = ""  # the user's standing rules, added to the system prompt
     cache_ttl: dict[str, float] = Field(default_factory=dict)  # tool name -> seconds its read results are reused
+    # what write/dangerous calls change is kept under $HERMES_LOCAL_HOME/checkpoints (sessions diff/undo), at
+    # most this many MB (oldest sessions dropped first); 0 turns checkpoints off
+    checkpoint_max_mb: int = Field(2048, ge=0)
     max_tokens: int = Field(512, ge=1)
     # most tokens one thought may take before its closing marker is forced (0: half of the reply's max_tokens)
     max_reasoning_tokens: int = Field(0, ge=0)
@@ -202,12 +204,10 @@ class Settings(BaseModel):
     tools: list[str] = Field(default_factory=list)  # toolsets/tool names offered; empty = all
     max_tools_in_prompt: int = Field(8, ge=1)  # more enabled tools than this: route through open_toolset
     mcp: McpConfig = Field(default_factory=McpConfig)
-    # A team (issue 30, profiles.py): [agents.NAME] specialists, offered to the model through `delegate`; who takes a
-    # `--team` task (rules: descriptions and keywords; model: one constrained choice); how deep delegations may nest.
-    agents: Profiles = Field(default_factory=dict)
-    router: str = Field("rules", pattern="^(rules|model)$")
+    agents: Profiles = Field(default_factory=dict)  # [agents.NAME] specialists offered through `delegate` (issue 30)
+    router: str = Field("rules", pattern="^(rules|model)$")  # who takes a --team task: keywords, or one model call
     router_model: str | None = None  # a second, small model (name or GGUF) that routes, loaded beside the main one
-    max_depth: int = Field(MAX_DEPTH, ge=1, le=4)
+    max_depth: int = Field(MAX_DEPTH, ge=1, le=4)  # how deep delegations may nest
 
 
 def config_file() -> Path:

@@ -166,14 +166,13 @@ class LLMCall(Event):
 
 @dataclass
 class AssistantText(Event):
-    """What the model wrote at a step (`final`: the answer requested at the step limit); `dropped` holds the
-    parts that were neither calls, thought nor answer, as [why, text] pairs."""
+    """What the model wrote at a step (`final`: the answer requested at the step limit)."""
 
     kind: ClassVar[str] = "assistant"
     step: int
     text: str
     final: bool = False
-    dropped: list[list[str]] = field(default_factory=list)
+    dropped: list[list[str]] = field(default_factory=list)  # [why, text] of parts neither call, thought nor answer
 
 
 @dataclass
@@ -234,8 +233,7 @@ class ToolFinished(Event):
 
 @dataclass
 class Guarded(Event):
-    """A reply was sent back once, naming the likely tool ("" when none): `reason` is "no_tool" (an answer given
-    without the tool the goal needs), "empty" (nothing left after parsing) or "echoed" (only a made-up result)."""
+    """A reply sent back once, naming the likely tool (or ""); `reason`: no_tool, empty (after parsing) or echoed."""
 
     kind: ClassVar[str] = "guarded"
     step: int

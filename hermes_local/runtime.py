@@ -29,6 +29,7 @@ from hermes_local.tools import Approver, Executor, ToolContext, ToolRegistry, de
 from hermes_local.tools.modules import load_tools_module
 from hermes_local.tools.registry import AskUser, tool_warnings
 from hermes_local.tools.shell import SANDBOXED_TOOLS
+from hermes_local.tools.snapshot import open_recorder, shell_notes, steps_to
 from hermes_local.tools.toolsets import group_of, parse_spec, route, select_tools, unusable
 
 if TYPE_CHECKING:
@@ -223,6 +224,7 @@ def build_agent(
     on_notice: Callable[[str], None] | None = None,
     extra_instructions: str | None = None,
     role: Role | None = None,
+    session_id: str | None = None,
 ) -> Agent:
     """The agent of one run: `registry`'s tools as the settings select them, confined to `workspace`.
     With `plan` it is a plan-only run (`run --plan`): reads run, writes and dangerous calls become proposals.
@@ -233,8 +235,9 @@ def build_agent(
     `dialect` defaults to `dialect_for(settings, llm)`. The system turn carries the user's standing
     rules (`settings.instructions`), then the tool routing note, then `extra_instructions` (a request's own).
     `ask_user` answers the `ask_user` tool (None: nobody to ask); `on_notice` receives the tools' one-line
-    notices (e.g. that commands run unsandboxed). `role`: its place in a team (`agent/team.py`); with profiles it may
-    be offered `delegate`, whose sub-runs are built here too (same model, workspace, sandbox, labelled approver).
+    notices (e.g. that commands run unsandboxed); `session_id` (the log's) turns checkpoints on (`build_executor`).
+    `role`: its place in a team (`agent/team.py`); with profiles it may be offered `delegate`, whose sub-runs are
+    built here too (same model, workspace, sandbox, labelled approver).
     """
     from hermes_local.prompts import check_overrides
 
@@ -256,6 +259,7 @@ def build_agent(
             role or Role(),
             plan_only=plan,
             close_pin=opened,
+            session_id=session_id,
         )
     except BaseException:
         if opened:
@@ -297,20 +301,20 @@ def tool_context(
 
 
 def build_executor(
-    settings: Settings, registry: ToolRegistry, context: ToolContext, approver: Approver | None, *, plan: bool = False
-) -> Executor:
-    """The executor of a run (`plan`: a plan-only one) or of `sessions apply`, with the settings' approval policy:
-    allow/deny lists, the content-provenance opt-out, the files that run code later, the sandbox note."""
+    settings: Settings, registry: ToolRegistry, context: ToolContext, approver: Approver | None, *, plan: bool = False,
+    session_id: str | None = None) -> Executor:  # fmt: skip
+    """The executor of a run (`plan`: plan-only; `session_id`: checkpointed) or of `sessions apply`, with the settings'
+    approval policy: allow/deny lists, content provenance, files that run code later, the sandbox/checkpoint note."""
     from hermes_local.config import home_dir
     from hermes_local.tools.cache import ResultCache
 
     approver = approver or Approver(allow=settings.allow_tools, deny=settings.deny_tools)
     approver.trust_content = approver.trust_content or settings.trust_content
     approver.execute_later = list(settings.execute_later_files)
-    sandbox = context.sandbox
-    approver.notes = lambda t: sandbox.approval_note() if t.name in SANDBOXED_TOOLS else ""
+    recorder = open_recorder(session_id, context, settings.checkpoint_max_mb)
+    approver.notes = lambda t: shell_notes(context.sandbox, recorder) if t.name in SANDBOXED_TOOLS else ""
     cache = ResultCache(ttl=dict(settings.cache_ttl), store=home_dir() / "cache")
-    return Executor(registry=registry, context=context, approver=approver, cache=cache, plan=plan)
+    return Executor(registry=registry, context=context, approver=approver, cache=cache, plan=plan, checkpoints=recorder)
 
 
 def _build_agent(
@@ -329,6 +333,7 @@ def _build_agent(
     *,
     plan_only: bool = False,
     close_pin: bool,
+    session_id: str | None = None,
 ) -> Agent:
     from hermes_local.config import home_dir
     from hermes_local.longterm import LongTermMemory
@@ -352,12 +357,12 @@ def _build_agent(
 
     def specialist(child: Role, tools: ToolRegistry, ask: Approver, sink: EventSink) -> Agent:  # same model, workspace
         args = (tools, ask, sink, db_path, dialect, ask_user, on_notice, None, child)  # a plan-only run's too
-        return _build_agent(llm, settings, pin, *args, plan_only=plan_only, close_pin=False)
+        return _build_agent(llm, settings, pin, *args, plan_only=plan_only, close_pin=False, session_id=child.session)
 
     sink = on_event or (lambda event: None)
     offer_delegate(registry, settings, role, specialist, sink, full, lambda: executor.approver)  # built just below
     plan = route(registry, settings.max_tools_in_prompt)
-    executor = build_executor(settings, registry, context, approver, plan=plan_only)
+    executor = build_executor(settings, registry, context, approver, plan=plan_only, session_id=session_id)
     # The user's standing rules (--instructions / config) first, then routing's note on the tool catalog
     # (none for a model whose tool_call_format is "none": models.toml says it cannot call tools, it only answers),
     # then the request's own instructions.
@@ -367,6 +372,7 @@ def _build_agent(
     config = settings_for(AgentConfig, settings, instructions=instructions, offered_tools=plan.offered)
     if no_tools:
         config.tool_choice = "none"
+    on_event = steps_to(executor.checkpoints, on_event)  # the checkpoint recorder learns each call's step
     agent = Agent(llm, executor, config, on_event=on_event, recall=longterm.recall, dialect=dialect)
     agent.closers.append(longterm.close)
     agent.closers.append(RunWatch().end)  # a safety setting lowered on disk meanwhile waits for a person's yes

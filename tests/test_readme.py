@@ -258,6 +258,11 @@ EXERCISED: dict[str, str] = {
     + "test_add_list_remove_and_the_mistakes_they_refuse "
     + SCHEDULES
     + "test_run_now_and_the_daemon_run_a_schedule_as_a_session",
+    "hermes-local sessions diff ID [--step N]": "tests/cli/test_undo.py::test_diff_and_undo_from_another_folder",
+    "hermes-local sessions undo ID [--to-step N]": "tests/cli/test_undo.py::test_diff_and_undo_from_another_folder "
+    "tests/tools/test_checkpoints.py::test_undo_to_a_step_keeps_the_earlier_steps",
+    "hermes-local checkpoints info | clear": "tests/cli/test_undo.py::test_diff_and_undo_from_another_folder",
+    "python scripts/checkpoint_overhead.py": SCRIPTS,
     "hermes-local stats --since 7d": "tests/evals/test_stats.py::test_stats_count_runs_outcomes_tools_and_approvals",
     'curl -s localhost:8321/v1/runs -d \'{"task": "Tidy notes.md", "plan": true}\' '
     "-H 'content-type: application/json'": SERVING,
@@ -357,6 +362,7 @@ def test_the_measurement_scripts_run() -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}  # this checkout's package, not an installed one
     lines = [line for line in readme_code_lines() if line.startswith("python scripts/") and "examples" not in line]
     fewer = {"parse_corpus.py": ["--repeat", "2"], "sandbox_overhead.py": ["3"], "bench.py": ["--help"]}
+    fewer["checkpoint_overhead.py"] = ["3", "20"]  # rounds, files
     for line in lines:
         script = line.split()[1]
         if script.endswith("download_model.py"):
@@ -367,7 +373,7 @@ def test_the_measurement_scripts_run() -> None:
         )
         assert proc.returncode == 0 and "Traceback" not in proc.stderr, (line, proc.stdout[-2000:], proc.stderr[-2000:])
         assert proc.stdout.strip(), line
-    assert len(lines) == 4
+    assert len(lines) == 5
 
 
 def _serve(line: str, port: int, env: dict[str, str], cwd: Path):

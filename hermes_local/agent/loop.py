@@ -21,14 +21,14 @@ import contextlib
 from collections.abc import Callable
 from typing import Any
 
+from hermes_local.agent.answers import AnswerGuard
 from hermes_local.agent.budget import DayUsage, TokenBudget
-from hermes_local.agent.guards import LoopGuard, bounce_note, first_step_note, needs_tool
+from hermes_local.agent.guards import LoopGuard, first_step_note
 from hermes_local.agent.memory import Memory, Turn, extract_plan
 from hermes_local.agent.result import AgentConfig, RunResult, handoff, step_limit_line
-from hermes_local.agent.resume import STOPPED_CALLS, rebuild_memory
-from hermes_local.agent.turn import bounce_final_answers, execute_turn, is_parroted
+from hermes_local.agent.resume import rebuild_memory
+from hermes_local.agent.turn import execute_turn, is_parroted
 from hermes_local.calls.grammar import GrammarTooLarge
-from hermes_local.calls.parse import ParseResult, ToolCall
 from hermes_local.config import home_dir
 from hermes_local.dialects import Dialect, require_same_dialect
 from hermes_local.dialects.hermes import HermesDialect
@@ -37,7 +37,6 @@ from hermes_local.events import (
     BudgetWarning,
     Compaction,
     Event,
-    Guarded,
     RunEnd,
     RunResumed,
     RunStart,
@@ -82,6 +81,7 @@ class Agent:
         self.executor = executor
         self.config = config or AgentConfig()
         self.on_event: EventSink = on_event or (lambda event: None)
+        self.answers = AnswerGuard(self.config, lambda: self.executor.registry, lambda e: self.on_event(e))
         self.recall = recall
         self._previous_tokens: list[int] = []
         self._grammar_texts: dict[bool, str | None] = {}  # keyed by "without final_answer"
@@ -273,7 +273,7 @@ class Agent:
         self.executor.cache.invalidate()  # the per-run result cache starts empty
         # Decide before generating: a goal that needs a tool starts with the call grammar on (the trigger
         # pre-fired), so no free text is generated only for the answer guard to throw away.
-        first_tool = self._guard_answer(memory, result) if first_step == 1 else None
+        first_tool = self.answers.tool_to_name(memory, result) if first_step == 1 else None
         failures, force_tool = 0, first_tool is not None
         if first_tool:  # say which tool, as a bounce would: the grammar forces a call, the note picks it
             memory.add_user_note(1, Segments.untrusted(first_step_note(first_tool)))
@@ -294,12 +294,12 @@ class Agent:
                 memory.note_plan(current, todo, step)
                 parsed = result.note_reply(step, reply, self.on_event)
                 if self.config.tool_choice == "none" or (not parsed.calls and not parsed.errors):
-                    bounce = self._answer_or_bounce(memory, step, parsed, result)
+                    bounce = self.answers.answer_or_bounce(memory, step, parsed, result)
                     if bounce is None:
                         break
                     force_tool = bounce
                     continue
-                if self._bounce_final_answer(memory, step, parsed.calls, parsed.errors, result):
+                if self.answers.bounce_final_answer(memory, step, parsed.calls, parsed.errors, result):
                     force_tool = True
                     continue
                 memory.add_reply(step, parsed)
@@ -340,29 +340,6 @@ class Agent:
             result.stopped, result.error = "budget", why
         return why is not None
 
-    def _answer_or_bounce(self, memory: Memory, step: int, parsed: ParseResult, result: RunResult) -> bool | None:
-        """A reply without calls: accept it (None; the run ends), or send it back once (whether the next step
-        must call a tool). An empty reply, or one that was only a made-up tool result, is never an answer:
-        sent back once, and the second ends the run with stopped="empty"."""
-        if parsed.text.strip():
-            tool = self._guard_answer(memory, result)
-            if tool is None:
-                result.answer, result.stopped = parsed.text, "answer"
-                return None
-            reason = "no_tool"
-        else:
-            if result.bounced("empty", "echoed"):
-                result.answer, result.stopped = None, "empty"
-                result.error = "the model gave an empty reply again after it was asked for an answer"
-                return None
-            reason = "echoed" if parsed.echoed else "empty"
-            tool = self._guard_answer(memory, result, again=True)
-        result.guarded.append({"step": step, "reason": reason, "tool": tool})
-        self.on_event(Guarded(step, tool or "", parsed.text, reason))
-        memory.add_reply(step, parsed)
-        memory.add_user_note(step, Segments.untrusted(bounce_note(tool, reason)))
-        return tool is not None
-
     def _final_answer(self, memory: Memory, step: int, result: RunResult) -> str | None:
         memory.add_user_note(step, Segments.untrusted(FINAL_ANSWER_REQUEST))
         text = self._complete(memory, step, "none", result, last=True)
@@ -374,32 +351,3 @@ class Agent:
         self.on_event(AssistantText(step, text, final=True, dropped=dropped))
         result.note_reply(step, reply, self.on_event)
         return answer
-
-    def _bounce_final_answer(
-        self, memory: Memory, step: int, calls: list[ToolCall], errors: list[str], result: RunResult
-    ) -> bool:
-        """Under `required`, a turn of only final_answer calls is guarded like an auto-mode answer.
-
-        The calls are listed (error_kind `guarded`) and answered with the corrective note as their
-        tool result, so the turn structure stays call -> result; the grammar already forces a call.
-        """
-        if not calls or errors or any(c.name != FINAL_ANSWER for c in calls):
-            return False
-        tool = self._guard_answer(memory, result)
-        if tool is None:
-            return False
-        outcomes = bounce_final_answers(step, calls, tool, result, self.on_event)
-        memory.add_assistant(step, "", calls)
-        memory.add_tool_results(step, outcomes)
-        return True
-
-    def _guard_answer(self, memory: Memory, result: RunResult, *, again: bool = False) -> str | None:
-        """The tool to name when bouncing this tool-less answer, or None to accept it (`again`: even when an
-        answer was already bounced once)."""
-        if not self.config.answer_guard or self.config.tool_choice == "none" or (result.guarded and not again):
-            return None
-        if any(o.ok or o.error_kind == "permission_denied" or o.result.error in STOPPED_CALLS for o in memory.ledger):
-            # a tool answered (a denial is an answer too: bouncing cannot change it), or a resumed run's
-            # call was cut off by a crash or a cancel: the model did reach for the tool
-            return None
-        return needs_tool(memory.goal, self.executor.registry)

@@ -24,6 +24,7 @@ from hermes_local.cli.run import RUN_EXAMPLES, chat, run
 from hermes_local.cli.schedule import schedule_app
 from hermes_local.cli.serve import serve
 from hermes_local.cli.stats import stats
+from hermes_local.cli.undo import checkpoints_app, sessions_diff, sessions_undo
 from hermes_local.errors import HermesError
 
 app = typer.Typer(
@@ -49,6 +50,9 @@ app.command("prompt")(prompt_command)
 sessions_app.command("apply")(sessions_apply)
 sessions_app.command("rate")(sessions_rate)
 sessions_app.command("export")(sessions_export)
+sessions_app.command("diff")(sessions_diff)
+sessions_app.command("undo")(sessions_undo)
+app.add_typer(checkpoints_app, name="checkpoints")
 app.command()(serve)
 app.command()(stats)
 app.command(epilog=RUN_EXAMPLES)(run)

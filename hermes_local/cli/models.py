@@ -201,6 +201,7 @@ def doctor(
     from hermes_local.models.footprint import estimate_memory, format_memory, physical_memory
     from hermes_local.models.gguf import gguf_info, human_bytes
     from hermes_local.models.registry import registry_rows, resolve
+    from hermes_local.tools import snapshot
 
     settings = settings_from_flags(locals())
     if settings.model and settings.model.startswith("replay:"):
@@ -253,6 +254,7 @@ def doctor(
     show("offline", f"runs never use the network; hub: {hub}; network tools: {hosts}")
     sandbox = SandboxPolicy.from_settings(settings)
     show("sandbox", sandbox.describe())
+    show("checkpoints", snapshot.doctor_line(settings.checkpoint_max_mb))
     if refusal := sandbox.refusal():
         problems.append(f"{refusal}; fix: install bubblewrap (apt-get install bubblewrap) or set sandbox = auto")
     held = covering(workspace)

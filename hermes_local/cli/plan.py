@@ -67,9 +67,10 @@ def sessions_apply(
         registry = build_registry(tools_module or [], settings, on_notice=notice, workspace=pin)
         try:
             context = tool_context(settings, pin, longterm, on_notice=notice)
-            executor = build_executor(settings, registry, context, terminal_approver(settings, yes=yes))
+            approver = terminal_approver(settings, yes=yes)
+            executor = build_executor(settings, registry, context, approver, session_id=session_id)  # checkpointed
             with SessionLog(session_id) as log:
-                items = apply_proposals(plan, executor, log)
+                items = apply_proposals(plan, executor, log, executor.checkpoints.at if executor.checkpoints else None)
         finally:
             registry.close()
     finally:

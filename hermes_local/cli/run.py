@@ -127,6 +127,7 @@ def _prepare(
             ask_user=ask_user if approver.interactive else None,  # a person at the terminal can answer it
             on_notice=notice,
             role=role,
+            session_id=session.id,  # checkpoints: `sessions diff|undo ID`
         )
         agent.closers.append(pin.close)
         announce_shielded(pin)  # the run's first line says what of the agent's own the workspace holds

@@ -3,7 +3,8 @@
 Routes: `POST /v1/runs` (`"plan": true`: plan-only), `POST /v1/runs/{id}/rating` (the user's verdict),
 `GET /v1/runs`, `GET /v1/runs/{id}`,
 `GET /v1/runs/{id}/events` (SSE, resumable with `Last-Event-ID`), `POST /v1/runs/{id}/approvals`,
-`POST /v1/runs/{id}/cancel`, `GET /v1/health`,
+`POST /v1/runs/{id}/cancel`, `GET /v1/runs/{id}/diff` (`?step=N`), `POST /v1/runs/{id}/undo` (checkpoints,
+`tools/undo.py`; refused with 409 while the run is queued or running), `GET /v1/health`,
 `POST /v1/chat/completions`, `GET /v1/models`. Every route is a thin call into `runs.RunManager` or
 `openai_compat`; user mistakes (`HermesError`, and bodies that fail validation) become JSON errors
 `{"error": {"message", "type"}}` with 400, 403 (workspace outside the roots; a run started with other
@@ -33,7 +34,16 @@ from hermes_local.errors import HermesError, UserError
 from hermes_local.service import openai_compat
 from hermes_local.service.guard import CREDENTIAL_KEY, Guard
 from hermes_local.service.ratelimit import RateLimit
-from hermes_local.service.run import Conflict, NotYourRun, QueueFull, Run, RunNotFound, RunRequest, WorkspaceForbidden
+from hermes_local.service.run import (
+    FINISHED,
+    Conflict,
+    NotYourRun,
+    QueueFull,
+    Run,
+    RunNotFound,
+    RunRequest,
+    WorkspaceForbidden,
+)
 from hermes_local.service.runs import RunManager
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
@@ -58,6 +68,16 @@ class ApprovalDecision(BaseModel):
 
     call: str
     decision: Literal["allow", "deny"]
+
+
+class UndoRequest(BaseModel):
+    """Body of `POST /v1/runs/{id}/undo` (all optional: undo the whole run, refusing files changed since)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    to_step: int | None = None
+    force: bool = False
+    redo: bool = False
 
 
 def _error_status(exc: HermesError) -> int:
@@ -194,6 +214,23 @@ def create_app(
     def cancel(run_id: str, request: Request) -> dict[str, Any]:
         run = manager.cancel(own_run(run_id, request).id)
         return {"id": run.id, "status": run.status, "cancel_requested": True}
+
+    @api.get("/v1/runs/{run_id}/diff")
+    def run_diff(run_id: str, request: Request, step: int | None = None) -> dict[str, Any]:
+        from hermes_local.tools.undo import diff_text, session_diff
+
+        run = own_run(run_id, request)
+        diffs = session_diff(run.id, step)
+        return {"id": run.id, "files": [d.to_json() for d in diffs], "diff": diff_text(diffs)}
+
+    @api.post("/v1/runs/{run_id}/undo")
+    def run_undo(run_id: str, body: UndoRequest, request: Request) -> dict[str, Any]:
+        from hermes_local.tools.undo import undo_session
+
+        run = own_run(run_id, request)
+        if run.status not in FINISHED:
+            raise Conflict(f"run {run.id} is {run.status}; undo it once it has finished (or cancel it first)")
+        return undo_session(run.id, body.to_step, force=body.force, redo=body.redo).to_json()
 
     @api.get("/v1/health")
     async def health() -> dict[str, Any]:  # on the event loop: answers while every worker thread is busy

@@ -300,6 +300,7 @@ class RunManager:
                     dialect=self.dialect,
                     extra_instructions=req.instructions,  # after the configured rules and the routing note
                     role=role,
+                    session_id=run.id,  # checkpoints: GET /v1/runs/ID/diff, POST /v1/runs/ID/undo
                 )
                 with agent:
                     result = agent.run(req.task)

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hermes_local.sandbox.protect import Protected, covering, protected
+from hermes_local.tools import checkpoints
 from hermes_local.tools.registry import ToolContext, ToolFailure
 
 MAX_SYMLINKS = 40
@@ -177,8 +178,12 @@ def _open_root(ctx: ToolContext) -> int:
 
 
 @contextlib.contextmanager
-def locate(ctx: ToolContext, raw: str, *, create_parents: bool = False) -> Iterator[Location]:
-    """Walk `raw` inside the workspace; yields the leaf's parent fd (closed on exit). See the module doc."""
+def locate(
+    ctx: ToolContext, raw: str, *, create_parents: bool = False, follow_leaf: bool = True
+) -> Iterator[Location]:
+    """Walk `raw` inside the workspace; yields the leaf's parent fd (closed on exit). See the module doc.
+
+    `follow_leaf=False` (undo's) stops at a symlink that is the last component instead of following it."""
     pending = [p for p in reversed(_relative_parts(ctx, raw)) if p not in ("", ".")]
     shield = Shield(str(workspace_root(ctx)))
     stack: list[int] = [_open_root(ctx)]
@@ -226,10 +231,12 @@ def locate(ctx: ToolContext, raw: str, *, create_parents: bool = False) -> Itera
                         "not_found",
                         f"{display('/'.join([*names, part]))!r} does not exist; call list_dir to see what exists.",
                     ) from None
+                made = "/".join([*names, part])
+                checkpoints.before_change(stack[-1], part, made, after={"t": "dir", "mode": 0o777 & ~_umask()})
                 with contextlib.suppress(FileExistsError):
                     os.mkdir(part, 0o777, dir_fd=stack[-1])
                 info = os.stat(part, dir_fd=stack[-1], follow_symlinks=False)
-            if stat.S_ISLNK(info.st_mode):
+            if stat.S_ISLNK(info.st_mode) and (follow_leaf or not last):
                 links += 1
                 if links > MAX_SYMLINKS:
                     raise ToolFailure("invalid_arguments", f"path {display(raw)!r} has too many symlinks (a loop?).")
@@ -303,21 +310,28 @@ def check_writable(name: str, info: os.stat_result) -> None:
         )
 
 
-def write_atomically(loc: Location, data: bytes) -> bool:
-    """Replace the leaf with `data` (temp file + rename, both by dir fd). Returns whether it existed."""
+def write_atomically(loc: Location, data: bytes, mode: int | None = None) -> bool:
+    """Replace the leaf with `data` (temp file + rename, both by dir fd). Returns whether it existed.
+
+    The previous content is checkpointed first (`checkpoints.before_change`, inside a recorded call), so a
+    crash at any point leaves the old or the new file and a record that restores the old. `mode` (undo's)
+    sets the permission bits; by default an existing file keeps its own and a new one gets 0o666 - umask.
+    """
     if not loc.leaf:
         raise ToolFailure("invalid_arguments", "'.' is a directory; give a file path inside it.")
     before = loc.lstat()
     if before is not None:
         check_writable(loc.name, before)
-    mode = stat.S_IMODE(before.st_mode) if before is not None else 0o666
+    if mode is None:
+        mode = stat.S_IMODE(before.st_mode) if before is not None else 0o666 & ~_umask()
+    checkpoints.before_change(loc.dir_fd, loc.leaf, "/".join(loc.parts), data=data, after={"mode": mode})
     tmp = f".hermes-write.{secrets.token_hex(8)}.tmp"  # short: the leaf may already be 255 bytes
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_CLOEXEC, 0o600, dir_fd=loc.dir_fd)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
-            os.fchmod(fh.fileno(), mode & ~_umask() if before is None else mode)
+            os.fchmod(fh.fileno(), mode)
             os.fsync(fh.fileno())
         os.replace(tmp, loc.leaf, src_dir_fd=loc.dir_fd, dst_dir_fd=loc.dir_fd)
     except BaseException:
@@ -331,15 +345,38 @@ def append_line(loc: Location, text: str) -> None:
     """Append `text` to the leaf (created if missing), refusing links, non-regular and hard-linked files."""
     if not loc.leaf:
         raise ToolFailure("invalid_arguments", "'.' is a directory.")
+    raw = text.encode("utf-8")
+    checkpoints.before_change(loc.dir_fd, loc.leaf, "/".join(loc.parts), append=raw)  # before O_CREAT makes it
     fd = open_leaf(loc, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK, 0o666)
     try:
         check_writable(loc.name, os.fstat(fd))
         os.set_blocking(fd, True)
-        data = memoryview(text.encode("utf-8"))
+        data = memoryview(raw)
         while data:
             data = data[os.write(fd, data) :]
     finally:
         os.close(fd)
+
+
+def remove_leaf(loc: Location) -> None:
+    """Remove the leaf (a file, a link or an empty folder; checkpointed first), by dir fd."""
+    info = loc.lstat()
+    if not loc.leaf or info is None:
+        return
+    checkpoints.before_change(loc.dir_fd, loc.leaf, "/".join(loc.parts), after=dict(checkpoints.ABSENT))
+    if stat.S_ISDIR(info.st_mode):
+        os.rmdir(loc.leaf, dir_fd=loc.dir_fd)
+    else:
+        os.unlink(loc.leaf, dir_fd=loc.dir_fd)
+
+
+def make_node(loc: Location, state: checkpoints.State) -> None:
+    """Create a folder or a symlink at the (absent) leaf as `state` says (checkpointed first), by dir fd."""
+    checkpoints.before_change(loc.dir_fd, loc.leaf, "/".join(loc.parts), after=state)
+    if state["t"] == "dir":
+        os.mkdir(loc.leaf, state.get("mode", 0o755), dir_fd=loc.dir_fd)
+    elif state["t"] == "link":
+        os.symlink(state["target"], loc.leaf, dir_fd=loc.dir_fd)
 
 
 def _umask() -> int:

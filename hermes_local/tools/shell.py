@@ -10,10 +10,11 @@ user's rights, still limited and with the filtered environment, and a warning sa
 When the command exits, or when the time limit is reached, everything it started is killed: a
 background child that still holds the output pipes can neither hang the agent nor outlive the call.
 The command starts in the run's pinned workspace through its fd (`sandbox/workspace.py`); a workspace
-swapped since the run was accepted is refused. Afterwards, set-user/group-ID bits it left on workspace
-files are removed (a note says which). Output is read with `select` as it arrives and only a head
-and a tail are kept in memory. A command stopped by a resource limit is reported as `tool_error`
-naming the limit. This is a `dangerous` tool: it needs approval.
+swapped since the run was accepted is refused. Inside a recorded call the workspace is scanned before and
+after the command, so its changes can be shown and undone (`tools/snapshot.py`). Afterwards,
+set-user/group-ID bits it left on workspace files are removed (a note says which). Output is read with
+`select` as it arrives and only a head and a tail are kept in memory. A command stopped by a resource
+limit is reported as `tool_error` naming the limit. This is a `dangerous` tool: it needs approval.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from hermes_local.errors import UserError
 from hermes_local.sandbox.policy import Limits, SandboxPolicy, sandboxed_command
 from hermes_local.sandbox.procs import spawn
 from hermes_local.sandbox.workspace import PinnedWorkspace
+from hermes_local.tools import snapshot
 from hermes_local.tools.confined import workspace_root
 from hermes_local.tools.limits import HeadTailBuffer
 from hermes_local.tools.registry import ToolContext, ToolFailure, ToolResult, tool
@@ -181,9 +183,15 @@ def run_shell(command: str, ctx: ToolContext) -> ToolResult:
     except UserError as exc:
         raise ToolFailure("permission_denied", f"{exc.line}; commands cannot run.") from exc
     try:
+        watch = snapshot.begin(pin)  # inside a recorded call: the workspace before the command (a checkpoint)
         since = time.time_ns() - STRIP_MARGIN_NS
-        code, out, err, limit = run_captured(command, str(pin.path), seconds, cap * 2 // 3, cap // 3, policy, pin=pin)
-        stripped = pin.strip_set_id(since)  # everything it started is dead: nothing can put them back
+        try:
+            code, out, err, limit = run_captured(
+                command, str(pin.path), seconds, cap * 2 // 3, cap // 3, policy, pin=pin
+            )
+            stripped = pin.strip_set_id(since)  # everything it started is dead: nothing can put them back
+        finally:
+            snapshot.end(watch, pin)  # what it changed
     finally:
         if pin is not ctx.pin:
             pin.close()

@@ -28,6 +28,7 @@ from hermes_local.llm import LLM
 from hermes_local.prompts import BoundedSandbox
 from hermes_local.sandbox.policy import SandboxPolicy
 from hermes_local.tools import Approver, Executor, ToolContext, ToolRegistry, ToolResult
+from hermes_local.tools.snapshot import open_recorder
 from hermes_local.workflow.spec import (
     StepSpec,
     Workflow,
@@ -174,6 +175,8 @@ def run_workflow(
     approver.execute_later = list(settings.execute_later_files)
     executor = Executor(registry=wf.registry, context=context, approver=approver)
     session = SessionLog()
+    # what the steps change is checkpointed under the workflow's session, one step per workflow step
+    executor.checkpoints = open_recorder(session.id, context, settings.checkpoint_max_mb)
     result = WorkflowResult(wf.name, session.id)
     state: dict[str, Any] = {
         "name": wf.name,
@@ -188,7 +191,9 @@ def run_workflow(
     start = {"name": wf.name, "file": str(wf.path), "resume": resume, "order": [s.id for s in wf.steps]}
     session.log(WorkflowEvent("workflow_start", start))
     try:
-        for step in wf.steps:
+        for number, step in enumerate(wf.steps, 1):
+            if executor.checkpoints is not None:
+                executor.checkpoints.at(number)
             fp = _fingerprint(step, wf, workspace, db_path)
             old = previous.get(step.id) or {}
             blocked = next((d for d in step.depends_on if done[d].status in ("failed", "skipped")), None)

@@ -1,0 +1,85 @@
+"""The answer guard: whether a reply without tool calls may end the run, or goes back to the model once.
+
+`AnswerGuard.tool_to_name` is the guard's own test (`guards.needs_tool`: the goal needs a tool and none has
+answered yet); the loop also uses it to start step 1 with the call grammar on. `answer_or_bounce` takes a reply
+without calls: the answer, or one bounce with a note naming the tool (and an empty or made-up-result reply is
+sent back once; the second ends the run with stopped "empty"). `bounce_final_answer` does the same for a
+`required`-mode turn of only `final_answer` calls. Split from `loop.py`; does not call the model (the loop does).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from hermes_local.agent.guards import bounce_note, needs_tool
+from hermes_local.agent.memory import Memory
+from hermes_local.agent.result import AgentConfig, RunResult
+from hermes_local.agent.resume import STOPPED_CALLS
+from hermes_local.agent.turn import bounce_final_answers
+from hermes_local.calls.parse import ParseResult, ToolCall
+from hermes_local.events import Event, Guarded
+from hermes_local.prompts import Segments
+from hermes_local.tools.interaction import FINAL_ANSWER
+from hermes_local.tools.registry import ToolRegistry
+
+
+@dataclass
+class AnswerGuard:
+    """The agent's answer guard: its settings, the run's tools and where its events go."""
+
+    config: AgentConfig
+    registry: Callable[[], ToolRegistry]
+    on_event: Callable[[Event], None]
+
+    def answer_or_bounce(self, memory: Memory, step: int, parsed: ParseResult, result: RunResult) -> bool | None:
+        """A reply without calls: accept it (None; the run ends), or send it back once (whether the next step
+        must call a tool). An empty reply, or one that was only a made-up tool result, is never an answer:
+        sent back once, and the second ends the run with stopped="empty"."""
+        if parsed.text.strip():
+            tool = self.tool_to_name(memory, result)
+            if tool is None:
+                result.answer, result.stopped = parsed.text, "answer"
+                return None
+            reason = "no_tool"
+        else:
+            if result.bounced("empty", "echoed"):
+                result.answer, result.stopped = None, "empty"
+                result.error = "the model gave an empty reply again after it was asked for an answer"
+                return None
+            reason = "echoed" if parsed.echoed else "empty"
+            tool = self.tool_to_name(memory, result, again=True)
+        result.guarded.append({"step": step, "reason": reason, "tool": tool})
+        self.on_event(Guarded(step, tool or "", parsed.text, reason))
+        memory.add_reply(step, parsed)
+        memory.add_user_note(step, Segments.untrusted(bounce_note(tool, reason)))
+        return tool is not None
+
+    def bounce_final_answer(
+        self, memory: Memory, step: int, calls: list[ToolCall], errors: list[str], result: RunResult
+    ) -> bool:
+        """Under `required`, a turn of only final_answer calls is guarded like an auto-mode answer.
+
+        The calls are listed (error_kind `guarded`) and answered with the corrective note as their
+        tool result, so the turn structure stays call -> result; the grammar already forces a call.
+        """
+        if not calls or errors or any(c.name != FINAL_ANSWER for c in calls):
+            return False
+        tool = self.tool_to_name(memory, result)
+        if tool is None:
+            return False
+        outcomes = bounce_final_answers(step, calls, tool, result, self.on_event)
+        memory.add_assistant(step, "", calls)
+        memory.add_tool_results(step, outcomes)
+        return True
+
+    def tool_to_name(self, memory: Memory, result: RunResult, *, again: bool = False) -> str | None:
+        """The tool to name when bouncing this tool-less answer, or None to accept it (`again`: even when an
+        answer was already bounced once)."""
+        if not self.config.answer_guard or self.config.tool_choice == "none" or (result.guarded and not again):
+            return None
+        if any(o.ok or o.error_kind == "permission_denied" or o.result.error in STOPPED_CALLS for o in memory.ledger):
+            # a tool answered (a denial is an answer too: bouncing cannot change it), or a resumed run's
+            # call was cut off by a crash or a cancel: the model did reach for the tool
+            return None
+        return needs_tool(memory.goal, self.registry())

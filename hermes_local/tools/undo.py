@@ -1,0 +1,295 @@
+"""Show and undo what a session changed in its workspace, from its checkpoints (`tools/checkpoints.py`).
+
+`session_diff(ID, step=N)` lists each changed path with its state before and after (the whole run, or
+step N), `diff_text` renders that as a unified diff for text and size/hash lines for binary files and
+folders. `undo_session(ID, to_step=N)` puts the workspace back as it was before step N (default: before
+the run): changed files get their previous content and permission bits (never set-user/group-ID bits),
+files and folders the run made are removed, removed ones come back. It refuses, per path, one whose
+current state is not the one the run left (someone changed it since; `force=True` overrides) and one
+whose previous content was not kept (over the size limits), and it removes no folder that still holds
+other files. The undo is recorded in the same session as a new step, so `redo=True` (undo to before the
+last undo) brings the run's changes back. It holds the session log's lock (no undo while the run or a
+resume still writes). The workspace comes from the session's records, so both work from any folder;
+every access goes through the workspace's pinned fd and `tools/confined.py`. Does not print.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import errno
+import fcntl
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from hermes_local.errors import UserError
+from hermes_local.sandbox.protect import agent_home
+from hermes_local.sandbox.workspace import PinnedWorkspace
+from hermes_local.tools.checkpoints import (
+    ABSENT,
+    CheckpointStore,
+    Recorder,
+    State,
+    check_session,
+    read_state,
+    same_state,
+)
+from hermes_local.tools.confined import locate, make_node, remove_leaf, write_atomically
+from hermes_local.tools.registry import ToolContext, ToolFailure
+from hermes_local.tools.snapshot import changes_between, scan, snapshot_states
+
+MAX_DIFF_BYTES = 1_000_000  # text files larger than this are described, not diffed
+
+
+@dataclass
+class Change:
+    """One path's change by one call: its state before and after (None: unknown, the call was cut off)."""
+
+    step: int
+    tool: str
+    path: str
+    before: State
+    after: State | None
+
+
+@dataclass
+class FileDiff:
+    """What one path went through: before, after and the unified diff text (or a one-line description)."""
+
+    path: str
+    before: State
+    after: State
+    text: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"path": self.path, "before": self.before, "after": self.after, "diff": self.text}
+
+
+@dataclass
+class UndoReport:
+    """What an undo did: the step it was recorded as, paths restored and removed, and those it refused."""
+
+    session: str
+    step: int
+    restored: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    refused: list[tuple[str, str]] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        refused = [{"path": p, "reason": why} for p, why in self.refused]
+        return {"session": self.session, "step": self.step, "restored": self.restored, "removed": self.removed,
+                "refused": refused}  # fmt: skip
+
+
+def _open(session: str) -> tuple[CheckpointStore, str, list[dict[str, Any]]]:
+    check_session(session)
+    store = CheckpointStore()
+    records = store.records(session)
+    if not records:
+        raise UserError(
+            f"session {session} has no checkpoints (it changed no files, or they were dropped: checkpoint_max_mb, "
+            "`hermes-local checkpoints clear`); see `hermes-local sessions show ID`"
+        )
+    return store, str(records[-1]["workspace"]), records
+
+
+def _pin(workspace: str, session: str) -> PinnedWorkspace:
+    try:
+        return PinnedWorkspace.open(workspace)
+    except UserError as exc:
+        raise UserError(f"the workspace of session {session} cannot be opened: {exc.line}") from exc
+
+
+def load_changes(store: CheckpointStore, records: list[dict[str, Any]], pin: PinnedWorkspace) -> list[Change]:
+    """Every change in record order; a command cut off mid-run is compared with the workspace now."""
+    out: list[Change] = []
+    open_begins: dict[tuple[int, int, str], tuple[int, dict[str, Any]]] = {}
+    for r in records:
+        key = (int(r["step"]), int(r["call"]), str(r.get("snapshot", "")))
+        if r.get("phase") == "begin":
+            open_begins[key] = (len(out), r)
+            continue
+        if r.get("phase") == "end":
+            open_begins.pop(key, None)
+        out.extend(Change(int(r["step"]), str(r["tool"]), c["path"], c["before"], c["after"]) for c in r["changes"])
+    for at, r in sorted(open_begins.values(), key=lambda pair: -pair[0]):
+        now = scan(pin, Recorder(store, "", str(pin.path)), 2**62).states
+        cut = changes_between(snapshot_states(store, r["snapshot"]), now)
+        out[at:at] = [Change(int(r["step"]), str(r["tool"]), c["path"], c["before"], None) for c in cut]
+    return out
+
+
+def current_state(ctx: ToolContext, path: str) -> State:
+    """The state of `path` in the workspace now (its content not kept)."""
+    try:
+        with locate(ctx, path, follow_leaf=False) as loc:
+            return read_state(loc.dir_fd, loc.leaf, None) if loc.leaf else {"t": "dir"}
+    except ToolFailure as exc:
+        return dict(ABSENT) if exc.kind == "not_found" else {"t": "other"}
+
+
+def session_diff(session: str, step: int | None = None) -> list[FileDiff]:
+    """What session `session` changed (in step `step` only, when given): one entry per changed path."""
+    if (
+        not CheckpointStore().records(check_session(session))
+        and (agent_home() / "sessions" / f"{session}.jsonl").exists()
+    ):
+        return []  # a recorded run that changed nothing
+    store, workspace, records = _open(session)
+    with _pin(workspace, session) as pin:
+        changes = load_changes(store, records, pin)
+        ctx = ToolContext(workspace=pin.path, pin=pin)
+        chosen = [c for c in changes if step is None or c.step == step]
+        first: dict[str, State] = {}
+        last: dict[str, State] = {}
+        for c in chosen:
+            first.setdefault(c.path, c.before)
+            last[c.path] = c.after if c.after is not None else current_state(ctx, c.path)
+    diffs = [FileDiff(p, first[p], last[p], "") for p in first if not same_state(first[p], last[p])]
+    for d in diffs:
+        d.text = _describe(store, d)
+    return diffs
+
+
+def _content(store: CheckpointStore, state: State) -> bytes | None:
+    if state["t"] == "absent":
+        return b""
+    if state["t"] != "file" or not state.get("kept"):
+        return None
+    try:
+        return store.get(state["sha"])
+    except KeyError:
+        return None
+
+
+def _text(data: bytes | None) -> list[str] | None:
+    if data is None or b"\x00" in data or len(data) > MAX_DIFF_BYTES:
+        return None
+    try:
+        return data.decode("utf-8").splitlines(keepends=True)
+    except UnicodeDecodeError:
+        return None
+
+
+def _brief(state: State) -> str:
+    if state["t"] == "file":
+        sha = state.get("sha")
+        return f"{state.get('size', 0)} bytes" + (f" sha256:{sha[:12]}" if sha else "")
+    return {"absent": "absent", "dir": "a folder", "link": f"a symlink to {state.get('target', '')!r}"}.get(
+        state["t"], "a special file"
+    )
+
+
+def _describe(store: CheckpointStore, d: FileDiff) -> str:
+    old, new = _text(_content(store, d.before)), _text(_content(store, d.after))
+    if old is not None and new is not None:
+        a = "/dev/null" if d.before["t"] == "absent" else f"a/{d.path}"
+        b = "/dev/null" if d.after["t"] == "absent" else f"b/{d.path}"
+        lines = list(difflib.unified_diff(old, new, a, b))
+        return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
+    return f"{d.path}: {_brief(d.before)} -> {_brief(d.after)}\n"
+
+
+def diff_text(diffs: list[FileDiff]) -> str:
+    """The diffs as one text (unified diff for text, one line for the rest)."""
+    return "".join(d.text for d in diffs)
+
+
+@contextlib.contextmanager
+def _session_lock(session: str) -> Iterator[None]:
+    """Hold the session log's lock (session.py's): no undo while the run (or a resume) still writes."""
+    path = agent_home() / "sessions" / f"{session}.jsonl"
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        yield
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            raise UserError(f"session {session} is in use by a running hermes-local; wait for it to finish") from exc
+        yield
+    finally:
+        os.close(fd)
+
+
+def undo_session(session: str, to_step: int | None = None, *, force: bool = False, redo: bool = False) -> UndoReport:
+    """Restore the workspace to before step `to_step` of `session` (default: before the run). See the module doc."""
+    store, workspace, records = _open(session)
+    with _session_lock(session), _pin(workspace, session) as pin:
+        changes = load_changes(store, records, pin)
+        if redo:
+            undos = [c.step for c in changes if c.tool == "undo"]
+            if not undos:
+                raise UserError(f"session {session} has no undo to redo; undo first with `hermes-local sessions undo`")
+            to_step = max(undos)
+        first = to_step if to_step is not None else min(c.step for c in changes)
+        chosen = [c for c in changes if c.step >= first]
+        if not chosen:
+            raise UserError(
+                f"session {session} changed nothing at step {first} or later; see `sessions diff {session}`"
+            )
+        target: dict[str, State] = {}
+        for c in chosen:
+            target.setdefault(c.path, c.before)
+        left: dict[str, State | None] = {c.path: c.after for c in changes}
+        rec = Recorder(store, session, str(pin.path), step=max(c.step for c in changes) + 1)
+        report = UndoReport(session, rec.step)
+        with rec.call("undo"):
+            _restore(store, ToolContext(workspace=pin.path, pin=pin), target, left, force, report)
+    return report
+
+
+def _restore(
+    store: CheckpointStore,
+    ctx: ToolContext,
+    target: dict[str, State],
+    left: dict[str, State | None],
+    force: bool,
+    report: UndoReport,
+) -> None:
+    now = {p: current_state(ctx, p) for p in target}
+    todo = []
+    for path, want in target.items():
+        have = now[path]
+        if same_state(have, want) and (want["t"] != "file" or have.get("mode") == want.get("mode")):
+            continue
+        expected = left.get(path)
+        if not force and expected is not None and not same_state(have, expected) and not same_state(have, want):
+            report.refused.append((path, "changed since the run (by you or another program); --force overrides"))
+            continue
+        if want["t"] == "file" and _content(store, want) is None:
+            report.refused.append((path, f"its previous content ({_brief(want)}) was not kept: over the size limits"))
+            continue
+        todo.append(path)
+    depth = lambda p: p.count("/")  # noqa: E731
+    for path in sorted(todo, key=depth, reverse=True):  # removals: deepest first
+        have, want = now[path], target[path]
+        if have["t"] != "absent" and (want["t"] != have["t"] or want["t"] == "link"):
+            try:
+                with locate(ctx, path, follow_leaf=False) as loc:
+                    remove_leaf(loc)
+                now[path] = dict(ABSENT)
+                if want["t"] == "absent":
+                    report.removed.append(path)
+            except (OSError, ToolFailure) as exc:
+                why = "it holds files the run did not make" if getattr(exc, "errno", 0) == errno.ENOTEMPTY else exc
+                report.refused.append((path, f"not removed: {why}"))
+    for path in sorted(todo, key=depth):  # creations: shallowest first
+        want = target[path]
+        if want["t"] == "absent" or (now[path]["t"] != "absent" and want["t"] != "file"):
+            continue
+        try:
+            with locate(ctx, path, create_parents=True, follow_leaf=False) as loc:
+                if want["t"] == "file":
+                    mode = int(want.get("mode") or 0o644) & 0o1777  # never set-user/group-ID bits
+                    write_atomically(loc, _content(store, want) or b"", mode=mode)
+                else:
+                    make_node(loc, want)
+        except (OSError, ToolFailure) as exc:
+            report.refused.append((path, f"not restored: {exc}"))
+            continue
+        report.restored.append(path)
