@@ -20,7 +20,7 @@ import os
 import re
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -232,9 +232,21 @@ def recorded_dialect(events: list[Event]) -> str | None:
     return start.dialect or None if start is not None else None
 
 
-def list_sessions() -> list[SessionInfo]:
+def _modified(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def list_sessions(last: int | None = None, only: Collection[str] | None = None) -> list[SessionInfo]:
+    """The sessions by id (ids begin with their start time); with `last`, the `last` most recently written ones,
+    oldest first; with `only`, just those ids."""
+    paths = sorted(p for p in sessions_dir().glob("*.jsonl") if only is None or p.stem in only)
+    if last:
+        paths = sorted(paths, key=_modified)[-last:]
     out = []
-    for path in sorted(sessions_dir().glob("*.jsonl")):
+    for path in paths:
         try:
             events = read_events(path)
         except UserError:

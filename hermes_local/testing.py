@@ -3,6 +3,9 @@
 `TalkativeLLM` stands in for a small model on the decide-before-generating path: left free it writes a
 long guess, under a grammar from the first token it writes its scripted call.
 
+`PacedLLM` streams its scripted replies at a set pause per piece (a model that takes time to write, for
+tests of live tokens) and notes when each reply was done.
+
 `ScriptedLLM` is `replay.ReplayLLM` plus `assert_all_used()`; `ScriptExhausted` is the replay
 model's exhaustion error. `ScriptsByGoal` gives each run its own script, chosen by the run's goal, so runs that
 go on at the same time (concurrent delegations of a team) each replay theirs, optionally after a delay per call
@@ -24,6 +27,7 @@ from hermes_local.llm import DEFAULT_OPTIONS, CallOptions, Completion, TokenCall
 from hermes_local.tools.registry import ToolResult
 
 __all__ = [
+    "PacedLLM",
     "ScriptExhausted",
     "ScriptedLLM",
     "ScriptsByGoal",
@@ -91,6 +95,28 @@ class ScriptsByGoal(ScriptedLLM):
             completion = script.complete(tokens, options, on_token=on_token)
             self.calls.append(options)
         time.sleep(self.delay)
+        return completion
+
+
+class PacedLLM(ScriptedLLM):
+    """Streams each scripted reply word by word, `pause` seconds before each word; `done_at` holds the
+    `time.monotonic()` at which each reply was complete."""
+
+    def __init__(self, outputs: Sequence[str], *, pause: float = 0.01, **kwargs: Any) -> None:
+        super().__init__(outputs, **kwargs)
+        self.pause = pause
+        self.done_at: list[float] = []
+
+    def complete(
+        self, tokens: Sequence[int], options: CallOptions = DEFAULT_OPTIONS, *, on_token: TokenCallback | None = None
+    ) -> Completion:
+        def paced(piece: str) -> None:
+            time.sleep(self.pause)
+            if on_token is not None:
+                on_token(piece)
+
+        completion = super().complete(tokens, options, on_token=paced)
+        self.done_at.append(time.monotonic())
         return completion
 
 

@@ -13,26 +13,16 @@ from __future__ import annotations
 
 import itertools
 import os
-import statistics
 import sys
 import tempfile
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 from hermes_local.sandbox.policy import SandboxPolicy, bwrap_status
 from hermes_local.tools import Approver, Executor, ToolContext, default_registry
 from hermes_local.tools.checkpoints import CheckpointStore, Recorder
 
-
-def median_ms(fn: Callable[[], object], n: int) -> float:
-    fn()  # warm-up
-    times = []
-    for _ in range(n):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1000
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from sandbox_overhead import median_ms  # noqa: E402 - the same median as the sandbox's overhead
 
 
 def executor(workspace: Path, recorder: Recorder | None) -> Executor:

@@ -95,3 +95,20 @@ def loopback_http_server(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]
     finally:
         server.shutdown()
         server.server_close()
+
+
+def fixed_page(body: bytes, content_type: str = "text/html; charset=utf-8") -> type[BaseHTTPRequestHandler]:
+    """A handler for `loopback_http_server` that answers every GET with `body`."""
+
+    class Page(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            self.send_response(200)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    return Page

@@ -1,4 +1,4 @@
-"""The built wheel carries prompts/ and models.toml and renders a prompt outside the checkout."""
+"""The built wheel carries prompts/, models.toml and the page of `serve`, and renders a prompt outside the checkout."""
 
 from __future__ import annotations
 
@@ -37,6 +37,8 @@ def test_wheel_installs_and_renders_a_prompt(tmp_path: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     assert "hermes_local/_data/models.toml" in names
     assert "hermes_local/_data/prompts/chatml.jinja" in names and "hermes_local/_data/prompts/system.jinja" in names
+    page = {f"hermes_local/service/static/{name}" for name in ("index.html", "app.js", "app.css")}
+    assert page <= set(names), "the web page of `serve` must ship in the wheel"
 
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=120)

@@ -174,7 +174,8 @@ def _serve(
 
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=15)
     typer.echo(
-        f"hermes-local serve on http://{host}:{port} (model {llm.description}, workspace {workspace.resolve()})",
+        f"hermes-local serve on http://{host}:{port} (the page: http://{host}:{port}/; model {llm.description}, "
+        f"workspace {workspace.resolve()})",
         err=True,
     )
     Server(config).run()

@@ -1,14 +1,14 @@
 """The user's verdict on a recorded run, as an exported case carries it, and suites built from rated runs.
 
-`origin_of(events, session_id)` says where a case came from: the session, the user's verdict and note
-(`sessions rate`), whether the run was undone (an event of kind `undo` in its log) and which of the files it
-wrote the user changed later (`changed_by_user`: the current content, read through the tools' confinement,
-differs from what the run left: the last `write_file` content, compared by value or, when the log abbreviated
-it, by the call's digest; each `append_to_memo` line must still be in the memo; a plan-only run counts the
-proposals `sessions apply` carried out). After an undo the files it restored count as changed too.
-`regression_checks` turns a bad-rated run into what a better run must do: its read calls, and the lines the
-user's own edits added to its files; `rated_sessions` finds the sessions rated good or bad (`export.py` turns
-them into a suite). Does not run anything (`suite.py` does) and prints nothing.
+`origin_of(events, session_id)` says where a case came from: the session, the user's verdict and note (`sessions
+rate`), whether the run was undone (`tools/undo.was_undone`: its checkpoints hold an undo not redone) and which of
+the files it wrote the user changed later (`changed_by_user`: the current content, read through the tools'
+confinement, differs from what the run left: the last `write_file` content, compared by value or, when the log
+abbreviated it, by the call's digest; each `append_to_memo` line must still be in the memo; a plan-only run counts
+the proposals `sessions apply` carried out). After an undo the files it restored count as changed too.
+`regression_checks` turns a bad-rated run into what a better run must do: its read calls, and the lines the user's
+own edits added to its files; `rated_sessions` finds the sessions rated good or bad (`export.py` turns them into a
+suite). Does not run anything (`suite.py` does) and prints nothing.
 """
 
 from __future__ import annotations
@@ -20,12 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from hermes_local.errors import UserError
-from hermes_local.events import Applied, Event, Proposal, RunStart, ToolFinished, ToolOutcome, Unknown
+from hermes_local.events import Applied, Event, Proposal, RunStart, ToolFinished, ToolOutcome
 from hermes_local.sandbox.workspace import PinnedWorkspace
 from hermes_local.session import last_rating, list_sessions, read_events
 from hermes_local.tools.builtins import MEMO_FILE
 from hermes_local.tools.files import current_bytes
 from hermes_local.tools.registry import ToolContext, ToolFailure, arguments_digest
+from hermes_local.tools.undo import was_undone
 
 ABBREVIATED = "characters; full text in this step's assistant event]"
 MAX_USER_LINES = 3  # lines of the user's own edit a regression case checks for, per file
@@ -110,7 +111,7 @@ def origin_of(events: list[Event], session_id: str) -> tuple[dict[str, Any], dic
     """(the case's `origin`, path -> the user's current text of each changed file) for a recorded run."""
     start = next((e for e in events if isinstance(e, RunStart)), None)
     rating = last_rating(events)
-    undone = any(e.kind == "undo" or (isinstance(e, Unknown) and e.data.get("kind") == "undo") for e in events)
+    undone = was_undone(session_id)  # `sessions undo` records itself in the checkpoints, not in the log
     origin: dict[str, Any] = {
         "session": session_id,
         "verdict": rating.verdict if rating else None,

@@ -2,11 +2,13 @@
 
 Routes: `POST /v1/runs` (`"plan": true`: plan-only), `POST /v1/runs/{id}/rating` (the user's verdict),
 `GET /v1/runs`, `GET /v1/runs/{id}`,
-`GET /v1/runs/{id}/events` (SSE, resumable with `Last-Event-ID`), `POST /v1/runs/{id}/approvals`,
-`POST /v1/runs/{id}/cancel`, `GET /v1/runs/{id}/diff` (`?step=N`), `POST /v1/runs/{id}/undo` (checkpoints,
-`tools/undo.py`; refused with 409 while the run is queued or running), `GET /v1/health`,
-`POST /v1/chat/completions`, `GET /v1/models`. Every route is a thin call into `runs.RunManager` or
-`openai_compat`; user mistakes (`HermesError`, and bodies that fail validation) become JSON errors
+`GET /v1/runs/{id}/events` (SSE, resumable with `Last-Event-ID`; the model's streamed text comes as `token`
+events), `POST /v1/runs/{id}/approvals`, `POST /v1/runs/{id}/cancel`, `GET /v1/runs/{id}/diff` (`?step=N`),
+`POST /v1/runs/{id}/undo` (checkpoints, `tools/undo.py`; refused with 409 while the run is queued or running),
+`GET /v1/health`, `POST /v1/chat/completions`, `GET /v1/models`, and the web page at `/` with the read-only routes
+it uses (`GET /v1/ui`, `/v1/status`, `/v1/sessions[/{id}]`: `page.py`). Every route is a thin call into
+`runs.RunManager`, `openai_compat` or `page`; user mistakes (`HermesError`, and bodies that fail validation)
+become JSON errors
 `{"error": {"message", "type"}}` with 400, 403 (workspace outside the roots; a run started with other
 credentials), 404 (unknown run), 409 (wrong state) or 503 (the run queue is full). A run's routes answer
 only the credentials that started it (`Run.check_owner`). Event streams and the cheap reads run on the
@@ -31,7 +33,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from hermes_local.errors import HermesError, UserError
-from hermes_local.service import openai_compat
+from hermes_local.service import openai_compat, page
 from hermes_local.service.guard import CREDENTIAL_KEY, Guard
 from hermes_local.service.ratelimit import RateLimit
 from hermes_local.service.run import (
@@ -109,6 +111,7 @@ async def _sse(run: Run, first: int, keepalive: float = 10.0) -> AsyncIterator[s
     timer, so they cannot take the threads the other routes need."""
     number, pause, quiet = first, _POLL_MIN, 0.0
     while True:
+        run.flush_tokens()  # a reply's last piece is not held back while the model is quiet
         with run.cond:
             batch = run.events[number:]
             done = run.finished
@@ -263,7 +266,12 @@ def create_app(
             return StreamingResponse(stream, media_type="text/event-stream", headers=SSE_HEADERS)
         return openai_compat.complete_chat(manager.model, body, prepared)
 
+    page.add_routes(api, manager)  # the web page at `/` and the read-only routes it uses (page.py)
     accepted = [t for t in (token, *tokens) if t]
     names = manager.settings.serve_hosts if hosts is None else hosts
-    guard = Guard(api, tokens=accepted, max_body=max_body, hosts=names, cors_origins=cors_origins or ())
+    origins = cors_origins or ()
+    guard = Guard(
+        page.SecurityHeaders(api), tokens=accepted, max_body=max_body, hosts=names, cors_origins=origins,
+        public=page.PUBLIC_PATHS,
+    )  # fmt: skip
     return RateLimit(guard, limit=manager.settings.serve_rate_limit, window=manager.settings.serve_rate_window)

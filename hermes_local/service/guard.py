@@ -6,8 +6,10 @@
   - a request carrying an `Origin` other than the service's own (`http://HOST` of the request) or a
     `--cors-origin` is refused with 403, and so is one a browser marks `Sec-Fetch-Site: cross-site` /
     `same-site` without such an Origin: a cross-site "simple" request (a form, `text/plain`, no body)
-    never reaches a route;
-  - with tokens configured, `Authorization: Bearer TOKEN` must carry one of them (compared with
+    never reaches a route (a link followed from elsewhere to a `public` path, the page, still opens it);
+  - with tokens configured, `Authorization: Bearer TOKEN` must carry one of them (except a GET of a
+    `public` path: the web page's own files, which hold no data, so a browser can load the page that asks
+    for the token) (compared with
     `hmac.compare_digest`, every token tried), else 401; the request's credential (a digest of the
     token, never the token) is put in `scope["hermes.credential"]` for the routes' owner checks;
   - a body must be JSON (`Content-Type: application/json`, else 415) and at most `max_body` bytes
@@ -72,8 +74,10 @@ class Guard:
         max_body: int = 1_000_000,
         hosts: Sequence[str] = (),
         cors_origins: Sequence[str] = (),
+        public: Sequence[str] = (),
     ) -> None:
         self.app = app
+        self.public = frozenset(public)  # paths a GET may fetch without a token (never without Host/Origin checks)
         self.expected = [(f"Bearer {t}".encode(), credential_of(t)) for t in tokens if t]
         self.max_body = max_body
         self.hosts = {host_name(h) for h in hosts if h and h not in ("0.0.0.0", "::")}  # noqa: S104 - names
@@ -95,9 +99,15 @@ class Guard:
             shown = json.dumps(origin[:100])
             return 403, f"cross-origin request from {shown} refused; allow it with --cors-origin", "forbidden"
         site = headers.get(b"sec-fetch-site", b"").lower()
-        if site in (b"cross-site", b"same-site") and not origin:
+        if site in (b"cross-site", b"same-site") and not origin and not self.opens_page(scope, headers):
             return 403, "cross-site request refused (a browser page of another site sent it)", "forbidden"
         return None
+
+    def opens_page(self, scope: Any, headers: dict[bytes, bytes]) -> bool:
+        """A link followed to the page from elsewhere: a top-level GET of a public path (never framed: the
+        page's CSP says `frame-ancestors 'none'`), which changes nothing and reads no data."""
+        navigate = headers.get(b"sec-fetch-mode") == b"navigate" and headers.get(b"sec-fetch-dest") == b"document"
+        return navigate and scope.get("method") == "GET" and scope.get("path") in self.public
 
     def credential(self, headers: dict[bytes, bytes]) -> str | None:
         """The caller's credential ("" when no token is configured); None when the token is missing or wrong."""
@@ -121,8 +131,9 @@ class Guard:
             return
         method = scope.get("method", "GET")
         preflight = method == "OPTIONS"  # CORS preflights carry no credentials and do nothing
+        public = method in ("GET", "HEAD") and scope.get("path") in self.public
         credential = self.credential(headers)
-        if credential is None and not preflight:
+        if credential is None and not preflight and not public:
             await _send_json(send, 401, "missing or wrong Authorization: Bearer <token>", "unauthorized")
             return
         length = headers.get(b"content-length", b"0")

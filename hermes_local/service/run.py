@@ -5,8 +5,12 @@
 start; `ask()` parks a write/dangerous call in `waiting_approval` until `decide()` or the approval timeout (a
 denial), showing what a terminal shows (`ApprovalRequest`: the sandbox note and the `approval_view`);
 `request_cancel()` makes the run stop at its next event or token, after which no call of it can be decided;
-`check_owner()` lets only the creator's credential at the run. The errors the routes turn into HTTP statuses
-live here too, and `RunRequest` refuses a workspace path no OS call could take (NUL byte, over-long names).
+`check_owner()` lets only the creator's credential at the run. `token()` takes the model's streamed pieces
+and publishes them coalesced as `token` events (`{"text": ...}`, at most one per `TOKEN_INTERVAL` s, the first
+piece at once; any other event, and `flush_tokens()` from an idle stream, publish what is pending first, so
+the order holds and no piece is left behind); they sit in the same event list, so a late subscriber and a
+`Last-Event-ID` reconnect get them too. The errors the routes turn into HTTP statuses live here too, and
+`RunRequest` refuses a workspace path no OS call could take (NUL byte, over-long names).
 Does not queue or execute runs (`runs.RunManager` does), speak HTTP, or print.
 """
 
@@ -30,6 +34,7 @@ from hermes_local.tools.approval import ApprovalRequest
 _log = logging.getLogger(__name__)
 RunStatus = Literal["queued", "running", "waiting_approval", "done", "error", "cancelled"]
 FINISHED = frozenset({"done", "error", "cancelled"})
+TOKEN_INTERVAL = 0.1  # seconds: streamed pieces are coalesced into at most ~10 token events a second
 
 
 class WorkspaceForbidden(UserError):
@@ -122,12 +127,40 @@ class Run:
         self.cancel_requested = False
         self.unattended: list[str] | None = None  # a schedule's allow-list: nobody is asked (`RunManager.submit`)
         self._calls = itertools.count(1)
+        self._pieces: list[str] = []  # streamed text not yet published as a token event
+        self._last_token = 0.0  # monotonic time of the last token event
 
     # -- state -----------------------------------------------------------------------------
     def publish(self, name: str, data: dict[str, Any]) -> None:
         with self.cond:
+            self._publish_pieces()
             self.events.append((name, data))
             self.cond.notify_all()
+
+    def token(self, text: str) -> None:
+        """A streamed piece of the model's reply: published at once when no token event went out in the last
+        `TOKEN_INTERVAL` s, else kept and published with its neighbours as one `token` event."""
+        if not text:
+            return
+        with self.cond:
+            self._pieces.append(text)
+            self._throttled_pieces()
+
+    def flush_tokens(self) -> None:
+        """Publish pending pieces once the interval has passed (an event stream calls it while it is idle)."""
+        with self.cond:
+            self._throttled_pieces()
+
+    def _throttled_pieces(self) -> None:  # with self.cond held
+        if self._pieces and time.monotonic() - self._last_token >= TOKEN_INTERVAL:
+            self._publish_pieces()
+            self.cond.notify_all()
+
+    def _publish_pieces(self) -> None:  # with self.cond held
+        if self._pieces:
+            self.events.append(("token", {"text": "".join(self._pieces)}))
+            self._pieces = []
+            self._last_token = time.monotonic()
 
     def set_status(self, status: RunStatus) -> None:
         with self.cond:
@@ -140,6 +173,7 @@ class Run:
                 return
             self.status, self.result, self.error = status, result, error
             self.pending.clear()
+            self._publish_pieces()
             self.events.append(("status", {"id": self.id, "status": status, "error": error}))
             self.cond.notify_all()
 

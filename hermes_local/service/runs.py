@@ -13,6 +13,7 @@ terminal. `cancel()` stops a queued run at once and a running one at its next ev
 or token (its session log stays resumable, like a killed CLI run; the tool commands its worker spawned are
 killed at once, tagged by `procs.own`, and none of them starts afterwards, not even one approved a moment
 before: `procs.stop_owned`; all the server's child processes too when it is the one run going).
+The model's streamed tokens go to the run's stream as coalesced `token` events (`Run.token`).
 `rate()` stores the user's verdict on a finished run in its session log. `shutdown()` cancels everything, kills
 the process groups of tool processes this server started, and waits for the runs' threads. `SharedModel`
 serializes model calls between runs and chat completions, unless the model decodes concurrent calls together
@@ -32,7 +33,7 @@ from typing import Any
 from hermes_local.config import Settings
 from hermes_local.dialects.base import Dialect
 from hermes_local.errors import HermesError, UserError
-from hermes_local.events import Event
+from hermes_local.events import Event, Token
 from hermes_local.sandbox import procs
 from hermes_local.sandbox.workspace import PinnedWorkspace
 from hermes_local.service.process import SharedModel, kill_child_process_groups
@@ -282,6 +283,8 @@ class RunManager:
                     session.log(event)
                     if event.logged or event.kind == "child_event":  # a specialist's event, tagged with its agent
                         run.publish(event.kind, event.to_dict())
+                    elif isinstance(event, Token):
+                        run.token(event.text)  # coalesced `token` events for the stream (never logged)
 
                 role = Role(session=run.id)  # its delegations' child sessions are named after the run
                 if req.team:

@@ -95,6 +95,12 @@ def _open(session: str) -> tuple[CheckpointStore, str, list[dict[str, Any]]]:
     return store, str(records[-1]["workspace"]), records
 
 
+def was_undone(session: str) -> bool:
+    """Whether the session's changes stand undone now: an odd number of undo records (each redo is one too)."""
+    check_session(session)
+    return sum(r.get("tool") == "undo" for r in CheckpointStore().records(session)) % 2 == 1
+
+
 def _pin(workspace: str, session: str) -> PinnedWorkspace:
     try:
         return PinnedWorkspace.open(workspace)

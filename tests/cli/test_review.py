@@ -206,12 +206,6 @@ def test_rating_export_and_a_suite_of_bad_runs(tmp_path: Path, notes: Path) -> N
     )
     assert case["origin"]["changed_by_user"] == ["report.md"]
     assert case["checks"]["files"] == [{"path": "report.md", "contains": ["line two"]}]
-    with session_path(session_id).open("a") as fh:  # the undo branch's event, read by its kind
-        fh.write(json.dumps({"kind": "undo", "to_step": 1}) + "\n")
-    case = json.loads(
-        runner.invoke(app, ["sessions", "export", session_id, "--as-case", "--replay-dir", str(tmp_path / "rp")]).stdout
-    )
-    assert case["origin"]["undone"] is True
     _, good, _ = run_task(tmp_path, notes, ["Hello."], task="Say hello")
     assert runner.invoke(app, ["sessions", "rate", good["session_id"], "good"]).exit_code == 0
     suite = tmp_path / "suite"
@@ -250,6 +244,12 @@ def test_rating_export_and_a_suite_of_bad_runs(tmp_path: Path, notes: Path) -> N
         ],
     )
     assert res.exit_code == 0 and "1/1 cases passed (pass^2: 100%)" in res.stdout, res.output
+    undo = runner.invoke(app, ["sessions", "undo", session_id, "--force"])  # over the user's own edit
+    assert undo.exit_code == 0, undo.stdout + undo.stderr
+    case = json.loads(
+        runner.invoke(app, ["sessions", "export", session_id, "--as-case", "--replay-dir", str(tmp_path / "rp")]).stdout
+    )
+    assert case["origin"]["undone"] is True
 
 
 @pytest.mark.parametrize(

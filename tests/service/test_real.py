@@ -1,8 +1,8 @@
 """`hermes-local serve` on the embedded SmolLM2 GGUF through llama.cpp, driven over real HTTP.
 
-A run to completion with a forced tool call (events streamed and logged), and the official openai
-client: plain chat, a forced tool call whose arguments parse, a tool result round trip, streaming.
-The small model is not smart: the checks are about shapes, not answers.
+A run to completion with a forced tool call (events streamed and logged, its replies as live token
+events), and the official openai client: plain chat, a forced tool call whose arguments parse, a tool
+result round trip, streaming. The small model is not smart: the checks are about shapes, not answers.
 """
 
 from __future__ import annotations
@@ -41,7 +41,11 @@ def test_run_with_a_forced_tool_call(real_llm, workspace: Path) -> None:
     assert [c["name"] for c in result["tool_calls"]] == ["get_current_time"] and result["tool_calls"][0]["ok"]
     assert result["usage"]["prompt_tokens_evaluated"] > 0
     logged = [e.to_dict() for e in read_events(session_path(created["id"]))]
-    assert [data for name, data in events if name != "status"] == logged
+    assert [data for name, data in events if name not in ("status", "token")] == logged
+    tokens = "".join(data["text"] for name, data in events if name == "token")  # the reply, streamed live
+    replies = [data["text"] for name, data in events if name == "assistant"]
+    streamed = " ".join(tokens.split())  # each reply was streamed (a small model may write on past its call)
+    assert replies and all(" ".join(r.split()) in streamed for r in replies), (tokens, replies)
 
 
 def test_openai_client_on_the_real_model(real_llm, workspace: Path) -> None:
