@@ -1,10 +1,9 @@
 """Settings and where things live.
 
-Precedence is CLI > environment (`HERMES_LOCAL_*`) > config file (`$HERMES_LOCAL_HOME/config.toml`)
-> defaults. A setting that lowers safety (`sandbox`, `allow_tools`, `allow_hosts`, `deny_tools`, an MCP
-server) changed in the config file during a run is refused until a person confirms it once (`RunWatch`,
-`check_config_changes`). Also locates the data shipped with the package (`prompts/`, `models.toml`) both in a
-source checkout and in an installed wheel. Does not import llama_cpp or load models.
+Precedence is CLI > environment (`HERMES_LOCAL_*`) > config file (`$HERMES_LOCAL_HOME/config.toml`) > defaults. A
+setting that lowers safety (`sandbox`, `allow_tools`, `allow_hosts`, `deny_tools`, an MCP server) changed in the config
+file during a run is refused until a person confirms it once (`RunWatch`, `check_config_changes`). Also locates the data
+shipped with the package (`prompts/`, `models.toml`) in a checkout and a wheel. Loads no model, imports no llama_cpp.
 """
 
 from __future__ import annotations
@@ -23,6 +22,7 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from hermes_local.errors import UserError, one_line
+from hermes_local.profiles import MAX_DEPTH, Profiles
 from hermes_local.sandbox.policy import DEFAULT_ENV
 from hermes_local.sandbox.protect import agent_home
 
@@ -204,6 +204,10 @@ class Settings(BaseModel):
     tools: list[str] = Field(default_factory=list)  # toolsets/tool names offered; empty = all
     max_tools_in_prompt: int = Field(8, ge=1)  # more enabled tools than this: route through open_toolset
     mcp: McpConfig = Field(default_factory=McpConfig)
+    agents: Profiles = Field(default_factory=dict)  # [agents.NAME] specialists offered through `delegate` (issue 30)
+    router: str = Field("rules", pattern="^(rules|model)$")  # who takes a --team task: keywords, or one model call
+    router_model: str | None = None  # a second, small model (name or GGUF) that routes, loaded beside the main one
+    max_depth: int = Field(MAX_DEPTH, ge=1, le=4)  # how deep delegations may nest
 
 
 def config_file() -> Path:
@@ -214,7 +218,7 @@ def _env_overrides() -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name, field in Settings.model_fields.items():
         raw = os.environ.get(ENV_PREFIX + name.upper())
-        if raw is None or name == "mcp":  # nested tables come from the config file only
+        if raw is None or name in ("mcp", "agents"):  # nested tables come from the config file only
             continue
         if field.annotation in (list[str], list[str] | None, list[float] | None):
             out[name] = [part.strip() for part in raw.split(",") if part.strip()]

@@ -41,29 +41,12 @@ class ToolOutcome:
         if not self.digest:
             self.digest = arguments_digest(self.name, self.arguments)
 
-    @property
-    def ok(self) -> bool:
-        return self.result.ok
-
-    @property
-    def error_kind(self) -> str | None:
-        return self.result.error_kind
-
-    @property
-    def error(self) -> str | None:
-        return self.result.error
-
-    @property
-    def summary(self) -> str:
-        return self.result.summary
-
-    @property
-    def data(self) -> Any:
-        return self.result.data
-
-    @property
-    def approval(self) -> str:
-        return self.result.approval
+    ok = property(lambda self: self.result.ok)
+    error_kind = property(lambda self: self.result.error_kind)
+    error = property(lambda self: self.result.error)
+    summary = property(lambda self: self.result.summary)
+    data = property(lambda self: self.result.data)
+    approval = property(lambda self: self.result.approval)
 
     @property
     def valid(self) -> bool:
@@ -182,14 +165,13 @@ class LLMCall(Event):
 
 @dataclass
 class AssistantText(Event):
-    """What the model wrote at a step (`final`: the answer requested at the step limit); `dropped` holds the
-    parts that were neither calls, thought nor answer, as [why, text] pairs."""
+    """What the model wrote at a step (`final`: the answer requested at the step limit)."""
 
     kind: ClassVar[str] = "assistant"
     step: int
     text: str
     final: bool = False
-    dropped: list[list[str]] = field(default_factory=list)
+    dropped: list[list[str]] = field(default_factory=list)  # [why, text] of parts neither call, thought nor answer
 
 
 @dataclass
@@ -250,9 +232,7 @@ class ToolFinished(Event):
 
 @dataclass
 class Guarded(Event):
-    """A reply was sent back once, naming the likely tool ("" when none): `reason` is "no_tool" (an answer
-    given without the tool the goal needs), "empty" (nothing left after parsing) or "echoed" (only a tool
-    result the model made up)."""
+    """A reply sent back once, naming the likely tool (or ""); `reason`: no_tool, empty (after parsing) or echoed."""
 
     kind: ClassVar[str] = "guarded"
     step: int
@@ -301,13 +281,32 @@ class RunEnd(Event):
     def from_dict(cls, d: dict[str, Any]) -> Event:
         return cls({k: v for k, v in d.items() if k not in ("kind", "ts")})
 
-    @property
-    def stopped(self) -> str | None:
-        return self.result.get("stopped")
+    stopped = property(lambda self: self.result.get("stopped"))  # str | None
+    answer = property(lambda self: self.result.get("answer"))  # str | None
 
-    @property
-    def answer(self) -> str | None:
-        return self.result.get("answer")
+
+@dataclass
+class Routed(Event):
+    """A team run's router chose who takes the task (`chosen`: a profile or "manager") among `candidates`, and why."""
+
+    kind: ClassVar[str] = "routed"
+    router: str  # rules | model | router_model
+    chosen: str
+    candidates: list[str]
+    reason: str
+
+
+@dataclass
+class Delegation(Event):
+    """A team's delegation, in the parent's log as it starts and ends (`status`) and first in the child's (ids)."""
+
+    kind: ClassVar[str] = "delegation"
+    agent: str
+    task: str
+    parent: str
+    child: str
+    call: str
+    status: str = ""  # "" while running; then the envelope's status (`call`: the delegate call's digest)
 
 
 @dataclass
@@ -368,8 +367,8 @@ class Unknown(Event):
 EVENT_TYPES: dict[str, type[Event]] = {
     t.kind: t
     for t in (RunStart, RunResumed, StepStart, TurnAdded, LLMCall, AssistantText, Reasoning, RehearsedCall, Token)
-    + (ToolCallStarted, ToolFinished, Guarded, BudgetWarning, Compaction, McpServerFailed, RunEnd, Proposal)
-    + (Applied, Rating)
+    + (ToolCallStarted, ToolFinished, Guarded, BudgetWarning, Compaction, McpServerFailed, RunEnd)
+    + (Proposal, Applied, Rating, Routed, Delegation)
 }
 WORKFLOW_KINDS = frozenset({"workflow_start", "workflow_step", "workflow_end"})
 

@@ -8,15 +8,13 @@ Does not print anything and holds no logic worth testing on its own.
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
-import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hermes_local.agent.loop import Agent, AgentConfig, EventSink
+from hermes_local.agent.team import Role, apply_profile, front, offer_delegate
 from hermes_local.config import RunWatch, Settings, settings_for
 from hermes_local.dialects import Dialect, require_framing, select_dialect
 from hermes_local.dialects.gguf import GGUFDialect
@@ -27,7 +25,8 @@ from hermes_local.llm import LLM
 from hermes_local.sandbox import procs
 from hermes_local.sandbox.policy import SandboxPolicy
 from hermes_local.sandbox.workspace import PinnedWorkspace
-from hermes_local.tools import Approver, Executor, Tool, ToolContext, ToolRegistry, default_registry
+from hermes_local.tools import Approver, Executor, ToolContext, ToolRegistry, default_registry
+from hermes_local.tools.modules import load_tools_module
 from hermes_local.tools.registry import AskUser, tool_warnings
 from hermes_local.tools.shell import SANDBOXED_TOOLS
 from hermes_local.tools.snapshot import open_recorder, shell_notes, steps_to
@@ -152,40 +151,16 @@ def check_tool_use(dialect: Dialect, settings: Settings) -> None:
         )
 
 
-def load_tools_module(spec: str) -> list[Tool]:
-    """`@tool` objects from a Python file path or an importable module name."""
-    path = Path(spec)
-    if path.suffix == ".py" or path.exists():
-        if not path.is_file():
-            raise UserError(f"tools module {spec} does not exist")
-        module_name = f"hermes_user_tools_{abs(hash(str(path.resolve())))}"
-        loader_spec = importlib.util.spec_from_file_location(module_name, path)
-        if loader_spec is None or loader_spec.loader is None:
-            raise UserError(f"cannot load tools module {spec}")
-        module = importlib.util.module_from_spec(loader_spec)
-        sys.modules[module_name] = module
-        try:
-            loader_spec.loader.exec_module(module)
-        except (Exception, SystemExit) as exc:  # noqa: BLE001 - a broken user file is the user's to fix
-            sys.modules.pop(module_name, None)
-            raise UserError(f"tools module {spec} failed to import: {_describe(exc)}") from exc
-    else:
-        try:
-            module = importlib.import_module(spec)
-        except ImportError as exc:
-            raise UserError(f"cannot import tools module {spec!r}: {exc}") from exc
-        except (Exception, SystemExit) as exc:  # noqa: BLE001 - raised by the module's own code
-            raise UserError(f"tools module {spec!r} failed to import: {_describe(exc)}") from exc
-    found = [v for v in vars(module).values() if isinstance(v, Tool)]
-    if not found:
-        raise UserError(f"tools module {spec} defines no @tool functions")
-    return found
-
-
-def _describe(exc: BaseException) -> str:
-    if isinstance(exc, SystemExit):
-        return f"it called exit({exc.code!r}) while being imported"
-    return " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+def team_role(
+    task: str, settings: Settings, llm: LLM, dialect: Dialect, session: str, sink: EventSink, logged: list | None = None
+) -> Role:
+    """Who takes a `--team` task (`agent.team.front`: the router's pick, or the one `logged` holds), for cli/service;
+    with `router_model`, a second small model loaded beside the main one (its own engine) picks."""
+    if settings.router_model and not logged:
+        small = settings.model_copy(update={"model": settings.router_model, "n_ctx": 2048, "parallel": 1})
+        llm = load_llm(small)
+        dialect = dialect_for(small, llm)
+    return front(task, settings, llm, dialect, session, sink, logged or [])
 
 
 def build_registry(
@@ -248,6 +223,7 @@ def build_agent(
     plan: bool = False,
     on_notice: Callable[[str], None] | None = None,
     extra_instructions: str | None = None,
+    role: Role | None = None,
     session_id: str | None = None,
 ) -> Agent:
     """The agent of one run: `registry`'s tools as the settings select them, confined to `workspace`.
@@ -260,6 +236,8 @@ def build_agent(
     rules (`settings.instructions`), then the tool routing note, then `extra_instructions` (a request's own).
     `ask_user` answers the `ask_user` tool (None: nobody to ask); `on_notice` receives the tools' one-line
     notices (e.g. that commands run unsandboxed); `session_id` (the log's) turns checkpoints on (`build_executor`).
+    `role`: its place in a team (`agent/team.py`); with profiles it may be offered `delegate`, whose sub-runs are
+    built here too (same model, workspace, sandbox, labelled approver).
     """
     from hermes_local.prompts import check_overrides
 
@@ -278,6 +256,7 @@ def build_agent(
             ask_user,
             on_notice,
             extra_instructions,
+            role or Role(),
             plan_only=plan,
             close_pin=opened,
             session_id=session_id,
@@ -350,6 +329,7 @@ def _build_agent(
     ask_user: AskUser | None,
     on_notice: Callable[[str], None] | None,
     extra_instructions: str | None,
+    role: Role,
     *,
     plan_only: bool = False,
     close_pin: bool,
@@ -358,13 +338,15 @@ def _build_agent(
     from hermes_local.config import home_dir
     from hermes_local.longterm import LongTermMemory
 
-    dialect = dialect or dialect_for(settings, llm)
+    settings, extra_instructions = apply_profile(settings, role, extra_instructions)  # a specialist's own settings
+    dialect = dialect if dialect and not (role.name and settings.dialect) else dialect_for(settings, llm)
     check_tool_use(dialect, settings)
     longterm = LongTermMemory()
     context = tool_context(settings, pin, longterm, db_path=db_path, n_ctx=llm.n_ctx, on_notice=on_notice)
     context.ask_user = ask_user
     # --tools / config `tools` and deny_tools decide what exists for this run; routing decides what the prompt shows.
-    registry = select_tools(registry or default_registry(), settings.tools, settings.deny_tools, strict=False)
+    full = registry or default_registry()
+    registry = select_tools(full, settings.tools, settings.deny_tools, strict=False)
     # Tools that cannot work in this run (no --db, no allowed host, nobody to ask) are not offered at all.
     missing = unusable(registry, db=db_path is not None, hosts=bool(settings.allow_hosts), person=ask_user is not None)
     for name, why in missing.items():
@@ -372,6 +354,13 @@ def _build_agent(
             on_notice(f"{name} is left out of this run: it {why}")  # asked for by --tools: say why it is not there
     registry = registry.subset([n for n in registry.names() if n not in missing])
     registry.left_out = missing  # a call to one of them is told why it is not there
+
+    def specialist(child: Role, tools: ToolRegistry, ask: Approver, sink: EventSink) -> Agent:  # same model, workspace
+        args = (tools, ask, sink, db_path, dialect, ask_user, on_notice, None, child)  # a plan-only run's too
+        return _build_agent(llm, settings, pin, *args, plan_only=plan_only, close_pin=False, session_id=child.session)
+
+    sink = on_event or (lambda event: None)
+    offer_delegate(registry, settings, role, specialist, sink, full, lambda: executor.approver)  # built just below
     plan = route(registry, settings.max_tools_in_prompt)
     executor = build_executor(settings, registry, context, approver, plan=plan_only, session_id=session_id)
     # The user's standing rules (--instructions / config) first, then routing's note on the tool catalog

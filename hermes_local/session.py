@@ -32,6 +32,7 @@ from hermes_local.events import (
     AssistantText,
     BudgetWarning,
     Compaction,
+    Delegation,
     Event,
     Guarded,
     LLMCall,
@@ -40,6 +41,7 @@ from hermes_local.events import (
     Rating,
     Reasoning,
     RehearsedCall,
+    Routed,
     RunEnd,
     RunResumed,
     RunStart,
@@ -337,18 +339,42 @@ def describe_event(e: Event) -> str | None:
         return f"applied proposal {e.index}: {mark} {_one_line(e.outcome.get('summary', ''))}"
     if isinstance(e, Rating):
         return f"rated {_one_line(e.verdict, 10)}" + (f": {_one_line(e.note)}" if e.note else "")
+    if isinstance(e, Routed):
+        return f"routed ({_one_line(e.router, 10)}) to {_one_line(e.chosen, 40)}: {_one_line(e.reason)}"
+    if isinstance(e, Delegation):
+        who, task = _one_line(e.agent, 40), _one_line(e.task, 200)
+        if e.status:
+            return f"   ⇠ {who} ended: {_one_line(e.status, 20)}  (session {_one_line(e.child, 120)})"
+        return f"   ⇢ delegated to {who}: {task}  (session {_one_line(e.child, 120)})"
     return None
 
 
-def describe_events(events: list[Event]) -> list[str]:
-    """Human-readable lines for `sessions show` (a step's thought once: its reply's lines already show it)."""
-    replied = set()
-    lines = []
-    for event in events:
-        if isinstance(event, AssistantText):
-            replied.add(event.step)
-        elif isinstance(event, Reasoning) and event.step in replied:
+def delegations(path: Path) -> list[dict[str, Any]]:
+    """The ended delegations a session's log records (agent, task, child session, status), for `run --json`."""
+    ended = [e for e in read_events(path) if isinstance(e, Delegation) and e.status and e.parent == path.stem]
+    return [{"agent": e.agent, "task": e.task, "child": e.child, "status": e.status} for e in ended]
+
+
+def describe_events(events: list[Event], *, depth: int = 0) -> list[str]:
+    """Human-readable lines for `sessions show` (a step's thought once: its reply's lines already show it); a team
+    run's child sessions as a tree, each child's lines indented under the delegation that started it (`depth`:
+    how deep this log is in the tree)."""
+    replied: set[int] = set()
+    lines: list[str] = []
+    shown: set[str] = set()  # a resumed delegation starts its child again: show the child once
+    for e in events:
+        if isinstance(e, AssistantText):
+            replied.add(e.step)
+        elif isinstance(e, Reasoning) and e.step in replied:
             continue
-        if (line := describe_event(event)) is not None:
+        if isinstance(e, Delegation) and depth and e.parent and not e.status and not lines:
+            lines.append(f"child of session {_one_line(e.parent, 120)} ({_one_line(e.agent, 40)})")
+            continue
+        if (line := describe_event(e)) is not None:
             lines.append(line)
+        path = sessions_dir() / f"{e.child}.jsonl" if isinstance(e, Delegation) and not e.status else None
+        if path is not None and path.stem not in shown and depth < 4 and _SESSION_ID.match(path.stem):
+            if path.is_file():
+                shown.add(path.stem)
+                lines += ["      │ " + child for child in describe_events(read_events(path), depth=depth + 1)[1:]]
     return lines

@@ -7,12 +7,16 @@ long guess, under a grammar from the first token it writes its scripted call.
 tests of live tokens) and notes when each reply was done.
 
 `ScriptedLLM` is `replay.ReplayLLM` plus `assert_all_used()`; `ScriptExhausted` is the replay
-model's exhaustion error. Nothing under `hermes_local/` imports this module: the product's replay
+model's exhaustion error. `ScriptsByGoal` gives each run its own script, chosen by the run's goal, so runs that
+go on at the same time (concurrent delegations of a team) each replay theirs, optionally after a delay per call
+that stands in for the model's time. Nothing under `hermes_local/` imports this module: the product's replay
 mode lives in `replay.py`.
 """
 
 from __future__ import annotations
 
+import re
+import threading
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -26,6 +30,7 @@ __all__ = [
     "PacedLLM",
     "ScriptExhausted",
     "ScriptedLLM",
+    "ScriptsByGoal",
     "TalkativeLLM",
     "WordTokenizer",
     "outcome",
@@ -56,6 +61,41 @@ class TalkativeLLM(ScriptedLLM):
         if not options.constrained:
             self.outputs.insert(self._cursor, self.guess)
         return super().complete(tokens, options, on_token=on_token)
+
+
+class ScriptsByGoal(ScriptedLLM):
+    """One script per run, by the start of its goal (the first user turn): `{"Write the minutes": [...], ...}`;
+    `delay` seconds per call, slept outside the lock so concurrent runs wait together as on a batched engine."""
+
+    _GOAL = re.compile(r"<\|im_start\|>user\n(.*?)(?:<\|im_end\|>|$)", re.S)
+
+    def __init__(self, scripts: dict[str, Sequence[str]], *, delay: float = 0.0, **kwargs: Any) -> None:
+        super().__init__([], **kwargs)
+        self.scripts = {goal: ScriptedLLM(list(texts), tokenizer=self.inner) for goal, texts in scripts.items()}
+        self.delay = delay
+        self._lock = threading.Lock()
+
+    @property
+    def remaining(self) -> int:
+        return sum(s.remaining for s in self.scripts.values())
+
+    def tokenize(self, text: str, *, special: bool) -> list[int]:
+        with self._lock:  # the word tokenizer hands out ids on first sight: one run at a time
+            return super().tokenize(text, special=special)
+
+    def complete(
+        self, tokens: Sequence[int], options: CallOptions = DEFAULT_OPTIONS, *, on_token: TokenCallback | None = None
+    ) -> Completion:
+        with self._lock:
+            found = self._GOAL.search(self.detokenize(list(tokens)))
+            goal = found.group(1) if found else ""
+            script = next((s for key, s in self.scripts.items() if goal.startswith(key)), None)
+            if script is None:
+                raise AssertionError(f"ScriptsByGoal: no script for the goal {goal[:80]!r}")
+            completion = script.complete(tokens, options, on_token=on_token)
+            self.calls.append(options)
+        time.sleep(self.delay)
+        return completion
 
 
 class PacedLLM(ScriptedLLM):

@@ -268,6 +268,12 @@ EXERCISED: dict[str, str] = {
     "-H 'content-type: application/json'": SERVING,
     'curl -s localhost:8321/v1/runs/ID/rating -d \'{"verdict": "bad", "note": "..."}\' '
     "-H 'content-type: application/json'": SERVING,
+    # Issue 30 (teams): the profiles block and the --team line.
+    'toml: router = "rules"': "tests/agent/test_team.py::test_the_readme_example_profiles_load_and_resolve "
+    "tests/agent/test_team.py::test_the_readme_team_command_runs_as_written",
+    'hermes-local run "Find the revenue per region with SQL, then write a report on it" --team --db shop.sqlite': (
+        "tests/agent/test_team.py::test_the_readme_team_command_runs_as_written"
+    ),
 }
 
 
@@ -331,7 +337,7 @@ def test_the_mcp_config_example_starts_both_servers(
     from hermes_local.cli.app import app
     from tests.fixtures import mcp_test_server
 
-    [block] = _blocks("toml")
+    [block] = [b for b in _blocks("toml") if "[mcp.servers." in b]  # the other one is the Teams profiles
     repo = tmp_path / "project"
     subprocess.run(["git", "init", "-q", str(repo)], check=True, timeout=60)
     monkeypatch.setenv("PATH", "/usr/bin:/bin")

@@ -19,7 +19,7 @@ from hermes_local.cli.mcp import mcp_app
 from hermes_local.cli.models import doctor, models_app
 from hermes_local.cli.plan import sessions_apply, sessions_rate
 from hermes_local.cli.prompt import prompt_command
-from hermes_local.cli.records import memory_app, sessions_app, tools_app
+from hermes_local.cli.records import agents_app, memory_app, sessions_app, tools_app
 from hermes_local.cli.run import RUN_EXAMPLES, chat, run
 from hermes_local.cli.schedule import schedule_app
 from hermes_local.cli.serve import serve
@@ -40,6 +40,7 @@ app.add_typer(models_app, name="models")
 app.add_typer(mcp_app, name="mcp")
 app.add_typer(sessions_app, name="sessions")
 app.add_typer(memory_app, name="memory")
+app.add_typer(agents_app, name="agents")
 app.command()(doctor)
 app.add_typer(workflow_app, name="workflow")
 app.add_typer(cache_app, name="cache")

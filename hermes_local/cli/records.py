@@ -11,12 +11,13 @@ from typing import Annotated
 
 import typer
 
-from hermes_local.cli.common import AllowHostOpt, DbOpt, ToolsOpt, fail, notice, settings_from_flags
+from hermes_local.cli.common import AllowHostOpt, DbOpt, ToolsOpt, check_team, fail, notice, settings_from_flags
 from hermes_local.textsafe import terminal_safe
 
 tools_app = typer.Typer(help="Inspect the tools the agent can call.", no_args_is_help=True)
 sessions_app = typer.Typer(help="Recorded runs under $HERMES_LOCAL_HOME/sessions.", no_args_is_help=True)
 memory_app = typer.Typer(help="Long-term memory: facts kept across sessions.", no_args_is_help=True)
+agents_app = typer.Typer(help="The specialists of a team: [agents.NAME] profiles in config.toml.", no_args_is_help=True)
 
 
 @tools_app.command("list")
@@ -63,6 +64,40 @@ def tools_list(
                 f"({len(usable) - 1} tools > max_tools_in_prompt={settings.max_tools_in_prompt}: the prompt lists "
                 f"toolsets and offers {plan.offered[0] if plan.offered else ''})",
                 err=True,
+            )
+    finally:
+        registry.close()
+
+
+@agents_app.command("list")
+def agents_list(
+    tools_module: Annotated[list[str] | None, typer.Option(help="Also load @tool functions from here.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the profiles as JSON.")] = False,
+) -> None:
+    """Show each [agents.NAME] profile with the tools it gets; one naming a missing tool or model is refused."""
+    from hermes_local.agent.team import profile_tools
+    from hermes_local.runtime import build_registry
+    from hermes_local.tools.toolsets import parse_spec, select_tools
+
+    settings = settings_from_flags(locals())
+    registry = build_registry(tools_module or [], settings, on_notice=notice)
+    try:
+        check_team(registry, settings)
+        rows = []
+        for name, p in settings.agents.items():
+            names = select_tools(registry, profile_tools(p), settings.deny_tools, strict=False).names()
+            names += ["delegate"] if "delegate" in parse_spec(p.tools) else []
+            rows.append({"name": name, **p.model_dump(), "resolved_tools": names})
+        if as_json:
+            typer.echo(json.dumps(rows, indent=2))
+        elif not rows:
+            typer.echo("(no [agents.NAME] profiles in config.toml; see README, Teams)")
+        for row in [] if as_json else rows:
+            steps = f", max_steps {row['max_steps']}" if row["max_steps"] else ""
+            typer.echo(
+                terminal_safe(
+                    f"{row['name']}: {row['description']}  [tools: {', '.join(row['resolved_tools'])}{steps}]"
+                )
             )
     finally:
         registry.close()

@@ -40,6 +40,7 @@ from hermes_local.cli.common import (
     YesOpt,
     announce_shielded,
     check_paths,
+    check_team,
     fail,
     notice,
     pin_workspace,
@@ -64,12 +65,16 @@ def _prepare(
     as_json: bool,
     session_id: str | None = None,
     printer: TerminalPrinter | None = None,
+    team_task: str | None = None,
+    logged: list | None = None,
     plan: bool = False,
 ):
-    """Model, session log and agent for run/chat; user mistakes exit 2 with one line."""
+    """Model, session log and agent for run/chat; user mistakes exit 2 with one line. With `team_task` (`--team`)
+    the router first picks who takes it (a resumed session keeps the pick its `logged` events hold)."""
     from hermes_local.cli.asker import ask_user, terminal_approver
     from hermes_local.events import Event
     from hermes_local.runtime import (
+        Role,
         build_agent,
         build_registry,
         check_tool_use,
@@ -77,6 +82,7 @@ def _prepare(
         find_model,
         load_llm,
         load_tokenizer,
+        team_role,
     )
     from hermes_local.session import SessionLog
     from hermes_local.tools.toolsets import check_spec
@@ -89,6 +95,7 @@ def _prepare(
         raise
     try:
         check_spec(registry, settings.tools)  # a mistyped --tools name is one line, exit 2, before the model loads
+        check_team(registry, settings, running=True)  # so is a profile naming a missing tool or model
         source = find_model(settings)  # resolved once: the tokenizer, the dialect and the weights take it
         dialect = dialect_for(settings, load_tokenizer(settings, source), source, check=True)  # before the weights
         check_tool_use(dialect, settings)  # tool_call_format "none" with --tool-choice required: one line
@@ -104,6 +111,9 @@ def _prepare(
             if not as_json:
                 printer(event)
 
+        role = Role(session=session.id)
+        if team_task is not None:
+            role = team_role(team_task, settings, llm, dialect, session.id, on_event, logged)
         agent = build_agent(
             llm,
             settings,
@@ -116,6 +126,7 @@ def _prepare(
             dialect=dialect,
             ask_user=ask_user if approver.interactive else None,  # a person at the terminal can answer it
             on_notice=notice,
+            role=role,
             session_id=session.id,  # checkpoints: `sessions diff|undo ID`
         )
         agent.closers.append(pin.close)
@@ -202,6 +213,9 @@ def run(
         ),
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object with the result.")] = False,
+    team: Annotated[
+        bool, typer.Option("--team", help="Route TASK to an [agents.NAME] specialist, or to the manager who delegates.")
+    ] = False,
     quiet: QuietOpt = False,
     verbose: Annotated[
         bool, typer.Option("--verbose", "-v", help="Also show what the model wrote at each step (as `sessions show`).")
@@ -211,7 +225,7 @@ def run(
 
     TASK "-" reads the task from stdin; --continue ID follows a finished session with TASK as a new message.
     """
-    from hermes_local.session import recorded_dialect
+    from hermes_local.session import delegations, recorded_dialect
 
     task, events = _task_and_events(task, resume, continue_id)
     check_paths(workspace=workspace, db=db, tools_modules=tools_module)  # before the model and any output
@@ -229,6 +243,8 @@ def run(
         as_json=as_json,
         session_id=session_id,
         printer=printer,
+        team_task=(task or "") if team or any(e.kind == "routed" for e in events) else None,  # a resumed team run
+        logged=events,
         plan=plan,
     )
     try:
@@ -245,7 +261,9 @@ def run(
     planned = agent.executor.plan  # also a resumed plan-only run
     if as_json:
         proposed = [{"name": c.name, "arguments": c.arguments} for c in result.tool_calls if c.approval == "proposed"]
-        typer.echo(json.dumps(result.to_json() | ({"proposals": proposed} if planned else {}), ensure_ascii=True))
+        children = delegations(session.path)  # a team run: each delegation's agent, child session and status
+        extra = ({"proposals": proposed} if planned else {}) | ({"delegations": children} if children else {})
+        typer.echo(json.dumps(result.to_json() | extra, ensure_ascii=True))
     else:
         answered = bool(result.answer and result.answer.strip())  # never a blank line on stdout
         if not answered:

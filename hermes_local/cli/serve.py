@@ -30,6 +30,7 @@ from hermes_local.cli.common import (
     ToolsModuleOpt,
     WorkspaceOpt,
     announce_shielded,
+    check_team,
     pin_workspace,
     settings_from_flags,
 )
@@ -109,6 +110,7 @@ def serve(
         )
         announce_shielded(pin)
         try:
+            check_team(registry, settings, running=True)  # [agents.NAME] profiles: one line before the model loads
             _serve(settings, registry, tokens, host, port, workspace, db, max_body)
         finally:
             registry.close()

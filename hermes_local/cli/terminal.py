@@ -4,8 +4,9 @@ Streamed tokens are split as they arrive (`calls.thoughts.ReplyStream`): a thoug
 (hidden with `--quiet`), the model's prose as it is, and call or plan markup not at all, since the parsed
 call gets its own line. Then one `sessions show` line per step, model call, tool call, tool result,
 call rehearsed in a thought and compaction (with `verbose`, also what the model wrote: thought, plan,
-calls, text). `showed(answer)` tells the CLI whether the last reply's streamed prose already was the
-answer, so a terminal shows it once. Everything that reaches the terminal goes through
+calls, text); in a team run the routing, each delegation, and its specialist's lines tagged with its name.
+`showed(answer)` tells the CLI whether the last reply's streamed prose already was the answer, so a terminal
+shows it once. Everything that reaches the terminal goes through
 `textsafe.terminal_safe`, so model, file or tool text cannot send escape sequences or bidi controls.
 Does not log or decide anything.
 """
@@ -15,16 +16,19 @@ from __future__ import annotations
 import sys
 from typing import TextIO
 
+from hermes_local.agent.team import ChildEvent
 from hermes_local.calls.thoughts import ReplyStream
 from hermes_local.events import (
     AssistantText,
     BudgetWarning,
     Compaction,
+    Delegation,
     Event,
     Guarded,
     LLMCall,
     Reasoning,
     RehearsedCall,
+    Routed,
     StepStart,
     Token,
     ToolCallStarted,
@@ -33,7 +37,8 @@ from hermes_local.events import (
 from hermes_local.session import describe_event
 from hermes_local.textsafe import terminal_safe
 
-SHOWN_LIVE = (StepStart, LLMCall, ToolCallStarted, ToolFinished, RehearsedCall, Guarded, BudgetWarning, Compaction)
+SHOWN_LIVE: tuple[type[Event], ...] = (StepStart, LLMCall, ToolCallStarted, ToolFinished, RehearsedCall, Guarded)
+SHOWN_LIVE += (BudgetWarning, Compaction, Routed, Delegation)  # a team run: the routing, each delegation
 DIM, NORMAL = "\x1b[2m", "\x1b[22m"
 
 
@@ -59,6 +64,13 @@ class TerminalPrinter:
         elif isinstance(event, Reasoning):  # streamed already when tokens are shown; verbose: in the reply's lines
             if self.show_thoughts and not self.stream_tokens and AssistantText not in self.shown:
                 self._line(describe_event(event))
+        elif isinstance(event, ChildEvent):  # a specialist's step, tagged with its name
+            inner: Event = event
+            tags: list[str] = []
+            while isinstance(inner, ChildEvent):
+                tags, inner = [*tags, inner.agent], inner.event
+            if isinstance(inner, self.shown) and (line := describe_event(inner)) is not None:
+                self._line(f"   [{terminal_safe('/'.join(tags))}] {line.strip()}")
         elif isinstance(event, self.shown):
             self._line(describe_event(event))
             self.new_reply = self.new_reply or isinstance(event, StepStart | LLMCall)

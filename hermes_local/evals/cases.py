@@ -117,6 +117,8 @@ class Case(BaseModel):
     tool_choice: Literal["auto", "required", "none"] | None = None
     description: str = ""
     origin: dict[str, Any] = Field(default_factory=dict)  # an exported session's: verdict, note, undone, changed files
+    team: bool = False  # routed first, as `run --team` (the [agents.NAME] profiles of the config)
+    specialist: str | None = None  # who the router should pick (a profile name or "manager"): routing accuracy
 
 
 @dataclass

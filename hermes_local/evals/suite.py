@@ -34,7 +34,7 @@ from hermes_local.evals.cases import (
     SuiteCase,
     check_run,
 )
-from hermes_local.events import Event, LLMCall, StepStart, ToolFinished, ToolOutcome
+from hermes_local.events import Event, LLMCall, Routed, StepStart, ToolFinished, ToolOutcome
 from hermes_local.tools import Approver, ToolRegistry
 
 if TYPE_CHECKING:
@@ -58,6 +58,8 @@ class RunOutcome:
     prompt_tokens_evaluated: int = 0
     completion_tokens: int = 0
     seconds: float = 0.0
+    routed: str | None = None  # a team case: who the router picked
+    routed_right: bool | None = None  # ...and whether it is the case's `specialist` (None: no expectation)
 
 
 @dataclass
@@ -135,7 +137,7 @@ def run_once(
     """One run of a case in a fresh temporary workspace, scored. `concurrent`: other runs go on in other
     threads, so the run's home is in force only while its agent is built (under `_BUILD_LOCK`). `dialect`:
     the suite's (default: chosen for `llm` by `build_agent`)."""
-    from hermes_local.runtime import build_agent
+    from hermes_local.runtime import build_agent, dialect_for, team_role
 
     case = sc.case
     updates = {k: v for k, v in (("max_steps", case.max_steps), ("tool_choice", case.tool_choice)) if v is not None}
@@ -156,6 +158,9 @@ def run_once(
         started = time.perf_counter()
         result, error = None, None
         with _BUILD_LOCK if concurrent else contextlib.nullcontext(), _home(root / "home"):
+            role = None  # a team case is routed first, as `run --team`
+            if case.team:
+                role = team_role(case.task, settings, llm, dialect or dialect_for(settings, llm), "", collect)
             agent = build_agent(
                 llm,
                 settings,
@@ -165,6 +170,7 @@ def run_once(
                 on_event=collect,
                 db_path=db,
                 dialect=dialect,
+                role=role,
             )
         with _home(root / "home") if not concurrent else contextlib.nullcontext(), agent:
             try:
@@ -196,9 +202,12 @@ def run_once(
         k: sum(getattr(c, k) for c in llm_calls)
         for k in ("prompt_tokens", "prompt_tokens_evaluated", "completion_tokens")
     }
+    routed = next((e.chosen for e in events if isinstance(e, Routed)), None)
+    right = None if routed is None or case.specialist is None else routed == case.specialist
     return RunOutcome(
-        not failures, last_step, stopped, answer, calls, failures, failed_step, **usage, seconds=round(seconds, 3)
-    )
+        not failures, last_step, stopped, answer, calls, failures, failed_step, **usage, seconds=round(seconds, 3),
+        routed=routed, routed_right=right,
+    )  # fmt: skip
 
 
 def llm_for_case(settings: Settings, case_id: str, source: ModelSource | None = None) -> Any:
@@ -275,6 +284,7 @@ def _case_json(r: CaseReport) -> dict[str, Any]:
         "mean_steps": _mean([run.steps for run in r.runs]),
         "mean_tokens": _mean([run.prompt_tokens + run.completion_tokens for run in r.runs]),
         "mean_seconds": _mean([run.seconds for run in r.runs]),
+        "routed": [run.routed for run in r.runs if run.routed is not None],
         "tool_calls": len(calls),
         "valid_tool_calls": sum(c.valid for c in calls),
         "details": [asdict(run) for run in r.runs],
@@ -293,6 +303,7 @@ def suite_report(reports: list[CaseReport], *, cases_file: Path, model: str | No
                     {"case": r.id, "run": k, "step": run.failed_step, "check": first.check, "message": first.message}
                 )
     passed = sum(r.passed for r in reports)
+    routed = [run.routed_right for run in runs if run.routed_right is not None]
     summary = {
         "cases": len(reports),
         "passed": passed,
@@ -306,6 +317,8 @@ def suite_report(reports: list[CaseReport], *, cases_file: Path, model: str | No
         "mean_prompt_tokens": _mean([run.prompt_tokens for run in runs]),
         "mean_completion_tokens": _mean([run.completion_tokens for run in runs]),
         "mean_seconds": _mean([run.seconds for run in runs]),
+        "routing_accuracy": round(sum(routed) / len(routed), 4) if routed else None,  # team cases naming a specialist
+        "routed_runs": len(routed),
     }
     return {
         "cases_file": str(cases_file),
@@ -348,4 +361,6 @@ def format_table(reports: list[CaseReport], summary: dict[str, Any]) -> str:
         f"mean {summary['mean_steps']:.2f} steps, {summary['mean_prompt_tokens']:.0f}+"
         f"{summary['mean_completion_tokens']:.0f} tokens, {summary['mean_seconds']:.2f}s per run"
     )
+    if summary.get("routed_runs"):
+        lines.append(f"routing accuracy {summary['routing_accuracy']:.0%} of {summary['routed_runs']} routed runs")
     return "\n".join(line.rstrip() for line in lines)

@@ -22,7 +22,7 @@ from typing import Any, Literal, NamedTuple
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from hermes_local.calls.formats import ToolCallFormat, check_pair
-from hermes_local.config import data_path, home_dir
+from hermes_local.config import Settings, data_path, home_dir
 from hermes_local.errors import UserError, one_line
 from hermes_local.models.gguf import (  # noqa: F401
     GGUF_MAGIC,
@@ -329,3 +329,19 @@ def registry_rows() -> list[dict[str, Any]]:
                 }
             )
     return rows
+
+
+def check_profile_models(settings: Settings, *, running: bool = False) -> None:
+    """One line (UserError) for an [agents.NAME] profile whose `model` is neither a registry name nor a file;
+    `running`: also for one other than the run's (specialists share the run's loaded model)."""
+    router = settings.router_model
+    if router and lookup(router) is None and not Path(router).expanduser().is_file():
+        raise UserError(f"router_model {router!r} is neither in models.toml nor a GGUF file; fix it in config.toml")
+    for name, p in settings.agents.items():
+        where = f"[agents.{name}] model {p.model!r}"
+        if p.model is None or p.model == settings.model or p.model.startswith("replay:"):
+            continue
+        if lookup(p.model) is None and not Path(p.model).expanduser().is_file():
+            raise UserError(f"{where} is neither in models.toml nor a GGUF file; fix it in config.toml")
+        if running:
+            raise UserError(f"{where}: specialists run on the run's model; remove it, or pass --model {p.model}")

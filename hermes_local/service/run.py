@@ -73,6 +73,7 @@ class RunRequest(BaseModel):
     tool_choice: Literal["auto", "required", "none"] | None = None
     instructions: str | None = Field(None, max_length=20_000)
     plan: bool = False  # plan-only: writes and dangerous calls are proposals (`hermes-local sessions apply ID`)
+    team: bool = False  # route the task to an [agents.NAME] specialist, or to the manager who delegates (issue 30)
 
     @field_validator("workspace")
     @classmethod

@@ -262,7 +262,7 @@ class RunManager:
                 self._cond.notify_all()
 
     def _execute(self, run: Run) -> None:
-        from hermes_local.runtime import build_agent
+        from hermes_local.runtime import Role, build_agent, dialect_for, team_role
 
         req = run.request
         updates = {k: v for k, v in (("max_steps", req.max_steps), ("tool_choice", req.tool_choice)) if v is not None}
@@ -281,11 +281,15 @@ class RunManager:
                 def on_event(event: Event) -> None:
                     run.check_cancel()
                     session.log(event)
-                    if event.logged:
+                    if event.logged or event.kind == "child_event":  # a specialist's event, tagged with its agent
                         run.publish(event.kind, event.to_dict())
                     elif isinstance(event, Token):
                         run.token(event.text)  # coalesced `token` events for the stream (never logged)
 
+                role = Role(session=run.id)  # its delegations' child sessions are named after the run
+                if req.team:
+                    dialect = self.dialect or dialect_for(settings, self.model)
+                    role = team_role(req.task, settings, self.model, dialect, run.id, on_event)
                 agent = build_agent(
                     self.model,
                     settings,
@@ -298,6 +302,7 @@ class RunManager:
                     on_notice=run.notice,
                     dialect=self.dialect,
                     extra_instructions=req.instructions,  # after the configured rules and the routing note
+                    role=role,
                     session_id=run.id,  # checkpoints: GET /v1/runs/ID/diff, POST /v1/runs/ID/undo
                 )
                 with agent:

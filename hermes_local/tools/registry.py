@@ -351,14 +351,15 @@ class ToolRegistry:
     def source(self, name: str) -> str:
         return self._sources.get(name, "builtin")
 
-    def subset(self, names: Iterable[str]) -> ToolRegistry:
-        """A registry with only `names` (in this registry's order), sharing this one's cleanup hooks."""
+    def subset(self, names: Iterable[str], *, share_cleanup: bool = True) -> ToolRegistry:
+        """A registry with only `names` (in this registry's order), sharing this one's cleanup hooks (unless not
+        `share_cleanup`: a sub-run's registry, whose end must not stop the caller's MCP servers)."""
         keep = set(names)
         out = ToolRegistry()
         for t in self._tools.values():
             if t.name in keep:
                 out.register(t, source=self._sources[t.name])
-        out._closers = self._closers
+        out._closers = self._closers if share_cleanup else []
         out.failed_sources = self.failed_sources
         out.left_out = self.left_out
         return out

@@ -10,8 +10,9 @@ host, `ask_user` with nobody to ask), which are left out the same way. When more
 the system prompt (a toolset's line names at most `NAMES_PER_TOOLSET` tools, so a server listing
 thousands of tools cannot make the prompt overflow); calling `open_toolset(toolset)` returns that
 toolset's full schemas as a tool result, appended where new tokens go, so the cached prompt prefix
-survives. Routing never refuses a call: every enabled tool stays registered and runs whether or not
-its toolset was opened. Does not run tools or build prompts (the agent renders `PromptPlan`).
+survives; a team's `delegate` (issue 30) is offered in full beside it. Routing never refuses a call: every
+enabled tool stays registered and runs whether or not its toolset was opened. Does not run tools or build prompts
+(the agent renders `PromptPlan`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any, Literal
 from pydantic import ConfigDict, Field, create_model
 
 from hermes_local.errors import UserError
+from hermes_local.profiles import DELEGATE
 from hermes_local.tools.registry import Tool, ToolRegistry
 
 OPEN_TOOLSET = "open_toolset"
@@ -69,7 +71,7 @@ def groups(registry: ToolRegistry) -> dict[str, list[str]]:
     """Toolset -> tool names, in registration order."""
     out: dict[str, list[str]] = {}
     for t in registry:
-        if t.name != OPEN_TOOLSET:
+        if t.name not in (OPEN_TOOLSET, DELEGATE):  # both always offered in full when routed
             out.setdefault(group_of(registry, t.name), []).append(t.name)
     return out
 
@@ -160,7 +162,7 @@ def route(registry: ToolRegistry, max_tools_in_prompt: int) -> PromptPlan:
         return PromptPlan()
     registry.register(open_toolset_tool(registry), source="builtin")
     text = "\n".join([ROUTING_NOTE, "Toolsets:", *toolset_lines(registry)])
-    return PromptPlan(offered=[OPEN_TOOLSET], instructions=text)
+    return PromptPlan(offered=[OPEN_TOOLSET, *([DELEGATE] if registry.get(DELEGATE) else [])], instructions=text)
 
 
 def open_toolset_tool(registry: ToolRegistry) -> Tool:

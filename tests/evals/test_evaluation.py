@@ -343,3 +343,26 @@ def test_export_denied_write_and_plain_export(tmp_path: Path, workspace: Path, m
     assert kinds[0] == "run_start" and kinds[-1] == "run_end"
     missing = runner.invoke(make_app(), ["sessions", "export", "nope", "--as-case"])
     assert missing.exit_code == 2 and "no session" in missing.stderr
+
+
+def test_team_cases_are_routed_first_and_the_report_gives_routing_accuracy(tmp_path: Path) -> None:
+    from tests.agent.test_team import PROFILES, write_profiles
+
+    write_profiles(PROFILES)
+    rows = [
+        {"id": "draft", "task": "Draft a note into n.md", "team": True, "specialist": "writer",
+         "tools": ["read_file", "write_file"], "checks": {"files": [{"path": "n.md", "contains": ["hi"]}]}},
+        {"id": "revenue", "task": "Total revenue and write a report", "team": True, "specialist": "analyst",
+         "checks": {"answer_contains": ["Done"]}},
+    ]  # fmt: skip
+    cases = write_jsonl(tmp_path / "cases.jsonl", rows)
+    write_replay(tmp_path / "replay", "draft", [call("write_file", path="n.md", content="hi"), "Drafted."])
+    inner = [call("delegate", agent="writer", task="Write the report"), call("list_dir", path="."), "Empty.", "Done."]
+    write_replay(tmp_path / "replay", "revenue", inner)
+    report = tmp_path / "r.json"
+    res = run_eval(str(cases), "--model", f"replay:{tmp_path / 'replay'}", "--report", str(report))
+    assert res.exit_code == 0, res.stdout + res.stderr
+    data = json.loads(report.read_text())
+    assert {c["id"]: c["routed"] for c in data["cases"]} == {"draft": ["writer"], "revenue": ["manager"]}
+    assert data["summary"]["routing_accuracy"] == 0.5 and data["summary"]["routed_runs"] == 2
+    assert "routing accuracy 50% of 2 routed runs" in res.stdout

@@ -337,3 +337,32 @@ def test_serve_without_the_extra_says_what_to_install(monkeypatch: pytest.Monkey
     monkeypatch.setitem(sys.modules, "uvicorn", None)  # as if `pip install .` without [serve]
     result = CliRunner().invoke(app, ["serve", "--model", "replay:x.jsonl"])
     assert result.exit_code == 2 and "hermes-local[serve]" in result.output
+
+
+def test_a_team_run_routes_delegates_and_asks_for_the_specialists_write_labelled(workspace: Path) -> None:
+    from tests.agent.test_team import PROFILES, delegate_call
+
+    script = [
+        delegate_call("writer", "Write the revenue report into r.md"),
+        tool_call_text("write_file", path="r.md", content="Revenue: 10"),
+        "r.md is written.",
+        "The writer wrote r.md.",
+    ]
+    with served(ScriptedLLM(script), workspace, agents=PROFILES) as (base, _):
+        task = {"task": "Find the revenue with SQL, then write a report", "team": True}
+        _, created = http("POST", f"{base}/v1/runs", task)
+        [pending] = wait_status(base, created["id"], {"waiting_approval"})["pending_approvals"]
+        assert pending["tool"] == "write_file"
+        assert pending["note"].startswith("Asked for specialist 'writer', for its sub-task: Write the revenue report")
+        http("POST", f"{base}/v1/runs/{created['id']}/approvals", {"call": pending["call"], "decision": "allow"})
+        view = wait_status(base, created["id"], {"done", "error"})
+        events = sse_events(f"{base}/v1/runs/{created['id']}/events")
+    assert view["status"] == "done" and view["result"]["answer"] == "The writer wrote r.md."
+    assert (workspace / "r.md").read_text() == "Revenue: 10"
+    routed = dict(events)["routed"]
+    assert routed["chosen"] == "manager" and routed["candidates"][-1] == "manager"
+    links = [data for name, data in events if name == "delegation"]
+    assert [link["status"] for link in links] == ["", "answered"] and links[0]["parent"] == created["id"]
+    child = [data for name, data in events if name == "child_event"]  # the specialist's events, tagged
+    assert {c["agent"] for c in child} == {"writer"} and {c["child"] for c in child} == {links[0]["child"]}
+    assert [c["event"]["name"] for c in child if c["event"]["kind"] == "tool_result"] == ["write_file"]

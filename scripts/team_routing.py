@@ -1,0 +1,154 @@
+"""Team routing figures (issue 30): each router's accuracy on a labelled set, its latency, and the first prompt.
+
+The profiles are the README's Teams example (analyst, writer, researcher); the labelled set is
+`tests/data/routing.jsonl` (44 tasks: 12 analyst, 12 writer, 10 researcher, 10 manager). Prints, per router:
+
+1. accuracy (overall and per label) and the time a decision adds (mean and total);
+2. for `model` (one grammar-constrained choice; `--model` a registry name or GGUF, default the embedded SmolLM2):
+   the routing call's prompt tokens. As `router = "model"` on the run's own model the big model pays them on top
+   of the task; as `router_model` (the same call on a second, small model: these figures with SmolLM2) it pays
+   nothing;
+3. the big model's first-prompt tokens (system + tools + goal, in the model's tokenizer): one flat agent with
+   every tool (10 built-ins > max_tools_in_prompt 8: the toolset list and `open_toolset`; and with every schema
+   in full), the manager (the same and `delegate`), each specialist, and the mean over the set when each task
+   starts at the rules router's pick.
+
+No task is run: routing is one decision, the first prompt is rendered but never completed.
+
+  python scripts/team_routing.py                      # rules and model (the model part takes a minute on a CPU)
+  python scripts/team_routing.py --routers rules      # no model load: the first prompt in a word tokenizer
+  python scripts/team_routing.py --json team.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+import tomllib
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+
+def readme_profiles() -> dict[str, Any]:
+    """The `[agents.NAME]` tables of the README's Teams section, as documented."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = text.split("### Teams", 1)[1].split("```toml\n", 1)[1].split("```", 1)[0]
+    return tomllib.loads(block)["agents"]
+
+
+def labelled() -> list[dict[str, str]]:
+    lines = (ROOT / "tests" / "data" / "routing.jsonl").read_text(encoding="utf-8").splitlines()
+    return [json.loads(line) for line in lines if line.strip()]
+
+
+def score(picks: list[str], rows: list[dict[str, str]]) -> dict[str, Any]:
+    right = Counter(r["agent"] for r, p in zip(rows, picks, strict=True) if p == r["agent"])
+    total = Counter(r["agent"] for r in rows)
+    return {
+        "accuracy": round(sum(right.values()) / len(rows), 3),
+        "per_label": {label: f"{right[label]}/{n}" for label, n in total.items()},
+        "wrong": [
+            {"task": r["task"], "label": r["agent"], "pick": p}
+            for r, p in zip(rows, picks, strict=True)
+            if p != r["agent"]
+        ],
+    }
+
+
+def first_prompts(settings: Any, tokenizer: Any, rows: list[dict[str, str]], picks: list[str]) -> dict[str, Any]:
+    """First-prompt tokens of the flat agent, the manager and each specialist (every tool usable: --db, a host)."""
+    from hermes_local.agent.team import Role
+    from hermes_local.profiles import MANAGER
+    from hermes_local.runtime import build_agent, build_registry
+    from hermes_local.testing import ScriptedLLM
+
+    flat = settings.model_copy(update={"agents": {}})
+    full = flat.model_copy(update={"max_tools_in_prompt": 1000})  # every schema in full, no open_toolset
+    sizes: dict[str, int] = {}
+    with tempfile.TemporaryDirectory() as folder:
+        workspace, db = Path(folder), Path(folder) / "shop.sqlite"
+        db.touch()
+        for name, chosen, role in [
+            ("flat", flat, None),
+            ("flat_all_schemas", full, None),
+            (MANAGER, settings, None),
+        ] + [(agent, settings, Role(agent, 1)) for agent in settings.agents]:
+            llm = ScriptedLLM(["ok"], tokenizer=tokenizer, n_ctx=32768)
+            agent = build_agent(llm, chosen, workspace=workspace, registry=build_registry(), db_path=db, role=role)
+            with agent:
+                memory = agent.new_memory("x")
+                sizes[name] = len(agent.dialect.tokens(memory.messages(), agent.tool_schemas(), llm))
+    routed = [sizes[p] for p in picks]
+    return {"tokens": sizes, "mean_with_rules_routing": round(sum(routed) / len(routed), 1), "without": sizes["flat"]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--routers", default="rules,model", help="comma-separated: rules, model")
+    parser.add_argument("--model", default=None, help="the model of the model router (default: embedded SmolLM2)")
+    parser.add_argument("--json", dest="json_path", default=None, help="also write the figures here")
+    args = parser.parse_args()
+
+    from hermes_local.agent.team import route_model, route_rules
+    from hermes_local.config import Settings
+    from hermes_local.testing import WordTokenizer
+
+    rows = labelled()
+    settings = Settings.model_validate({"agents": readme_profiles(), "allow_hosts": ["docs.example.com"]})
+    routers = [r.strip() for r in args.routers.split(",") if r.strip()]
+    out: dict[str, Any] = {"tasks": len(rows), "labels": dict(Counter(r["agent"] for r in rows))}
+
+    started = time.perf_counter()
+    rules = [route_rules(r["task"], settings.agents)[0] for r in rows]
+    seconds = time.perf_counter() - started
+    out["rules"] = score(rules, rows) | {"mean_ms": round(1000 * seconds / len(rows), 3)}
+    tokenizer: Any = WordTokenizer()
+    out["tokenizer"] = "word (no model loaded)"
+    if "model" in routers:
+        from hermes_local.models.registry import embedded_model_path
+        from hermes_local.runtime import dialect_for, load_llm
+
+        model = args.model or str(embedded_model_path())
+        msettings = settings.model_copy(
+            update={"model": model, "n_ctx": 2048, "n_gpu_layers": 0, "prompt_cache": False}
+        )
+        llm = load_llm(msettings)
+        dialect = dialect_for(msettings, llm)
+        picks, prompt_tokens, times = [], [], []
+        for r in rows:
+            t0 = time.perf_counter()
+            chosen, tokens, _ = route_model(r["task"], settings.agents, llm, dialect)
+            times.append(time.perf_counter() - t0)
+            picks.append(chosen)
+            prompt_tokens.append(len(tokens))
+        out["model"] = score(picks, rows) | {
+            "model": Path(model).name,
+            "mean_ms": round(1000 * sum(times) / len(times), 1),
+            "routing_prompt_tokens_mean": round(sum(prompt_tokens) / len(prompt_tokens), 1),
+        }
+        tokenizer, out["tokenizer"] = llm, Path(model).name
+    out["first_prompt"] = first_prompts(settings, tokenizer, rows, rules)
+
+    for name in ("rules", "model"):
+        if name in out:
+            r = out[name]
+            extra = f", routing prompt {r['routing_prompt_tokens_mean']} tokens" if name == "model" else ""
+            labels = ", ".join(f"{k} {v}" for k, v in r["per_label"].items())
+            print(f"{name:6} accuracy {r['accuracy']:.0%} ({labels}); {r['mean_ms']} ms per decision{extra}")
+    fp = out["first_prompt"]
+    print(f"first prompt ({out['tokenizer']} tokens): " + ", ".join(f"{k} {v}" for k, v in fp["tokens"].items()))
+    print(f"  without routing {fp['without']}; with the rules router's pick, mean {fp['mean_with_rules_routing']}")
+    if args.json_path:
+        Path(args.json_path).write_text(json.dumps(out, indent=2), encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
