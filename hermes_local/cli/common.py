@@ -96,6 +96,7 @@ YesOpt = Annotated[
     bool, typer.Option("--yes", "-y", help="Approve write tool calls (dangerous ones need --allow NAME).")
 ]
 AllowOpt = Annotated[list[str] | None, typer.Option(help="Approve this tool without asking (repeatable).")]
+SessionArg = Annotated[str, typer.Argument(help="A session ID from `sessions list`.")]
 TrustContentOpt = Annotated[
     bool | None,
     typer.Option(

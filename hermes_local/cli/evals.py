@@ -15,6 +15,7 @@ import typer
 from hermes_local.cli.common import (
     DialectOpt,
     InstructionsOpt,
+    SessionArg,
     ToolsOpt,
     check_paths,
     fail,
@@ -139,7 +140,7 @@ def default_report_path(cases: Path) -> Path:
 
 # -- sessions export ------------------------------------------------------------------------------
 def sessions_export(
-    session_id: Annotated[str, typer.Argument(help="A session ID from `sessions list`.")],
+    session_id: SessionArg,
     as_case: Annotated[bool, typer.Option("--as-case", help="Write an eval case plus its replay file.")] = False,
     output: Annotated[Path | None, typer.Option(help="Append the case to this JSONL file (default: print it).")] = None,
     case_id: Annotated[str | None, typer.Option("--id", help="Case ID (default: session-<ID>).")] = None,

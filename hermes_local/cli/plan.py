@@ -14,10 +14,16 @@ from typing import Annotated
 
 import typer
 
-from hermes_local.cli.common import AllowOpt, ToolsModuleOpt, TrustContentOpt, YesOpt, notice, settings_from_flags
+from hermes_local.cli.common import (
+    AllowOpt,
+    SessionArg,
+    ToolsModuleOpt,
+    TrustContentOpt,
+    YesOpt,
+    notice,
+    settings_from_flags,
+)
 from hermes_local.textsafe import terminal_safe
-
-SessionArg = Annotated[str, typer.Argument(help="A session ID from `sessions list`.")]
 
 
 def show_plan(session_id: str) -> int:

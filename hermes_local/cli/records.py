@@ -11,7 +11,16 @@ from typing import Annotated
 
 import typer
 
-from hermes_local.cli.common import AllowHostOpt, DbOpt, ToolsOpt, check_team, fail, notice, settings_from_flags
+from hermes_local.cli.common import (
+    AllowHostOpt,
+    DbOpt,
+    SessionArg,
+    ToolsOpt,
+    check_team,
+    fail,
+    notice,
+    settings_from_flags,
+)
 from hermes_local.textsafe import terminal_safe
 
 tools_app = typer.Typer(help="Inspect the tools the agent can call.", no_args_is_help=True)
@@ -145,7 +154,7 @@ def sessions_list() -> None:
 
 @sessions_app.command("show")
 def sessions_show(
-    session_id: Annotated[str, typer.Argument(help="A session ID from `sessions list`.")],
+    session_id: SessionArg,
     as_json: Annotated[bool, typer.Option("--json", help="Print the raw events as JSON lines.")] = False,
     raw: Annotated[
         bool, typer.Option("--raw", help="Also print each step's new prompt text and the model's raw reply.")

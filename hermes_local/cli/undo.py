@@ -12,9 +12,9 @@ from typing import Annotated
 
 import typer
 
+from hermes_local.cli.common import SessionArg
 from hermes_local.textsafe import terminal_safe
 
-SessionArg = Annotated[str, typer.Argument(help="A session ID from `sessions list`.")]
 checkpoints_app = typer.Typer(
     help="Checkpoints: what runs changed in their workspaces (for `sessions diff|undo`).", no_args_is_help=True
 )
