@@ -1,11 +1,11 @@
-"""The typed facts of a run: `ToolOutcome` and the `Event` classes, each defined once.
+"""The typed facts of a run: the `Event` classes, each defined once (and `ToolOutcome`, re-exported from
+`tools/outcome.py`: the one record of a tool call).
 
 The agent emits events; the session log writes them (`to_dict`), and everything that reads a run back — resume, the
 terminal printer, `sessions show`, evaluation, session export, the service's event stream — gets the same objects from
-`event_from_dict`. A `ToolOutcome` (call + result + step) is the one record of a tool call, used by the run result,
-the ledger, eval checks and workflows. Tool arguments longer than `LOGGED_ARGUMENT_CHARS` are abbreviated in tool
-events (the full text is in the step's `assistant` event) with a hash of the full arguments kept for resume; a
-plan-only run's `Proposal` keeps them whole. Does not write files or format terminal output.
+`event_from_dict`. Tool arguments longer than `LOGGED_ARGUMENT_CHARS` are abbreviated in tool events (the full text is
+in the step's `assistant` event) with a hash of the full arguments kept for resume; a plan-only run's `Proposal` keeps
+them whole. Does not write files or format terminal output.
 """
 
 from __future__ import annotations
@@ -14,70 +14,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from hermes_local.tools.registry import ToolResult, arguments_digest
-
-LOGGED_ARGUMENT_CHARS = 4000
-
-
-def abbreviate_arguments(arguments: dict[str, Any]) -> dict[str, Any]:
-    """Arguments with any string value over `LOGGED_ARGUMENT_CHARS` replaced by a short description."""
-    long = {k for k, v in arguments.items() if isinstance(v, str) and len(v) > LOGGED_ARGUMENT_CHARS}
-    note = "characters; full text in this step's assistant event"
-    return {k: f"{v[:200]}…[{len(v)} {note}]" if k in long else v for k, v in arguments.items()}
-
-
-@dataclass
-class ToolOutcome:
-    """One tool call and what came of it: step, name, arguments, the result and how it was approved."""
-
-    step: int
-    name: str
-    arguments: dict[str, Any]
-    result: ToolResult
-    digest: str = ""
-    truncated: bool = False  # closing mode ended the call before the model did (issue 18)
-
-    def __post_init__(self) -> None:
-        if not self.digest:
-            self.digest = arguments_digest(self.name, self.arguments)
-
-    ok = property(lambda self: self.result.ok)
-    error_kind = property(lambda self: self.result.error_kind)
-    error = property(lambda self: self.result.error)
-    summary = property(lambda self: self.result.summary)
-    data = property(lambda self: self.result.data)
-    approval = property(lambda self: self.result.approval)
-
-    @property
-    def valid(self) -> bool:
-        """The call parsed and named a real tool with acceptable arguments (whatever happened next)."""
-        return self.name != "invalid_tool_call" and self.error_kind not in ("invalid_arguments", "not_found")
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "step": self.step,
-            "name": self.name,
-            "arguments": abbreviate_arguments(self.arguments),
-            "digest": self.digest,
-            "approval": self.result.approval,
-            "provenance": self.result.provenance,  # trusted / untrusted: where the result's content came from
-            **({"truncated": True} if self.truncated else {}),
-            **self.result.envelope(),
-            **({"cached": True} if self.result.cached else {}),
-        }
-
-    def brief(self) -> dict[str, Any]:
-        """The `--json` view: name, arguments, ok, error_kind, cached (and truncated when the call was cut)."""
-        brief = {"name": self.name, "arguments": self.arguments, "ok": self.ok, "error_kind": self.error_kind}
-        return brief | {"cached": self.result.cached} | ({"truncated": True} if self.truncated else {})
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> ToolOutcome:
-        arguments = d.get("arguments") or {}
-        if not isinstance(arguments, dict):
-            raise ValueError("tool arguments must be an object")
-        step, name, digest = int(d.get("step") or 0), str(d["name"]), d.get("digest", "")
-        return cls(step, name, arguments, ToolResult.from_envelope(d), digest, bool(d.get("truncated")))
+from hermes_local.tools.outcome import LOGGED_ARGUMENT_CHARS as LOGGED_ARGUMENT_CHARS  # re-exported
+from hermes_local.tools.outcome import ToolOutcome, abbreviate_arguments
 
 
 class Event:
