@@ -311,3 +311,14 @@ def announce_shielded(pin: PinnedWorkspace) -> None:
     line = shielded_note(pin.path)
     if line:
         notice(f"note: {line}")
+
+
+def parse_vars(items: list[str] | None) -> dict[str, str]:
+    """`--var NAME=VALUE` options (workflow variables) as a dict; a malformed one is a one-line error."""
+    out = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            fail(f"--var {item!r}: write it as NAME=VALUE")
+        out[key.strip()] = value
+    return out

@@ -20,20 +20,11 @@ from hermes_local.cli.common import (
     check_paths,
     fail,
     notice,
+    parse_vars,
     settings_from_flags,
 )
 
 workflow_app = typer.Typer(help="Run TOML workflows: tool steps in dependency order, no model.", no_args_is_help=True)
-
-
-def _parse_vars(items: list[str] | None) -> dict[str, str]:
-    out = {}
-    for item in items or []:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            fail(f"--var {item!r}: write it as NAME=VALUE")
-        out[key.strip()] = value
-    return out
 
 
 # -- eval ---------------------------------------------------------------------------------------
@@ -205,7 +196,7 @@ def workflow_run(
              f"python scripts/examples/make_orders_db.py {db})")  # fmt: skip
     # before any step runs; a --resume may reuse the outputs of queries whose database is gone
     check_paths(workspace=workspace, db=None if resume else db, tools_modules=tools_module)
-    variables = _parse_vars(var)
+    variables = parse_vars(var)
     settings = settings_from_flags(locals())
     wf = load_workflow(file, tools_modules=tools_module or [], var_overrides=variables, allow_imports=allow_imports)
     if db is None and not resume and any(step.tool == "query_database" for step in wf.steps):

@@ -30,6 +30,7 @@ from hermes_local.cli.common import (
     ToolsModuleOpt,
     check_paths,
     notice,
+    parse_vars,
     read_instructions,
     settings_from_flags,
 )
@@ -59,12 +60,11 @@ def add(
     replace: Annotated[bool, typer.Option("--replace", help="Replace a schedule of that name.")] = False,
 ) -> None:
     """Add schedule NAME: run TASK (or WORKFLOW.toml) at the --cron times, unattended."""
-    from hermes_local.cli.evals import _parse_vars
     from hermes_local.service import schedules
     from hermes_local.workflow.run import load_workflow
 
     check_paths(workspace=workspace, db=db)
-    variables = _parse_vars(var)
+    variables = parse_vars(var)
     if tool_choice not in (None, "auto", "required", "none"):
         raise UserError(f"--tool-choice {tool_choice!r}: use auto, required or none")
     workflow = None
