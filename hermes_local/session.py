@@ -145,6 +145,7 @@ class SessionInfo:
     goal: str
     events: int
     stopped: str | None
+    modified: float = 0.0  # the log's mtime (0.0 when it cannot be read)
 
 
 def session_path(session_id: str) -> Path:
@@ -243,8 +244,9 @@ def list_sessions(last: int | None = None, only: Collection[str] | None = None) 
     """The sessions by id (ids begin with their start time); with `last`, the `last` most recently written ones,
     oldest first; with `only`, just those ids."""
     paths = sorted(p for p in sessions_dir().glob("*.jsonl") if only is None or p.stem in only)
+    modified = {p: _modified(p) for p in paths}
     if last:
-        paths = sorted(paths, key=_modified)[-last:]
+        paths = sorted(paths, key=modified.__getitem__)[-last:]
     out = []
     for path in paths:
         try:
@@ -253,7 +255,7 @@ def list_sessions(last: int | None = None, only: Collection[str] | None = None) 
             continue
         goal = next((e.goal for e in events if isinstance(e, RunStart)), "")
         stopped = next((e.stopped for e in reversed(events) if isinstance(e, RunEnd)), None)
-        out.append(SessionInfo(path.stem, path, goal, len(events), stopped))
+        out.append(SessionInfo(path.stem, path, goal, len(events), stopped, modified[path]))
     return out
 
 

@@ -130,15 +130,11 @@ def _visible(manager: RunManager, credential: str) -> set[str] | None:
 
 def sessions(manager: RunManager, credential: str) -> list[dict[str, Any]]:
     """`GET /v1/sessions`: the newest `MAX_SESSIONS` logs (id, goal, events, stopped, modified), newest first."""
-    found: list[dict[str, Any]] = []
-    for info in list_sessions(last=MAX_SESSIONS, only=_visible(manager, credential)):
-        try:
-            modified = info.path.stat().st_mtime
-        except OSError:
-            continue
-        found.append({"id": info.id, "goal": info.goal[:300], "events": info.events, "stopped": info.stopped,
-                      "modified": modified})  # fmt: skip
-    return sorted(found, key=lambda s: -float(s["modified"]))
+    found = list_sessions(last=MAX_SESSIONS, only=_visible(manager, credential))  # oldest first, by mtime
+    return [
+        {"id": s.id, "goal": s.goal[:300], "events": s.events, "stopped": s.stopped, "modified": s.modified}
+        for s in reversed(found)  # newest first
+    ]
 
 
 def session(manager: RunManager, credential: str, session_id: str) -> dict[str, Any]:
