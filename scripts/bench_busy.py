@@ -6,6 +6,8 @@ other programs leave free, engines/threads.py), a fresh model runs the task idle
 `python -c "while True: pass"` keeps a core busy; the chat-handler peer runs the same way with the
 thread count fixed at the choice's start (no peer adapts) unless `--no-busy-peer`. Reports each wall,
 busy / idle per system and choice (goal for hermes-local auto: <= 1.5), and the thread line in force.
+`one_core`: hermes-local idle on one thread, the floor of any run that has one of the two cores (busy / idle
+cannot go below one_core / idle on this machine, whatever the thread choice).
 Figures, not assertions; run it on an otherwise idle machine.
 """
 
@@ -67,6 +69,9 @@ def busy_walls(
             section[f"{system}_busy_over_idle"] = busy / idle if idle else 0.0
         report[choice] = section
         del llm
+    llm = load_llm(n_ctx, 1, seed, model=model)
+    report["one_core"] = hermes_run(llm, steps, n_ctx) | {"threads": 1}
+    print("busy bench: one core idle done", file=sys.stderr)
     return report
 
 
@@ -88,4 +93,8 @@ def rows(report: dict[str, Any]) -> list[tuple[str, str]]:
                     f"{goal}, {threads}, valid calls {idle['tool_calls_valid']} / {busy['tool_calls_valid']}",
                 )
             )
+    if "one_core" in report:
+        one, idle = report["one_core"]["wall_s"], report["auto"]["idle"]["hermes"]["wall_s"]
+        floor = f"{one:.2f} s, so busy / idle >= {one / idle:.2f}x here" if idle else f"{one:.2f} s"
+        out.append(("  hermes one thread idle (the floor)", floor))
     return out
