@@ -20,7 +20,7 @@ from hermes_local.agent.loop import Agent, AgentConfig, EventSink
 from hermes_local.config import RunWatch, Settings, settings_for
 from hermes_local.dialects import Dialect, require_framing, select_dialect
 from hermes_local.dialects.gguf import GGUFDialect
-from hermes_local.engines import EngineModel, load_engine
+from hermes_local.engines import EngineModel, load_embedder, load_engine
 from hermes_local.engines.replay import is_replay_spec
 from hermes_local.errors import UserError
 from hermes_local.llm import LLM
@@ -33,6 +33,7 @@ from hermes_local.tools.shell import SANDBOXED_TOOLS
 from hermes_local.tools.toolsets import group_of, parse_spec, route, select_tools, unusable
 
 if TYPE_CHECKING:
+    from hermes_local.longterm import LongTermMemory
     from hermes_local.models.gguf import GGUFHeader
     from hermes_local.models.registry import ModelChoice
 
@@ -232,6 +233,23 @@ def build_registry(
     return registry
 
 
+CHAT_MODEL_FLOOR = 0.9  # cosine floor of a chat model's own (mean-pooled) embeddings: all of them sit close
+
+
+def memory_store(settings: Settings) -> LongTermMemory:
+    """The run's long-term memory, with the embedding model `embedding_choice` finds (None: words only)."""
+    from hermes_local.longterm import LongTermMemory
+    from hermes_local.models.registry import embedding_choice
+
+    found = embedding_choice(settings.embedding_model) if settings.memory else None
+    if found is None:
+        return LongTermMemory()
+    entry = found.choice.entry if found.choice else None
+    floor = entry.similarity_floor if entry and entry.similarity_floor is not None else CHAT_MODEL_FLOOR
+    prefixes = {"query_prefix": entry.query_prefix, "document_prefix": entry.document_prefix} if entry else {}
+    return LongTermMemory(embedder=load_embedder(found.path, floor=floor, **prefixes))
+
+
 def build_agent(
     llm: LLM,
     settings: Settings,
@@ -245,6 +263,7 @@ def build_agent(
     ask_user: AskUser | None = None,
     on_notice: Callable[[str], None] | None = None,
     extra_instructions: str | None = None,
+    session_id: str | None = None,
 ) -> Agent:
     """The agent of one run: `registry`'s tools as the settings select them, confined to `workspace`.
 
@@ -254,7 +273,7 @@ def build_agent(
     `dialect` defaults to `dialect_for(settings, llm)`. The system turn carries the user's standing
     rules (`settings.instructions`), then the tool routing note, then `extra_instructions` (a request's own).
     `ask_user` answers the `ask_user` tool (None: nobody to ask); `on_notice` receives the tools' one-line
-    notices (e.g. that commands run unsandboxed).
+    notices (e.g. that commands run unsandboxed). The run's episode goes to long-term memory as `session_id`.
     """
     from hermes_local.prompts import check_overrides
 
@@ -273,6 +292,7 @@ def build_agent(
             ask_user,
             on_notice,
             extra_instructions,
+            session_id,
             close_pin=opened,
         )
     except BaseException:
@@ -301,11 +321,11 @@ def _build_agent(
     ask_user: AskUser | None,
     on_notice: Callable[[str], None] | None,
     extra_instructions: str | None,
+    session_id: str | None,
     *,
     close_pin: bool,
 ) -> Agent:
     from hermes_local.config import home_dir
-    from hermes_local.longterm import LongTermMemory
     from hermes_local.tools.cache import ResultCache
 
     dialect = dialect or dialect_for(settings, llm)
@@ -314,7 +334,8 @@ def _build_agent(
     # content provenance (tools/approval.py): the config's opt-out and its list of files that run code later
     approver.trust_content = approver.trust_content or settings.trust_content
     approver.execute_later = list(settings.execute_later_files)
-    longterm, sandbox = LongTermMemory(), SandboxPolicy.from_settings(settings)
+    longterm, sandbox = memory_store(settings), SandboxPolicy.from_settings(settings)
+    remembering = settings.memory and longterm.enabled  # off: no recall, no episode, no `remember`
     context = ToolContext(
         workspace=pin.path,
         pin=pin,  # every tool reaches the workspace through its fd
@@ -332,6 +353,8 @@ def _build_agent(
     registry = select_tools(registry or default_registry(), settings.tools, settings.deny_tools, strict=False)
     # Tools that cannot work in this run (no --db, no allowed host, nobody to ask) are not offered at all.
     missing = unusable(registry, db=db_path is not None, hosts=bool(settings.allow_hosts), person=ask_user is not None)
+    if not remembering and "remember" in registry.names():
+        missing["remember"] = "is off: long-term memory is off (`memory on`, or drop --no-memory)"
     for name, why in missing.items():
         if on_notice is not None and set(parse_spec(settings.tools)) & {name, group_of(registry, name)}:
             on_notice(f"{name} is left out of this run: it {why}")  # asked for by --tools: say why it is not there
@@ -354,7 +377,11 @@ def _build_agent(
     config = settings_for(AgentConfig, settings, instructions=instructions, offered_tools=plan.offered)
     if no_tools:
         config.tool_choice = "none"
-    agent = Agent(llm, executor, config, on_event=on_event, recall=longterm.recall, dialect=dialect)
+    recall = longterm.recall if remembering else None
+    agent = Agent(llm, executor, config, on_event=on_event, recall=recall, dialect=dialect)
+    if remembering:
+        keep_failed = settings.memory_failed == "mark"
+        agent.learn = lambda record: longterm.add_episode(record, session_id=session_id, keep_failed=keep_failed)
     agent.closers.append(longterm.close)
     agent.closers.append(RunWatch().end)  # a safety setting lowered on disk meanwhile waits for a person's yes
     if close_pin:

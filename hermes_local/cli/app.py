@@ -16,9 +16,10 @@ from hermes_local.cli.common import (
 )
 from hermes_local.cli.evals import eval_command, sessions_export, workflow_app
 from hermes_local.cli.mcp import mcp_app
+from hermes_local.cli.memory import memory_app
 from hermes_local.cli.models import doctor, models_app
 from hermes_local.cli.prompt import prompt_command
-from hermes_local.cli.records import memory_app, sessions_app, tools_app
+from hermes_local.cli.records import sessions_app, tools_app
 from hermes_local.cli.run import RUN_EXAMPLES, chat, run
 from hermes_local.cli.serve import serve
 from hermes_local.errors import HermesError

@@ -227,6 +227,7 @@ class RunManager:
                     on_notice=run.notice,
                     dialect=self.dialect,
                     extra_instructions=req.instructions,  # after the configured rules and the routing note
+                    session_id=run.id,  # the episode long-term memory keeps of this run
                 )
                 with agent:
                     result = agent.run(req.task)
