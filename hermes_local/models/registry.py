@@ -341,6 +341,17 @@ def embedding_choice(spec: str | None) -> EmbeddingChoice | None:
         return None
 
 
+def embedding_line(spec: str | None) -> str:
+    """`doctor`'s line: the model long-term memory embeds with, and whether it is the chat model's fallback."""
+    found = embedding_choice(spec)
+    if found is None:
+        return 'none: memory recalls by words only (embedding_model = "none", or no embedded model installed)'
+    if found.fallback:
+        return (f"{found.path.name}, the embedded chat model's own embeddings (no embedding model installed; "
+                "better: hermes-local models download nomic-embed-text)")  # fmt: skip
+    return f"{found.choice.label if found.choice else found.path.name} ({found.path})"
+
+
 def resolve_model(spec: str | None) -> Path:
     """`None` -> the embedded model; a path -> that file; otherwise a registry name found on disk."""
     return resolve_choice(spec)[0]

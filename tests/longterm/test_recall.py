@@ -80,3 +80,27 @@ def test_the_labelled_set_hybrid_beats_words_only(hermetic_home: Path) -> None:
     hybrid = memory_recall.score(store, ids, queries, "hybrid")
     assert hybrid["recall_at_3"] > fts["recall_at_3"]
     assert hybrid["false_injection"] <= 0.25
+
+
+def test_doctor_names_the_embedding_model_in_use(tmp_path: Path, hermetic_home: Path) -> None:
+    from typer.testing import CliRunner
+
+    from hermes_local.cli.app import app
+    from tests.models.test_gguf import make_gguf
+
+    runner = CliRunner()
+    model = tmp_path / "tiny.gguf"
+    model.write_bytes(make_gguf())
+    doctor = ["doctor", "--model", str(model), "--no-speed", "--n-ctx", "256"]
+    res = runner.invoke(app, doctor)
+    line = next(ln for ln in res.stdout.splitlines() if ln.startswith("embedding:"))
+    assert "SmolLM2" in line and "the embedded chat model's own embeddings" in line and "nomic-embed-text" in line
+    downloaded = hermetic_home / "hermes" / "models" / "nomic-embed-text-v1.5.Q4_K_M.gguf"
+    downloaded.parent.mkdir(parents=True)
+    downloaded.write_bytes(make_gguf())
+    res = runner.invoke(app, doctor)
+    line = next(ln for ln in res.stdout.splitlines() if ln.startswith("embedding:"))
+    assert "nomic-embed-text:Q4_K_M" in line and str(downloaded) in line
+    store = memory_store(load_settings({}))
+    assert store.embedder is not None and store.embedder.name == downloaded.name
+    assert store.embedder.query_prefix == "search_query: " and store.embedder.floor == 0.6
