@@ -70,6 +70,32 @@ def score(store: Any, ids: dict[str, int], queries: list[dict[str, Any]], mode: 
     }
 
 
+def before(path: Path = DATA) -> dict[str, Any]:
+    """The recall of the store this replaced (FTS5 without stemming, any word of 3+ letters, no floor, top 3)."""
+    import re
+    import sqlite3
+
+    data = json.loads(path.read_text(encoding="utf-8"))
+    db = sqlite3.connect(":memory:")
+    db.execute("CREATE VIRTUAL TABLE facts USING fts5(text)")
+    rowids = {}
+    for item in data["items"]:
+        text = item.get("text") or f"{item['goal']}\n{item['answer']}"
+        rowids[item["id"]] = db.execute("INSERT INTO facts (text) VALUES (?)", (text,)).lastrowid
+    found = related = injected = unrelated = 0
+    for q in data["queries"]:
+        words = sorted({w.lower() for w in re.findall(r"[^\W_]{3,}", q["query"])})
+        match = " OR ".join(f'"{w}"' for w in words)
+        sql = "SELECT rowid FROM facts WHERE facts MATCH ? ORDER BY bm25(facts) LIMIT 3"
+        got = [r[0] for r in db.execute(sql, (match,)).fetchall()] if words else []
+        if q["expect"] is None:
+            unrelated, injected = unrelated + 1, injected + bool(got)
+        else:
+            related, found = related + 1, found + (rowids[q["expect"]] in got)
+    return {"mode": "before (issue 33)", "recall_at_3": round(found / related, 3), "found": f"{found}/{related}",
+            "false_injection": round(injected / unrelated, 3), "injected": f"{injected}/{unrelated}", "misses": []}
+
+
 def latency(store: Any, queries: list[dict[str, Any]]) -> dict[str, float]:
     """Median ms of embedding one goal, and of the whole recall of a run start."""
     embed, whole = [], []
@@ -134,6 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", default=None, help="write the figures to this file (- for stdout)")
     parser.add_argument("--cosines", action="store_true", help="print cosine distributions (to set a floor)")
     parser.add_argument("--speed", action="store_true", help="time exact vector search at 10k and 100k items")
+    parser.add_argument("--home", default=None, help="keep the store (and its vectors) in this folder for reruns")
     args = parser.parse_args(argv)
     if args.speed:
         for row in speed():
@@ -144,18 +171,24 @@ def main(argv: list[str] | None = None) -> int:
 
     settings = load_settings({"embedding_model": args.embedding_model})
     with tempfile.TemporaryDirectory() as home:
-        os.environ["HERMES_LOCAL_HOME"] = home
+        os.environ["HERMES_LOCAL_HOME"] = args.home or home
+        fresh = not (Path(args.home or home) / "memory.db").exists()
         store = memory_store(settings)
         t = time.perf_counter()
-        ids, queries = load_set(store)
+        if fresh:
+            ids, queries = load_set(store)
+        else:  # a kept store holds the set already, in order, with its vectors
+            data = json.loads(DATA.read_text(encoding="utf-8"))
+            ids = {want["id"]: have.id for want, have in zip(data["items"], store.items(), strict=True)}
+            queries = data["queries"]
         if store.embedder is not None:
             store._embed_missing()
         name = store.embedder.name if store.embedder else "none (words only)"
         print(f"embedding model: {name}; {len(ids)} items stored and embedded in {time.perf_counter() - t:.1f} s")
         report: dict[str, Any] = {"embedding_model": name, "items": len(ids), "queries": len(queries), "modes": []}
-        modes = ["fts", "vector", "hybrid"] if store.embedder is not None else ["fts"]
+        modes = ["before", "fts", "vector", "hybrid"] if store.embedder is not None else ["before", "fts"]
         for mode in modes:
-            row = score(store, ids, queries, mode)
+            row = before() if mode == "before" else score(store, ids, queries, mode)
             report["modes"].append(row)
             print(f"{mode:7} recall@3 {row['recall_at_3']:.3f} ({row['found']})  "
                   f"false injection {row['false_injection']:.3f} ({row['injected']})")

@@ -122,9 +122,10 @@ def stems(words: Iterable[str]) -> set[str]:
 
 
 def coverage(terms: Sequence[str], text: str) -> float:
-    """The share of `terms` (stemmed) that occur in `text` (stemmed)."""
+    """The share of `terms` (stemmed) that occur in `text` (stemmed), counted only when at least two of them
+    do (or the goal has one term): one shared word of a longer goal is a coincidence more often than not."""
     wanted = stems(terms)
     if not wanted:
         return 0.0
-    have = stems(_WORD.findall(text.lower()))
-    return len(wanted & have) / len(wanted)
+    matched = len(wanted & stems(_WORD.findall(text.lower())))
+    return matched / len(wanted) if matched >= min(2, len(wanted)) else 0.0
