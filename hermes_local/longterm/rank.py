@@ -4,9 +4,10 @@
 the FTS5 index stems what is left (porter), so "tables" finds "table". `fts_match(terms)` is the MATCH
 expression (any term). `pack`/`unpack` turn a vector into a float32 blob and back (SQLite keeps blobs beside
 the FTS index: no extension needed); vectors are normalised when packed, so cosine is a dot product.
-`nearest(query, rows)` is exact search in plain Python (numpy when it is importable: it ships with
-llama-cpp-python). `fuse(lists)` is reciprocal-rank fusion. `Candidate` carries both signals so the caller's
-relevance floor can drop what neither signal supports. Holds no SQL beyond the MATCH text and no model.
+`nearest(query, rows)` is exact search, centred on the rows' mean, with each hit's z-score, in plain Python
+(numpy when it is importable: it ships with llama-cpp-python). `fuse(lists)` is reciprocal-rank fusion;
+`Candidate` carries both signals so the caller's relevance floor can drop what neither signal supports.
+Holds no SQL beyond the MATCH text and no model.
 """
 
 from __future__ import annotations
@@ -61,26 +62,47 @@ def unpack(blob: bytes) -> array:
     return out
 
 
-def nearest(query: bytes, rows: Sequence[tuple[int, bytes]], limit: int) -> list[tuple[int, float]]:
-    """(id, cosine) of the `limit` rows closest to `query` (all packed by `pack`), best first; exact search."""
+def nearest(query: bytes, rows: Sequence[tuple[int, bytes]], limit: int) -> list[tuple[int, float, float]]:
+    """(id, cosine, z) of the `limit` rows closest to `query` (all packed by `pack`), best first; exact search.
+
+    The cosine is taken after centring every vector on the rows' mean: a model's vectors share one direction
+    (a chat model's mean-pooled states above all: raw cosines of unrelated texts sit near 0.8), and what is
+    left tells texts apart. z is how many standard deviations the similarity stands above the mean one.
+    """
+    rows = [(i, blob) for i, blob in rows if len(blob) == len(query)]
     if not rows:
         return []
     try:
         import numpy as np
     except ImportError:  # plain Python: fine for thousands of items (see scripts/memory_recall.py --speed)
-        q = unpack(query)
-        scored = [(i, sum(a * b for a, b in zip(q, unpack(blob), strict=False))) for i, blob in rows]
-    else:
-        dim = len(query) // 4
-        kept = [(i, blob) for i, blob in rows if len(blob) == len(query)]
-        if not kept:
-            return []
-        matrix = np.frombuffer(b"".join(blob for _, blob in kept), dtype=np.float32).reshape(len(kept), dim)
-        sims = matrix @ np.frombuffer(query, dtype=np.float32)
-        top = np.argsort(-sims)[:limit]
-        return [(kept[int(j)][0], float(sims[int(j)])) for j in top]
-    scored.sort(key=lambda pair: -pair[1])
-    return scored[:limit]
+        return _nearest_plain(query, rows, limit)
+    matrix = np.frombuffer(b"".join(blob for _, blob in rows), dtype=np.float32).reshape(len(rows), -1)
+    mean = matrix.mean(axis=0)
+    centred = matrix - mean
+    centred /= np.linalg.norm(centred, axis=1, keepdims=True) + 1e-9
+    q = np.frombuffer(query, dtype=np.float32) - mean
+    sims = centred @ (q / (np.linalg.norm(q) + 1e-9))
+    spread = float(sims.std()) or 1.0
+    top = np.argsort(-sims)[:limit]
+    return [(rows[int(j)][0], float(sims[int(j)]), float((sims[int(j)] - sims.mean()) / spread)) for j in top]
+
+
+def _nearest_plain(query: bytes, rows: Sequence[tuple[int, bytes]], limit: int) -> list[tuple[int, float, float]]:
+    vectors = [unpack(blob) for _, blob in rows]
+    dim = len(vectors[0])
+    mean = [sum(v[k] for v in vectors) / len(vectors) for k in range(dim)]
+
+    def centred(v: Sequence[float]) -> list[float]:
+        out = [a - b for a, b in zip(v, mean, strict=True)]
+        norm = math.sqrt(sum(a * a for a in out)) or 1.0
+        return [a / norm for a in out]
+
+    q = centred(unpack(query))
+    sims = [sum(a * b for a, b in zip(q, centred(v), strict=True)) for v in vectors]
+    average = sum(sims) / len(sims)
+    spread = math.sqrt(sum((x - average) ** 2 for x in sims) / len(sims)) or 1.0
+    order = sorted(range(len(sims)), key=lambda j: -sims[j])[:limit]
+    return [(rows[j][0], sims[j], (sims[j] - average) / spread) for j in order]
 
 
 @dataclass
@@ -90,21 +112,22 @@ class Candidate:
     id: int
     fts_rank: int | None = None  # 1 = best BM25
     coverage: float = 0.0  # share of the query's terms the item contains (after stemming)
-    cosine: float | None = None
+    cosine: float | None = None  # after centring (see `nearest`)
+    z: float | None = None  # standard deviations above the mean similarity to the goal
     vec_rank: int | None = None
     score: float = 0.0
 
 
-def fuse(fts: Sequence[int], vec: Sequence[tuple[int, float]], k: int = RRF_K) -> dict[int, Candidate]:
+def fuse(fts: Sequence[int], vec: Sequence[tuple[int, float, float]], k: int = RRF_K) -> dict[int, Candidate]:
     """Reciprocal-rank fusion of the BM25 order (`fts`: ids, best first) and the vector order (`vec`)."""
     out: dict[int, Candidate] = {}
     for rank, item in enumerate(fts, 1):
         cand = out.setdefault(item, Candidate(item))
         cand.fts_rank = rank
         cand.score += 1.0 / (k + rank)
-    for rank, (item, cosine) in enumerate(vec, 1):
+    for rank, (item, cosine, z) in enumerate(vec, 1):
         cand = out.setdefault(item, Candidate(item))
-        cand.cosine, cand.vec_rank = cosine, rank
+        cand.cosine, cand.z, cand.vec_rank = cosine, z, rank
         cand.score += 1.0 / (k + rank)
     return out
 
@@ -121,11 +144,10 @@ def stems(words: Iterable[str]) -> set[str]:
     return out
 
 
-def coverage(terms: Sequence[str], text: str) -> float:
-    """The share of `terms` (stemmed) that occur in `text` (stemmed), counted only when at least two of them
-    do (or the goal has one term): one shared word of a longer goal is a coincidence more often than not."""
+def coverage(terms: Sequence[str], text: str) -> tuple[float, int]:
+    """(the share of `terms` that occur in `text`, how many do), both stemmed."""
     wanted = stems(terms)
     if not wanted:
-        return 0.0
+        return 0.0, 0
     matched = len(wanted & stems(_WORD.findall(text.lower())))
-    return matched / len(wanted) if matched >= min(2, len(wanted)) else 0.0
+    return matched / len(wanted), matched

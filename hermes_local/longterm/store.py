@@ -29,9 +29,13 @@ MAX_FACT_CHARS = 500
 RECALL_CHARS = 1500
 _MAX_ROWID = 2**63 - 1
 CANDIDATES = 50  # items each signal ranks before fusion
-# The relevance floor: an item is recalled when its vector is this close (cosine, per embedder: `Embedder.floor`)
-# or when it holds at least this share of the goal's words.
+# The relevance floor. Words: at least half of the goal's words, and two of them (or its only one): one shared
+# word of a longer goal is a coincidence more often than not. Meaning: a similarity at least `Embedder.floor`
+# standard deviations above the mean one (z, over a store of at least MIN_VECTORS items). Both: one shared word
+# and a z of SOFT_Z. Measured on tests/data/memory_recall.json (scripts/memory_recall.py).
 COVERAGE_FLOOR = 0.5
+SOFT_Z = 1.0
+MIN_VECTORS = 20
 MODES = ("hybrid", "fts", "vector")
 
 _SCHEMA = """
@@ -47,7 +51,8 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 
 
 class Embedder(Protocol):
-    """Turns text into vectors (engines/inprocess/embedding.py on llama.cpp); `floor` is its cosine floor."""
+    """Turns text into vectors (engines/inprocess/embedding.py on llama.cpp); `floor`: the z-score (standard
+    deviations above the mean similarity) at which an item is recalled on meaning alone."""
 
     name: str
     floor: float
@@ -95,17 +100,18 @@ Fact = Item  # the name callers used when memory held only facts
 
 @dataclass
 class Hit:
-    """One recalled item and why: its fused score, BM25 rank, word coverage and cosine."""
+    """One recalled item and why: its fused score, BM25 rank, word coverage, cosine and z-score."""
 
     item: Item
     score: float
     fts_rank: int | None
     coverage: float
     cosine: float | None
+    z: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         why = {"score": round(self.score, 5), "fts_rank": self.fts_rank, "coverage": round(self.coverage, 3)}
-        why["cosine"] = None if self.cosine is None else round(self.cosine, 4)
+        why |= {k: None if v is None else round(v, 4) for k, v in (("cosine", self.cosine), ("z", self.z))}
         return self.item.to_json() | {"recall": self.item.recall_line(), "why": why}
 
 
@@ -250,27 +256,30 @@ class LongTermMemory:
                 (fts_match(terms), CANDIDATES),
             ).fetchall()
             fts = [int(r[0]) for r in rows]
-        vec: list[tuple[int, float]] = []
+        vec: list[tuple[int, float, float]] = []
         if self.embedder is not None and mode != "fts" and goal.strip():
             vec = self._nearest(goal)
         fused = fuse(fts, vec)
         if not fused:
             return []
         found = {i.id: i for i in self._fetch(list(fused))}
-        floor = self.embedder.floor if self.embedder is not None else 1.0
+        z_floor = self.embedder.floor if self.embedder is not None and len(vec) >= MIN_VECTORS else float("inf")
         out: list[Hit] = []
         for cand in sorted(fused.values(), key=lambda c: -c.score):
             item = found.get(cand.id)
             if item is None:
                 continue
-            cand.coverage = coverage(terms, item.text) if cand.fts_rank else 0.0
-            if not (cand.coverage >= COVERAGE_FLOOR or (cand.cosine is not None and cand.cosine >= floor)):
-                continue  # the relevance floor: neither enough of the goal's words nor close in meaning
+            share, matched = coverage(terms, item.text) if cand.fts_rank else (0.0, 0)
+            cand.coverage = share
+            z = cand.z if cand.z is not None and len(vec) >= MIN_VECTORS else float("-inf")
+            words = share >= COVERAGE_FLOOR and matched >= min(2, len(terms))
+            if not (words or z >= z_floor or (matched and z >= SOFT_Z)):
+                continue  # the relevance floor: neither enough of the goal's words nor close enough in meaning
             line = item.recall_line()
             if len(line) > budget:
                 break
             budget -= len(line)
-            out.append(Hit(item, cand.score, cand.fts_rank, cand.coverage, cand.cosine))
+            out.append(Hit(item, cand.score, cand.fts_rank, cand.coverage, cand.cosine, cand.z))
             if len(out) >= limit:
                 break
         return out
@@ -279,7 +288,7 @@ class LongTermMemory:
         marks = ",".join("?" * len(ids))
         return [_item(r) for r in self._db.execute(f"SELECT * FROM items WHERE id IN ({marks})", ids).fetchall()]
 
-    def _nearest(self, goal: str) -> list[tuple[int, float]]:
+    def _nearest(self, goal: str) -> list[tuple[int, float, float]]:
         assert self.embedder is not None
         if not self._db.execute("SELECT 1 FROM items WHERE status = 'ok' LIMIT 1").fetchone():
             return []  # nothing to find: the embedding model is not even loaded

@@ -78,11 +78,11 @@ class ModelEntry(BaseModel):
     tool_call_format: ToolCallFormat | None = None  # None: the chat format's own (see calls/formats.py)
     n_ctx: int = Field(4096, ge=256)
     # "embedding": a model long-term memory embeds with (not a chat model); its query/document prefixes and the
-    # cosine under which its neighbours are unrelated (the relevance floor of recall)
+    # relevance floor of recall on meaning alone, in standard deviations above the mean similarity (z)
     kind: Literal["chat", "embedding"] = "chat"
     query_prefix: str = ""
     document_prefix: str = ""
-    similarity_floor: float | None = Field(None, ge=-1.0, le=1.0)
+    similarity_floor: float | None = Field(None, gt=0.0, le=20.0)
     n_gpu_layers: int | None = None
     main_gpu: int | None = None
     tensor_split: list[float] | None = None

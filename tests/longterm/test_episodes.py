@@ -157,7 +157,7 @@ def test_recall_is_frozen_for_the_whole_run(workspace: Path) -> None:
     seen: list[RunStart] = []
     agent.on_event = lambda e: seen.append(e) if isinstance(e, RunStart) else None
     with agent:
-        agent.run("Where should I save the weekly report?")
+        agent.run("Where should I save the report?")
     assert seen[0].recalled == ["Reports go in the reports/ folder as Markdown files"]
     block = "- Reports go in the reports/ folder as Markdown files"
     assert all(block in text for text in llm.prompt_texts) and len(llm.prompt_texts) == 3

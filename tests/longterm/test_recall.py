@@ -50,8 +50,10 @@ def test_exact_search_in_plain_python_and_numpy_agree(monkeypatch: pytest.Monkey
     fast = nearest(query, rows, 2)
     monkeypatch.setitem(sys.modules, "numpy", None)  # the path without numpy
     plain = nearest(query, rows, 2)
-    assert [i for i, _ in fast] == [i for i, _ in plain] == [1, 2]
-    assert all(abs(a[1] - b[1]) < 1e-6 for a, b in zip(fast, plain, strict=True))
+    assert [hit[0] for hit in fast] == [hit[0] for hit in plain] == [1, 2]
+    for a, b in zip(fast, plain, strict=True):
+        assert abs(a[1] - b[1]) < 1e-5 and abs(a[2] - b[2]) < 1e-4  # the same cosines and z-scores
+    assert fast[0][2] > 0 > nearest(query, rows, 3)[2][2]
 
 
 @pytest.mark.real_model
@@ -103,4 +105,4 @@ def test_doctor_names_the_embedding_model_in_use(tmp_path: Path, hermetic_home: 
     assert "nomic-embed-text:Q4_K_M" in line and str(downloaded) in line
     store = memory_store(load_settings({}))
     assert store.embedder is not None and store.embedder.name == downloaded.name
-    assert store.embedder.query_prefix == "search_query: " and store.embedder.floor == 0.6
+    assert store.embedder.query_prefix == "search_query: " and store.embedder.floor == 3.0

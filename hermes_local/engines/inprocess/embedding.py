@@ -3,8 +3,8 @@
 Loads the GGUF (an embedding model such as nomic-embed-text, or the embedded chat model, whose mean-pooled
 hidden states are a weaker stand-in) on the first `embed` call, CPU only, with a small context: a goal or an
 episode is cut to `n_ctx` tokens. Returns plain lists of floats, normalised; `name` identifies the vectors
-(file name), so a store can tell vectors of another model apart. `floor` is the cosine under which
-this model's neighbours are unrelated (measured on the labelled set, scripts/memory_recall.py). Does not
+(file name), so a store can tell vectors of another model apart. `floor` is the z-score (standard deviations
+above the mean similarity) at which an item is recalled on meaning alone (see longterm/store.py). Does not
 store or rank anything (longterm/ does) and does not pick the model (runtime does).
 """
 
