@@ -80,7 +80,8 @@ def test_the_labelled_set_hybrid_beats_words_only(hermetic_home: Path) -> None:
     assert len(ids) >= 300 and len(queries) >= 60
     fts = memory_recall.score(store, ids, queries, "fts")
     hybrid = memory_recall.score(store, ids, queries, "hybrid")
-    assert hybrid["recall_at_3"] > fts["recall_at_3"]
+    # measured: words only 22/64 recalled and 0/18 injected, hybrid 43/64 and 4/18 (scripts/memory_recall.py)
+    assert hybrid["recall_at_3"] >= 0.6 > fts["recall_at_3"]
     assert hybrid["false_injection"] <= 0.25
 
 
