@@ -146,6 +146,12 @@ class Settings(BaseModel):
     answer_temperature: float = Field(0.7, ge=0.0, allow_inf_nan=False)
     answer_guard: bool = True  # send back once an answer given without any tool call when the goal needs a tool
     instructions: str = ""  # the user's standing rules, added to the system prompt
+    # long-term memory: recall at a run's start, its episode at the end (`run --no-memory`, `memory off`); a failed
+    # run's episode is "skip"ped or kept "mark"ed failed; embeddings from a models.toml `kind = "embedding"` model
+    # on disk (or this name/path), else the embedded chat model; "none": words only
+    memory: bool = True
+    memory_failed: str = Field("skip", pattern="^(skip|mark)$")
+    embedding_model: str | None = None
     cache_ttl: dict[str, float] = Field(default_factory=dict)  # tool name -> seconds its read results are reused
     # what write/dangerous calls change is kept under $HERMES_LOCAL_HOME/checkpoints (sessions diff/undo), at
     # most this many MB (oldest sessions dropped first); 0 turns checkpoints off

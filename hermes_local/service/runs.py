@@ -303,7 +303,7 @@ class RunManager:
                     dialect=self.dialect,
                     extra_instructions=req.instructions,  # after the configured rules and the routing note
                     role=role,
-                    session_id=run.id,  # checkpoints: GET /v1/runs/ID/diff, POST /v1/runs/ID/undo
+                    session_id=run.id,  # checkpoints (GET /v1/runs/ID/diff, POST /v1/runs/ID/undo); the run's episode
                 )
                 with agent:
                     result = agent.run(req.task)
