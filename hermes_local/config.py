@@ -24,25 +24,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from hermes_local.errors import UserError, one_line
 from hermes_local.profiles import MAX_DEPTH, Profiles
 from hermes_local.sandbox.policy import DEFAULT_ENV
-from hermes_local.sandbox.protect import agent_home
+from hermes_local.sandbox.protect import EXECUTE_LATER_FILES, agent_home
 
 ENV_PREFIX = "HERMES_LOCAL_"
 T = TypeVar("T")
 MAX_TOOL_TIMEOUT = 86_400.0  # one day: larger values (inf, 1e308) overflow timers and would never fire
 MAX_TIMEOUT = MAX_TOOL_TIMEOUT  # the same bound for engine, approval and MCP timeouts (`inf` is refused at load)
 _PACKAGE_DIR = Path(__file__).resolve().parent
-# Workspace files that run code later, unsandboxed and unasked (a git hook at the next commit, .envrc on `cd`, VS
-# Code tasks on opening the folder, shell rc files, *.pth at the next Python start, CI workflows on push): writing
-# one always asks, even under --yes / --allow. Globs, matched case-insensitively against the path and every trailing
-# part of it. Not a Makefile: it runs only when the user types `make`, like any script (add "Makefile" to ask).
-EXECUTE_LATER_FILES = tuple(
-    """
-    .git/* .husky/* .pre-commit-config.yaml .envrc .vscode/tasks.json .vscode/settings.json .vscode/launch.json .idea/*
-    .bashrc .bash_profile .bash_login .bash_logout .profile .zshrc .zshenv .zprofile .zlogin .config/fish/*
-    *.pth sitecustomize.py usercustomize.py
-    .github/workflows/* .gitlab-ci.yml .circleci/* .travis.yml azure-pipelines.yml Jenkinsfile
-""".split()
-)
 
 
 def home_dir() -> Path:
