@@ -159,8 +159,16 @@ class LongTermMemory:
     ) -> int:
         cur = self._db.execute(
             "INSERT INTO items (id, kind, text, created, status, trust, session_id, data) VALUES (?,?,?,?,?,?,?,?)",
-            (item_id, kind, text, time.time() if created is None else created, status, trust, session_id,
-             json.dumps(data or {}, ensure_ascii=False)),
+            (
+                item_id,
+                kind,
+                text,
+                time.time() if created is None else created,
+                status,
+                trust,
+                session_id,
+                json.dumps(data or {}, ensure_ascii=False),
+            ),
         )
         new = int(cur.lastrowid or 0)
         self._db.execute("INSERT INTO items_fts (rowid, text) VALUES (?, ?)", (new, text))
@@ -199,6 +207,17 @@ class LongTermMemory:
         cur = self._db.execute("UPDATE items SET status = 'failed' WHERE id = ? AND kind = 'episode'", (item_id,))
         self._db.commit()
         return cur.rowcount > 0
+
+    def rated(self, session_id: str, verdict: str) -> int:
+        """A run the user rated (`sessions rate ID bad`, the service's rating): a bad one's episode is marked
+        failed (listed, never recalled); a good rating changes nothing. The number of episodes marked."""
+        if verdict != "bad":
+            return 0
+        cur = self._db.execute(
+            "UPDATE items SET status = 'failed' WHERE session_id = ? AND kind = 'episode'", (session_id,)
+        )
+        self._db.commit()
+        return cur.rowcount
 
     def forget(self, item_id: int) -> bool:
         if not 0 < item_id <= _MAX_ROWID:  # SQLite's rowids are 64-bit; a bigger number names nothing
