@@ -24,25 +24,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from hermes_local.errors import UserError, one_line
 from hermes_local.profiles import MAX_DEPTH, Profiles
 from hermes_local.sandbox.policy import DEFAULT_ENV
-from hermes_local.sandbox.protect import agent_home
+from hermes_local.sandbox.protect import EXECUTE_LATER_FILES, agent_home
 
 ENV_PREFIX = "HERMES_LOCAL_"
 T = TypeVar("T")
 MAX_TOOL_TIMEOUT = 86_400.0  # one day: larger values (inf, 1e308) overflow timers and would never fire
 MAX_TIMEOUT = MAX_TOOL_TIMEOUT  # the same bound for engine, approval and MCP timeouts (`inf` is refused at load)
 _PACKAGE_DIR = Path(__file__).resolve().parent
-# Workspace files that run code later, unsandboxed and unasked (a git hook at the next commit, .envrc on `cd`, VS
-# Code tasks on opening the folder, shell rc files, *.pth at the next Python start, CI workflows on push): writing
-# one always asks, even under --yes / --allow. Globs, matched case-insensitively against the path and every trailing
-# part of it. Not a Makefile: it runs only when the user types `make`, like any script (add "Makefile" to ask).
-EXECUTE_LATER_FILES = tuple(
-    """
-    .git/* .husky/* .pre-commit-config.yaml .envrc .vscode/tasks.json .vscode/settings.json .vscode/launch.json .idea/*
-    .bashrc .bash_profile .bash_login .bash_logout .profile .zshrc .zshenv .zprofile .zlogin .config/fish/*
-    *.pth sitecustomize.py usercustomize.py
-    .github/workflows/* .gitlab-ci.yml .circleci/* .travis.yml azure-pipelines.yml Jenkinsfile
-""".split()
-)
 
 
 def home_dir() -> Path:
@@ -146,6 +134,12 @@ class Settings(BaseModel):
     answer_temperature: float = Field(0.7, ge=0.0, allow_inf_nan=False)
     answer_guard: bool = True  # send back once an answer given without any tool call when the goal needs a tool
     instructions: str = ""  # the user's standing rules, added to the system prompt
+    # long-term memory: recall at a run's start, its episode at the end (`run --no-memory`, `memory off`); a failed
+    # run's episode is "skip"ped or kept "mark"ed failed; embeddings from a models.toml `kind = "embedding"` model
+    # on disk (or this name/path), else the embedded chat model; "none": words only
+    memory: bool = True
+    memory_failed: str = Field("skip", pattern="^(skip|mark)$")
+    embedding_model: str | None = None
     cache_ttl: dict[str, float] = Field(default_factory=dict)  # tool name -> seconds its read results are reused
     # what write/dangerous calls change is kept under $HERMES_LOCAL_HOME/checkpoints (sessions diff/undo), at
     # most this many MB (oldest sessions dropped first); 0 turns checkpoints off

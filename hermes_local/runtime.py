@@ -18,7 +18,7 @@ from hermes_local.agent.team import Role, apply_profile, front, offer_delegate
 from hermes_local.config import RunWatch, Settings, settings_for
 from hermes_local.dialects import Dialect, require_framing, select_dialect
 from hermes_local.dialects.gguf import GGUFDialect
-from hermes_local.engines import EngineModel, load_engine
+from hermes_local.engines import EngineModel, load_embedder, load_engine
 from hermes_local.engines.replay import is_replay_spec
 from hermes_local.errors import UserError
 from hermes_local.llm import LLM
@@ -209,6 +209,13 @@ def build_registry(
     return registry
 
 
+def memory_store(settings: Settings) -> LongTermMemory:
+    """The run's long-term memory, with the embedding model the settings find (`longterm.open_memory`)."""
+    from hermes_local.longterm import open_memory
+
+    return open_memory(settings, load_embedder)
+
+
 def build_agent(
     llm: LLM,
     settings: Settings,
@@ -235,9 +242,8 @@ def build_agent(
     `dialect` defaults to `dialect_for(settings, llm)`. The system turn carries the user's standing
     rules (`settings.instructions`), then the tool routing note, then `extra_instructions` (a request's own).
     `ask_user` answers the `ask_user` tool (None: nobody to ask); `on_notice` receives the tools' one-line
-    notices (e.g. that commands run unsandboxed); `session_id` (the log's) turns checkpoints on (`build_executor`).
-    `role`: its place in a team (`agent/team.py`); with profiles it may be offered `delegate`, whose sub-runs are
-    built here too (same model, workspace, sandbox, labelled approver).
+    notices; `session_id` (the log's) turns checkpoints on and names the run's episode in long-term memory.
+    `role`: its place in a team (`agent/team.py`); with profiles it may be offered `delegate` (same model, sandbox).
     """
     from hermes_local.prompts import check_overrides
 
@@ -336,12 +342,12 @@ def _build_agent(
     session_id: str | None = None,
 ) -> Agent:
     from hermes_local.config import home_dir
-    from hermes_local.longterm import LongTermMemory
 
     settings, extra_instructions = apply_profile(settings, role, extra_instructions)  # a specialist's own settings
     dialect = dialect if dialect and not (role.name and settings.dialect) else dialect_for(settings, llm)
     check_tool_use(dialect, settings)
-    longterm = LongTermMemory()
+    longterm = memory_store(settings)
+    remembering = settings.memory and longterm.enabled  # off: no recall, no episode, no `remember`
     context = tool_context(settings, pin, longterm, db_path=db_path, n_ctx=llm.n_ctx, on_notice=on_notice)
     context.ask_user = ask_user
     # --tools / config `tools` and deny_tools decide what exists for this run; routing decides what the prompt shows.
@@ -349,6 +355,8 @@ def _build_agent(
     registry = select_tools(full, settings.tools, settings.deny_tools, strict=False)
     # Tools that cannot work in this run (no --db, no allowed host, nobody to ask) are not offered at all.
     missing = unusable(registry, db=db_path is not None, hosts=bool(settings.allow_hosts), person=ask_user is not None)
+    if not remembering and "remember" in registry.names():
+        missing["remember"] = "is off: long-term memory is off (`memory on`, or drop --no-memory)"
     for name, why in missing.items():
         if on_notice is not None and set(parse_spec(settings.tools)) & {name, group_of(registry, name)}:
             on_notice(f"{name} is left out of this run: it {why}")  # asked for by --tools: say why it is not there
@@ -373,7 +381,11 @@ def _build_agent(
     if no_tools:
         config.tool_choice = "none"
     on_event = steps_to(executor.checkpoints, on_event)  # the checkpoint recorder learns each call's step
-    agent = Agent(llm, executor, config, on_event=on_event, recall=longterm.recall, dialect=dialect)
+    recall = longterm.recall if remembering else None
+    agent = Agent(llm, executor, config, on_event=on_event, recall=recall, dialect=dialect)
+    if remembering and not role.name:  # the run's own episode; a specialist's sub-run is part of it
+        keep_failed = settings.memory_failed == "mark"
+        agent.learn = lambda record: longterm.add_episode(record, session_id=session_id, keep_failed=keep_failed)
     agent.closers.append(longterm.close)
     agent.closers.append(RunWatch().end)  # a safety setting lowered on disk meanwhile waits for a person's yes
     if close_pin:

@@ -31,6 +31,7 @@ DISTRICTS = {
     "evals",
     "workflow",
     "sandbox",
+    "longterm",
 }
 
 

@@ -6,7 +6,8 @@ query rows, the row count and the first row; for folder listings, the first name
 result's summary. `ledger_lines(entries, goal, purposes, detailed)` renders the ledger: the last
 `detailed` calls with their findings, every older call as a short line that still says which tool
 ran on what and whether it worked (compaction shortens findings, it never drops a step).
-Does not lay out the prompt (see `memory.py`) or call the model.
+`episode_record(...)` is what long-term memory keeps of a finished run, built from the ledger without the
+model. Does not lay out the prompt (see `memory.py`) or call the model.
 """
 
 from __future__ import annotations
@@ -119,3 +120,23 @@ def _run_line(run: Sequence[ToolOutcome]) -> str:
     ok = sum(o.ok for o in run)
     args = f" ({key_argument(run[0])} … {key_argument(run[-1])})" if key_argument(run[0]) else ""
     return f"steps {run[0].step}-{run[-1].step}: {run[0].name} x{len(run)}{args}, {ok} ok"
+
+
+def episode_record(
+    goal: str, outcomes: Sequence[ToolOutcome], answer: str | None, stopped: str, writes: Mapping[str, str]
+) -> dict[str, Any]:
+    """The run's episode for long-term memory: goal, answer, how it stopped, the key findings (at most 5), the
+    files written (`writes`: tool name -> its path argument), the tools used, and whether a write was denied
+    or untrusted content was read (which mark the episode failed / untrusted)."""
+    real = [o for o in outcomes if o.name not in ("final_answer", "invalid_tool_call")]
+    written = {o.arguments.get(writes[o.name]) for o in real if o.ok and o.name in writes}
+    return {
+        "goal": goal,
+        "answer": answer,
+        "stopped": stopped,
+        "findings": [f"{o.name} {key_argument(o)}: {finding(o, goal)}" for o in real if o.ok][:5],
+        "files_written": sorted(p for p in written if isinstance(p, str)),
+        "tools": sorted({o.name for o in real}),
+        "denied": any(o.error_kind == "permission_denied" for o in real),
+        "untrusted": any(o.ok and o.result.provenance == "untrusted" for o in real),
+    }

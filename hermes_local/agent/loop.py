@@ -24,6 +24,7 @@ from typing import Any
 from hermes_local.agent.answers import AnswerGuard
 from hermes_local.agent.budget import DayUsage, TokenBudget
 from hermes_local.agent.guards import LoopGuard, first_step_note
+from hermes_local.agent.ledger import episode_record
 from hermes_local.agent.memory import Memory, Turn, extract_plan
 from hermes_local.agent.result import AgentConfig, RunResult, handoff, step_limit_line
 from hermes_local.agent.resume import rebuild_memory
@@ -83,6 +84,7 @@ class Agent:
         self.on_event: EventSink = on_event or (lambda event: None)
         self.answers = AnswerGuard(self.config, lambda: self.executor.registry, lambda e: self.on_event(e))
         self.recall = recall
+        self.learn: Callable[[dict[str, Any]], object] | None = None  # keeps the episode of a run (runtime sets it)
         self._previous_tokens: list[int] = []
         self._grammar_texts: dict[bool, str | None] = {}  # keyed by "without final_answer"
         self._last_truncated: str | None = None  # the last completion's closing reason, if any
@@ -225,7 +227,13 @@ class Agent:
     def run(self, goal: str) -> RunResult:
         memory = self.new_memory(goal)
         self.on_event(self._start(goal, memory.recalled))
-        return self._loop(memory, self._new_result(0), first_step=1)
+        return self._learned(memory, self._loop(memory, self._new_result(0), first_step=1))
+
+    def _learned(self, memory: Memory, result: RunResult) -> RunResult:  # the episode (no model call) -> `learn`
+        if self.learn is not None:
+            writes = {t.name: t.writes_path for t in self.executor.registry if t.writes_path}
+            self.learn(episode_record(memory.goal, memory.ledger, result.answer, result.stopped, writes))
+        return result
 
     def _start(self, goal: str, recalled: list[str]) -> RunStart:  # with the folder and mode `sessions apply` reads
         where, plan = str(self.executor.context.workspace or ""), self.executor.plan
@@ -264,7 +272,7 @@ class Agent:
         self.on_event(RunResumed(memory.goal, last_step + 1))
         if message is not None:
             return self.chat(memory, message)[1]
-        return self._loop(memory, self._new_result(last_step), first_step=last_step + 1)
+        return self._learned(memory, self._loop(memory, self._new_result(last_step), first_step=last_step + 1))
 
     # -- the loop --------------------------------------------------------------------------
     def _loop(self, memory: Memory, result: RunResult, first_step: int, step_limit: int | None = None) -> RunResult:

@@ -16,10 +16,11 @@ from hermes_local.cli.common import (
 )
 from hermes_local.cli.evals import eval_command, sessions_export, workflow_app
 from hermes_local.cli.mcp import mcp_app
+from hermes_local.cli.memory import memory_app
 from hermes_local.cli.models import doctor, models_app
 from hermes_local.cli.plan import sessions_apply, sessions_rate
 from hermes_local.cli.prompt import prompt_command
-from hermes_local.cli.records import agents_app, memory_app, sessions_app, tools_app
+from hermes_local.cli.records import agents_app, sessions_app, tools_app
 from hermes_local.cli.run import RUN_EXAMPLES, chat, run
 from hermes_local.cli.schedule import schedule_app
 from hermes_local.cli.serve import serve

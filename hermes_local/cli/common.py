@@ -154,6 +154,9 @@ ToolChoiceOpt = Annotated[
     str | None, typer.Option(help="auto: model decides; required: every step calls a tool; none: no tools.")
 ]
 NoGrammarOpt = Annotated[bool, typer.Option("--no-grammar", help="Do not constrain tool calls with a grammar.")]
+NoMemoryOpt = Annotated[
+    bool, typer.Option("--no-memory", help="No long-term memory for this run: nothing recalled, no episode kept.")
+]
 AnswerGuardOpt = Annotated[
     bool | None,
     typer.Option(
@@ -227,7 +230,7 @@ def _floats(text: str | None, flag: str) -> list[float] | None:
 
 
 # The flags that are not simply a setting of the same name.
-OFF_FLAGS = {"no_grammar": "grammar", "no_prompt_cache": "prompt_cache"}  # --no-X sets X = false
+OFF_FLAGS = {"no_grammar": "grammar", "no_prompt_cache": "prompt_cache", "no_memory": "memory"}  # --no-X sets X = false
 ADDED_FLAGS = {  # repeatable flags that add to the configured list
     "allow": "allow_tools",
     "allow_host": "allow_hosts",

@@ -200,7 +200,7 @@ def doctor(
     from hermes_local.models.download import offline_requested
     from hermes_local.models.footprint import estimate_memory, format_memory, physical_memory
     from hermes_local.models.gguf import gguf_info, human_bytes
-    from hermes_local.models.registry import registry_rows, resolve
+    from hermes_local.models.registry import embedding_line, registry_rows, resolve
     from hermes_local.tools import snapshot
 
     settings = settings_from_flags(locals())
@@ -265,6 +265,7 @@ def doctor(
     label = choice.label if choice else path.name
     show("model", f"{label} ({info['architecture']}, {info['quant']}, {human_bytes(info['file_size'])}) {path}")
     show("memory", format_memory(memory).removeprefix("memory estimate: "))
+    show("embedding", embedding_line(settings.embedding_model) if settings.memory else "long-term memory is off")
     ram = physical_memory()
     if ram and memory["cpu_bytes"] > ram:
         problems.append(

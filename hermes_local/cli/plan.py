@@ -9,6 +9,7 @@ user's verdict in the log (`session.rate_session`). Holds no logic; `app.py` mou
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Annotated
 
@@ -117,7 +118,10 @@ def sessions_rate(
 ) -> None:
     """Record your verdict on a run in its session (the last one counts); `sessions export --as-case` and
     `eval --from-sessions --rated bad` read it."""
+    from hermes_local.longterm import LongTermMemory
     from hermes_local.session import rate_session
 
     rating = rate_session(session_id, verdict, note or "")
+    with contextlib.closing(LongTermMemory()) as memory:
+        memory.rated(session_id, rating.verdict)  # a bad run's episode is never recalled
     typer.echo(f"rated session {session_id} {rating.verdict}", err=True)

@@ -1,7 +1,7 @@
-"""`hermes-local tools list`, `sessions list|show` and `memory list|forget`: what exists and what happened.
+"""`hermes-local tools list`, `agents list` and `sessions list|show`: what exists and what happened.
 
-Thin typer commands that read the registry, the session logs and the long-term store and print them
-terminal-safe. `app.py` mounts the three sub-apps. Does not run the agent.
+Thin typer commands that read the registry, the profiles and the session logs and print them terminal-safe.
+`app.py` mounts the three sub-apps (`memory.py` has the long-term memory's). Does not run the agent.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from hermes_local.cli.common import (
     SessionArg,
     ToolsOpt,
     check_team,
-    fail,
     notice,
     settings_from_flags,
 )
@@ -25,7 +24,6 @@ from hermes_local.textsafe import terminal_safe
 
 tools_app = typer.Typer(help="Inspect the tools the agent can call.", no_args_is_help=True)
 sessions_app = typer.Typer(help="Recorded runs under $HERMES_LOCAL_HOME/sessions.", no_args_is_help=True)
-memory_app = typer.Typer(help="Long-term memory: facts kept across sessions.", no_args_is_help=True)
 agents_app = typer.Typer(help="The specialists of a team: [agents.NAME] profiles in config.toml.", no_args_is_help=True)
 
 
@@ -196,25 +194,3 @@ def _show_raw(session_id: str, events: list) -> None:
                 before = prompt
             typer.echo("   ── raw reply ──\n" + terminal_safe(event.text, keep_newlines=True))
             before += event.text
-
-
-@memory_app.command("list")
-def memory_list() -> None:
-    """Facts remembered across sessions (written by the `remember` tool)."""
-    from hermes_local.longterm import LongTermMemory
-
-    facts = LongTermMemory().all()
-    if not facts:
-        typer.echo("(nothing remembered yet)")
-    for fact in facts:
-        typer.echo(f"{fact.id:4}  {terminal_safe(fact.text)}")
-
-
-@memory_app.command("forget")
-def memory_forget(fact_id: Annotated[int, typer.Argument(help="The number shown by `memory list`.")]) -> None:
-    """Delete one remembered fact."""
-    from hermes_local.longterm import LongTermMemory
-
-    if not LongTermMemory().forget(fact_id):
-        fail(f"no remembered fact {fact_id}; see `hermes-local memory list`")
-    typer.echo(f"forgot {fact_id}")

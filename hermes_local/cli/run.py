@@ -29,6 +29,7 @@ from hermes_local.cli.common import (
     ModelOpt,
     NCtxOpt,
     NoGrammarOpt,
+    NoMemoryOpt,
     NoPromptCacheOpt,
     SandboxOpt,
     TemperatureOpt,
@@ -127,7 +128,7 @@ def _prepare(
             ask_user=ask_user if approver.interactive else None,  # a person at the terminal can answer it
             on_notice=notice,
             role=role,
-            session_id=session.id,  # checkpoints: `sessions diff|undo ID`
+            session_id=session.id,  # checkpoints (`sessions diff|undo ID`); the episode long-term memory keeps names it
         )
         agent.closers.append(pin.close)
         announce_shielded(pin)  # the run's first line says what of the agent's own the workspace holds
@@ -184,6 +185,7 @@ def run(
     workspace: WorkspaceOpt = Path("."),
     tool_choice: ToolChoiceOpt = None,
     no_grammar: NoGrammarOpt = False,
+    no_memory: NoMemoryOpt = False,
     temperature: TemperatureOpt = None,
     answer_temperature: AnswerTemperatureOpt = None,
     answer_guard: AnswerGuardOpt = None,
@@ -332,6 +334,7 @@ def chat(
     workspace: WorkspaceOpt = Path("."),
     tool_choice: ToolChoiceOpt = None,
     no_grammar: NoGrammarOpt = False,
+    no_memory: NoMemoryOpt = False,
     temperature: TemperatureOpt = None,
     answer_temperature: AnswerTemperatureOpt = None,
     answer_guard: AnswerGuardOpt = None,

@@ -9,7 +9,8 @@ bearer token and timeout, checking that the server serves one of the model's nam
 
 Engines never look a model up: `runtime` resolves it (registry, file, GGUF header) once and hands the
 result in as an `EngineModel`. `binaries.py` finds and starts llama.cpp's own programs (llama-server,
-rpc-server).
+rpc-server). `load_embedder(path, ...)` is the embedding model of long-term memory (in-process llama.cpp,
+loaded on its first use, one per file and process).
 """
 
 from __future__ import annotations
@@ -30,9 +31,10 @@ if TYPE_CHECKING:
 
 ENGINES = ("llama-cpp", "llama-server", "vllm")
 
-__all__ = ["ENGINES", "EngineError", "EngineModel", "load_engine"]
+__all__ = ["ENGINES", "EngineError", "EngineModel", "load_embedder", "load_engine"]
 
 _loaded: dict[tuple[Any, ...], LLM] = {}  # in-process models: llama.cpp weights are expensive to load twice
+_embedders: dict[tuple[Any, ...], Any] = {}
 
 
 @dataclass(frozen=True)
@@ -117,3 +119,13 @@ def _in_process(
             _loaded[batched_key] = BatchedLLM(_loaded[key], settings.parallel)  # type: ignore[arg-type]
         return _loaded[batched_key]
     return _loaded[key]
+
+
+def load_embedder(path: Path, *, floor: float, query_prefix: str = "", document_prefix: str = "") -> Any:
+    """The `LlamaEmbedder` for this GGUF (shared by the runs of a process; the weights load on the first embed)."""
+    key = (str(path), floor, query_prefix, document_prefix)
+    if key not in _embedders:
+        from hermes_local.engines.inprocess.embedding import LlamaEmbedder
+
+        _embedders[key] = LlamaEmbedder(path, floor=floor, query_prefix=query_prefix, document_prefix=document_prefix)
+    return _embedders[key]

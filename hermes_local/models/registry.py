@@ -77,6 +77,12 @@ class ModelEntry(BaseModel):
     chat_format: Literal["chatml", "hermes", "qwen", "mistral", "mistral-v3", "llama3", "gguf"] = "chatml"
     tool_call_format: ToolCallFormat | None = None  # None: the chat format's own (see calls/formats.py)
     n_ctx: int = Field(4096, ge=256)
+    # "embedding": a model long-term memory embeds with (not a chat model); its query/document prefixes and the
+    # relevance floor of recall on meaning alone, in standard deviations above the mean similarity (z)
+    kind: Literal["chat", "embedding"] = "chat"
+    query_prefix: str = ""
+    document_prefix: str = ""
+    similarity_floor: float | None = Field(None, gt=0.0, le=20.0)
     n_gpu_layers: int | None = None
     main_gpu: int | None = None
     tensor_split: list[float] | None = None
@@ -305,6 +311,45 @@ def _locate(spec: str | None) -> tuple[Path, ModelChoice | None]:
                 raise UserError(f"model {choice.label} is not downloaded yet; run: {download_hint(choice)}")
             path = found
     return path, choice
+
+
+class EmbeddingChoice(NamedTuple):
+    """The model long-term memory embeds with: its file, registry entry, and whether it is the chat fallback."""
+
+    path: Path
+    choice: ModelChoice | None
+    fallback: bool  # True: no embedding model is installed; the embedded chat model's own embeddings
+
+
+def embedding_choice(spec: str | None) -> EmbeddingChoice | None:
+    """`spec` (a registry name or GGUF path; "none": no vectors -> None), else the first installed registry
+    model of kind "embedding", else the embedded chat model (None when even that is not installed)."""
+    if spec is not None:
+        if spec.strip().lower() == "none":
+            return None
+        path, choice = _locate(spec)
+        return EmbeddingChoice(path, choice, fallback=False)
+    for name, entry in load_registry().models.items():
+        if entry.kind == "embedding":
+            for quant in (entry.default_quant, *entry.quants):
+                choice = ModelChoice(name, entry, quant)
+                if (found := installed_path(choice)) is not None:
+                    return EmbeddingChoice(found, choice, fallback=False)
+    try:
+        return EmbeddingChoice(embedded_model_path(), None, fallback=True)
+    except UserError:
+        return None
+
+
+def embedding_line(spec: str | None) -> str:
+    """`doctor`'s line: the model long-term memory embeds with, and whether it is the chat model's fallback."""
+    found = embedding_choice(spec)
+    if found is None:
+        return 'none: memory recalls by words only (embedding_model = "none", or no embedded model installed)'
+    if found.fallback:
+        return (f"{found.path.name}, the embedded chat model's own embeddings (no embedding model installed; "
+                "better: hermes-local models download nomic-embed-text)")  # fmt: skip
+    return f"{found.choice.label if found.choice else found.path.name} ({found.path})"
 
 
 def resolve_model(spec: str | None) -> Path:

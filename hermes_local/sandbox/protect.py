@@ -13,6 +13,7 @@ undoes them. `root_only_masks()` hides, for an agent running as root, every file
 "others" may not read (by rule, not by a list). `agent_home()` is the one rule for `$HERMES_LOCAL_HOME`
 (`config.home_dir` uses it). `program_dirs(program)` is the other side: what of a program's own code
 (its virtual environment, its interpreter) must be visible read-only for it to start in the sandbox.
+`EXECUTE_LATER_FILES`: the workspace files whose writing always asks (they run code outside the sandbox later).
 Refusing file-tool paths is `tools/confined.py`'s job; this module only knows the paths.
 """
 
@@ -27,6 +28,19 @@ import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+# Workspace files that run code later, unsandboxed and unasked (a git hook at the next commit, .envrc on `cd`, VS
+# Code tasks on opening the folder, shell rc files, *.pth at the next Python start, CI workflows on push): writing
+# one always asks, even under --yes / --allow. Globs, matched case-insensitively against the path and every trailing
+# part of it. Not a Makefile: it runs only when the user types `make`, like any script (add "Makefile" to ask).
+EXECUTE_LATER_FILES = tuple(
+    """
+    .git/* .husky/* .pre-commit-config.yaml .envrc .vscode/tasks.json .vscode/settings.json .vscode/launch.json .idea/*
+    .bashrc .bash_profile .bash_login .bash_logout .profile .zshrc .zshenv .zprofile .zlogin .config/fish/*
+    *.pth sitecustomize.py usercustomize.py
+    .github/workflows/* .gitlab-ci.yml .circleci/* .travis.yml azure-pipelines.yml Jenkinsfile
+""".split()
+)
 
 STATE, CODE = "state", "code"
 _PACKAGE = Path(__file__).resolve().parents[1]  # hermes_local/

@@ -24,6 +24,7 @@ Does not speak HTTP, print, or hold agent logic.
 from __future__ import annotations
 
 import collections
+import contextlib
 import logging
 import threading
 import time
@@ -34,6 +35,7 @@ from hermes_local.config import Settings
 from hermes_local.dialects.base import Dialect
 from hermes_local.errors import HermesError, UserError
 from hermes_local.events import Event, Token
+from hermes_local.longterm import LongTermMemory
 from hermes_local.sandbox import procs
 from hermes_local.sandbox.workspace import PinnedWorkspace
 from hermes_local.service.process import SharedModel, kill_child_process_groups
@@ -191,6 +193,8 @@ class RunManager:
         if not run.finished:
             raise Conflict(f"run {run.id} has not finished; rate it once it has")
         rating = rate_session(run.id, verdict, note)
+        with contextlib.closing(LongTermMemory()) as memory:
+            memory.rated(run.id, rating.verdict)  # a bad run's episode is never recalled
         return {"id": run.id, "verdict": rating.verdict, "note": rating.note}
 
     def health(self) -> dict[str, Any]:
@@ -303,7 +307,7 @@ class RunManager:
                     dialect=self.dialect,
                     extra_instructions=req.instructions,  # after the configured rules and the routing note
                     role=role,
-                    session_id=run.id,  # checkpoints: GET /v1/runs/ID/diff, POST /v1/runs/ID/undo
+                    session_id=run.id,  # checkpoints (GET /v1/runs/ID/diff, POST /v1/runs/ID/undo); the run's episode
                 )
                 with agent:
                     result = agent.run(req.task)

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hermes_local.config import EXECUTE_LATER_FILES
+from hermes_local.sandbox.protect import EXECUTE_LATER_FILES
 from hermes_local.textsafe import collapse_runs, terminal_safe
 from hermes_local.tools.registry import Tool, ToolResult
 

@@ -293,7 +293,8 @@ def _summarize(
         )
     try:
         llm = llm_factory()
-        agent_settings = settings.model_copy(update={"tool_choice": "none", "max_steps": 1})
+        # a report from these results only: nothing recalled into it, no episode of it kept
+        agent_settings = settings.model_copy(update={"tool_choice": "none", "max_steps": 1, "memory": False})
         run = build_agent(llm, agent_settings, workspace=workspace, registry=ToolRegistry(), approver=approver).run(
             prompt
         )

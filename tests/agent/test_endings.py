@@ -134,12 +134,12 @@ def test_a_real_answer_at_the_step_limit_is_kept(workspace: Path) -> None:
 def test_a_run_token_budget_warns_at_80_percent_then_ends_the_run(workspace: Path) -> None:
     events: list[Event] = []
     script = [call("get_current_time"), call("list_dir", path="."), "never"]
-    probe = make_agent(ScriptedLLM(script), workspace, max_steps=5).run("What time is it?")
+    probe = make_agent(ScriptedLLM(script), workspace, max_steps=5, memory=False).run("What time is it?")
     first, second = (c.prompt_tokens_evaluated + c.completion_tokens for c in probe.llm_calls[:2])
     assert second <= first / 2
     limit = first + second // 2  # the first call crosses 80 %, the second the limit
     llm = ScriptedLLM(script)
-    result = make_agent(llm, workspace, events, max_run_tokens=limit, max_steps=5).run("What time is it?")
+    result = make_agent(llm, workspace, events, max_run_tokens=limit, max_steps=5, memory=False).run("What time is it?")
     assert result.stopped == "budget" and exit_code_for(result.stopped) == 5
     assert "max_run_tokens" in (result.error or "") and llm.remaining == 1
     warnings = [e for e in events if isinstance(e, BudgetWarning)]

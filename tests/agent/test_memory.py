@@ -137,10 +137,10 @@ def test_long_term_memory_is_recalled_once_as_a_frozen_block(workspace: Path) ->
     make_agent(first, workspace, allow_tools=["remember"]).run("Remember where my reports go")
     store = LongTermMemory()
     assert [f.text for f in store.all()] == ["The user's reports go in reports/ as Markdown"]
-    assert store.search("write the weekly reports") and not store.search("zebra")
+    assert store.search("write the reports in markdown") and not store.search("zebra")
 
     second = ScriptedLLM([call("get_current_time"), "ok"])
-    make_agent(second, workspace).run("Write the weekly reports")
+    make_agent(second, workspace).run("Write the weekly reports in Markdown")
     for text in second.prompt_texts:
         assert text.count("reports go in reports/ as Markdown") == 1
     assert second.prompts[1][: len(second.prompts[0]) - 4] == second.prompts[0][: len(second.prompts[0]) - 4]

@@ -3,7 +3,7 @@ the eval README's, is split as a shell would split it and run through the CLI in
 names (`notes.txt` in `~/work`, `shop.sqlite`, `rules.txt`, `my_tools.py`, ...).
 
 Only the README's placeholders are filled: TASK (a task), ID (a recorded session, a killed one for `--resume`, a
-remembered fact for `memory forget`) and NAME (the configured MCP server, a model of the loopback stand-in hub).
+remembered fact for `memory show|forget`) and NAME (the configured MCP server, a model of the loopback stand-in hub).
 A line without `--model` runs the model `HERMES_LOCAL_MODEL` names: a replay of the replies each case scripts, or
 the embedded model for the few lines that need a real GGUF (marked real_model). `tests/test_readme.py` checks
 that every line of the README's code blocks is run here or named with the test that exercises it.
@@ -54,6 +54,22 @@ class Case:
 
 def _wrote_report(folder: Path, _: Result) -> None:
     assert "Tea at ten" in (Path.home() / "work" / "report.md").read_text()
+
+
+def _forgotten(folder: Path, _: Result) -> None:
+    from hermes_local.longterm import LongTermMemory
+
+    assert "The user drinks tea at ten." not in [i.text for i in LongTermMemory().items()]  # the fact is gone
+
+
+def _recalls_nothing(folder: Path, res: Result) -> None:
+    assert json.loads(res.stdout) == []  # the fact about tea is unrelated to "my goal", on the real vectors
+
+
+def _memory_on(folder: Path, _: Result) -> None:
+    from hermes_local.longterm import LongTermMemory
+
+    assert LongTermMemory().enabled and "The user drinks tea at ten." in [i.text for i in LongTermMemory().items()]
 
 
 def _records(goal: str) -> list[dict]:
@@ -148,7 +164,9 @@ CASES: dict[str, Case] = {
     "hermes-local models list | info NAME | download NAME[:QUANT]": Case(hub=True, name="tiny", check=_downloaded),
     "hermes-local doctor": Case(real=True, shows="speed:"),
     "hermes-local sessions list | show ID | export ID --as-case": Case(check=_exported),
-    "hermes-local memory list | forget ID": Case(shows="forgot"),
+    "hermes-local memory list | show ID | forget ID": Case(shows="forgot", check=_forgotten),
+    'hermes-local memory search "my goal" --json': Case(real=True, check=_recalls_nothing),
+    "hermes-local memory export | off | on": Case(shows="long-term memory is on", check=_memory_on),
     "hermes-local cache info | clear": Case(shows="removed 0 file(s)"),
     "hermes-local eval cases.jsonl --jobs 4": Case(shows="2/2 cases passed"),
     "hermes-local eval tests/eval/starter.jsonl --model hermes-2-pro-llama-3-8b:Q5_K_M --repeat 3": Case(
@@ -204,7 +222,7 @@ def _filled(argv: list[str], ids: dict[str, str], name: str) -> list[str]:
     for i, word in enumerate(argv):
         before = argv[i - 1] if i else ""
         if word == "ID":
-            word = ids["killed" if before == "--resume" else "fact" if before == "forget" else "finished"]
+            word = ids["killed" if before == "--resume" else "fact" if argv[1:2] == ["memory"] else "finished"]
         word = {"TASK": TASK, "NAME": name, "NAME[:QUANT]": f"{name}:Q8_0"}.get(word, word)
         out.append(os.path.expanduser(word) if word.startswith("~") else word)
     return out

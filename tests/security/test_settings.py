@@ -143,11 +143,9 @@ def test_recalled_block_has_a_budget_even_for_old_huge_facts(hermetic_home: Path
     store = LongTermMemory()
     store.add("the report format is markdown")
     # A fact stored before the cap existed (or by another program): 1 MB.
-    store._db.execute("INSERT INTO facts (text, created) VALUES (?, 0)", ("report " * 150_000,))
-    store._db.commit()
+    store._insert("fact", "report " * 150_000, created=0)
     for _ in range(5):
-        store._db.execute("INSERT INTO facts (text, created) VALUES (?, 0)", ("report details " * 60,))
-    store._db.commit()
+        store._insert("fact", "report details " * 60, created=0)
     recalled = store.recall("write the report", limit=10)
     assert recalled and sum(len(t) for t in recalled) <= RECALL_CHARS
     assert all(len(t) <= MAX_FACT_CHARS + 1 for t in recalled)
@@ -158,8 +156,7 @@ def test_agent_run_with_a_huge_stored_fact_still_fits(hermetic_home: Path, tmp_p
     from hermes_local.testing import ScriptedLLM
 
     store = LongTermMemory()
-    store._db.execute("INSERT INTO facts (text, created) VALUES (?, 0)", ("report " * 150_000,))
-    store._db.commit()
+    store._insert("fact", "report " * 150_000, created=0)
     store.close()
     llm = ScriptedLLM(["Done."], n_ctx=4096)
     settings = load_settings({"answer_guard": False})  # "Write the report." would be sent back once for write_file

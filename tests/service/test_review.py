@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from hermes_local.events import Proposal, Rating, RunStart
 from hermes_local.session import read_events, session_path
 from hermes_local.testing import ScriptedLLM, tool_call_text
@@ -56,3 +58,20 @@ def test_a_run_that_gave_up_says_so_in_its_result_and_can_be_rated(workspace: Pa
     assert [(e.verdict, e.note) for e in read_events(session_path(run_id)) if isinstance(e, Rating)] == [
         ("bad", "gave up")
     ]
+
+
+def test_a_run_rated_bad_over_http_keeps_its_episode_marked_failed(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hermes_local.longterm import LongTermMemory
+
+    monkeypatch.setenv("HERMES_LOCAL_EMBEDDING_MODEL", "none")  # words only: no embedding model loads here
+    llm = ScriptedLLM([tool_call_text("get_current_time"), "The passport expires on 2028-06-14."])
+    with served(llm, workspace) as (base, _):
+        _, created = http("POST", f"{base}/v1/runs", {"task": "Find the passport expiry date"})
+        view = wait_status(base, created["id"], {"done", "error"})
+        status, _ = http("POST", f"{base}/v1/runs/{created['id']}/rating", {"verdict": "bad"})
+    assert view["status"] == "done", view
+    [episode] = LongTermMemory().items("episode")
+    assert status == 200 and episode.session_id == created["id"] and episode.status == "failed"
+    assert LongTermMemory().recall("passport expiry date") == []

@@ -1,0 +1,131 @@
+"""`hermes-local memory list|show|search|export|forget|failed|off|on`: the long-term memory, facts and episodes.
+
+Thin typer commands over `longterm.LongTermMemory`; every text from the store (model answers, goals, tool
+findings) is printed terminal-safe. `search QUERY` builds the store as a run does (`runtime.memory_store`)
+and prints exactly what a run with that goal would recall. Does not run the agent.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Annotated, Any
+
+import typer
+
+from hermes_local.cli.common import JsonOpt, fail, settings_from_flags
+from hermes_local.textsafe import terminal_safe
+
+memory_app = typer.Typer(
+    help="Long-term memory: facts (the `remember` tool) and episodes (one per finished run).", no_args_is_help=True
+)
+IdArg = Annotated[int, typer.Argument(help="The number shown by `memory list`.")]
+EmbeddingOpt = Annotated[
+    str | None,
+    typer.Option(help='Embedding model (registry name or .gguf; "none": words only). Default: as runs use.'),
+]
+
+
+def _store() -> Any:
+    from hermes_local.longterm import LongTermMemory
+
+    return LongTermMemory()
+
+
+def _line(item: Any) -> str:
+    day = time.strftime("%Y-%m-%d", time.localtime(item.created))
+    marks = "".join(f" [{m}]" for m in (item.status, item.trust) if m not in ("ok", "trusted"))
+    if item.kind == "fact":
+        return f"{item.id:4}  fact{marks}  {terminal_safe(item.text)}"
+    goal, answer = terminal_safe(str(item.data.get("goal") or "")), terminal_safe(str(item.data.get("answer") or ""))
+    answer = answer if len(answer) <= 80 else answer[:79] + "…"
+    return f"{item.id:4}  episode{marks}  {day}  {goal} -> {answer}  (session {terminal_safe(str(item.session_id))})"
+
+
+@memory_app.command("list")
+def memory_list(as_json: JsonOpt = False) -> None:
+    """Facts and episodes, oldest first (episodes: date, goal -> answer, session; [failed], [untrusted])."""
+    items = _store().items()
+    if as_json:
+        typer.echo(json.dumps([i.to_json() for i in items], ensure_ascii=True))
+        return
+    if not items:
+        typer.echo("(nothing remembered yet)")
+    for item in items:
+        typer.echo(_line(item))
+
+
+@memory_app.command("show")
+def memory_show(item_id: IdArg, as_json: JsonOpt = False) -> None:
+    """One fact or episode in full (an episode: goal, answer, findings, files written, tools, session)."""
+    item = _store().get(item_id)
+    if item is None:
+        fail(f"no remembered fact or episode {item_id}; see `hermes-local memory list`")
+    if as_json:
+        typer.echo(json.dumps(item.to_json(), ensure_ascii=True))
+        return
+    for key, value in item.to_json().items():
+        shown = ", ".join(str(v) for v in value) if isinstance(value, list) else str(value)
+        typer.echo(f"{key}: {terminal_safe(shown, keep_newlines=key == 'answer')}")
+
+
+@memory_app.command("search")
+def memory_search(
+    query: Annotated[str, typer.Argument(help="A goal, as you would give it to `run`.")],
+    embedding_model: EmbeddingOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """What a run with this goal would recall: one ranked list after the relevance floor (empty: nothing)."""
+    from hermes_local.runtime import memory_store
+
+    settings = settings_from_flags(locals())
+    store = memory_store(settings)
+    hits = store.hits(query) if settings.memory and store.enabled else []
+    if as_json:
+        typer.echo(json.dumps([h.to_json() for h in hits], ensure_ascii=True))
+        return
+    if not hits:
+        typer.echo("(nothing relevant: a run with this goal recalls nothing)")
+    for hit in hits:
+        typer.echo(f"{hit.item.id:4}  {terminal_safe(hit.item.recall_line())}")
+
+
+@memory_app.command("export")
+def memory_export(as_json: JsonOpt = False) -> None:
+    """Everything, for a backup: one JSON object per line (--json: one JSON array)."""
+    items = [i.to_json() for i in _store().items()]
+    if as_json:
+        typer.echo(json.dumps(items, ensure_ascii=True))
+        return
+    for item in items:
+        typer.echo(json.dumps(item, ensure_ascii=True))
+
+
+@memory_app.command("forget")
+def memory_forget(item_id: IdArg) -> None:
+    """Delete one fact or episode."""
+    if not _store().forget(item_id):
+        fail(f"no remembered fact or episode {item_id}; see `hermes-local memory list`")
+    typer.echo(f"forgot {item_id}")
+
+
+@memory_app.command("failed")
+def memory_failed(item_id: IdArg) -> None:
+    """Mark an episode bad: it stays listed and is never recalled."""
+    if not _store().mark_failed(item_id):
+        fail(f"no episode {item_id}; see `hermes-local memory list`")
+    typer.echo(f"episode {item_id} is marked failed; it will not be recalled")
+
+
+@memory_app.command("off")
+def memory_off() -> None:
+    """Stop using long-term memory: runs recall nothing, keep no episode and have no `remember` tool."""
+    _store().set_enabled(False)
+    typer.echo("long-term memory is off (what it holds is kept; `hermes-local memory on` turns it back on)")
+
+
+@memory_app.command("on")
+def memory_on() -> None:
+    """Use long-term memory again."""
+    _store().set_enabled(True)
+    typer.echo("long-term memory is on")

@@ -1,0 +1,80 @@
+"""Long-term memory: facts and run episodes kept across sessions, recalled by words and by meaning.
+
+`store.py` keeps them (SQLite: items, an FTS5 index, float32 vectors) and recalls them (`LongTermMemory.hits`);
+`rank.py` holds the ranking pieces (stop words, exact cosine, reciprocal-rank fusion). This face adds the
+`remember` tool, through which the model writes a fact. At the start of a run the agent injects the recalled
+lines once, as a frozen block (never re-retrieved per step, so the prompt prefix stays stable); at the end
+the wiring (`runtime.py`) stores the run's episode. Does not decide what is worth remembering in a fact
+(the model does, through the tool, with a fresh approval after untrusted content) and loads no model.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from hermes_local.longterm.store import (
+    MAX_FACT_CHARS,
+    RECALL_CHARS,
+    Embedder,
+    Fact,
+    Hit,
+    Item,
+    LongTermMemory,
+)
+from hermes_local.tools.registry import Tool, ToolContext, ToolFailure, tool
+
+if TYPE_CHECKING:
+    from hermes_local.config import Settings
+
+__all__ = [
+    "LONGTERM_TOOLS",
+    "MAX_FACT_CHARS",
+    "RECALL_CHARS",
+    "Embedder",
+    "Fact",
+    "Hit",
+    "Item",
+    "LongTermMemory",
+    "open_memory",
+    "remember",
+]
+
+
+# Trusted result (it echoes the fact); a fresh approval after untrusted content, so a file or page cannot
+# plant an instruction that every later run recalls.
+@tool(permission="write", provenance="trusted", fresh_after_untrusted=True)
+def remember(fact: str, ctx: ToolContext) -> dict:
+    """Remember a fact or preference about the user for future sessions.
+
+    Args:
+        fact: One short sentence worth remembering, e.g. "Reports go in reports/ as Markdown".
+    """
+    store = ctx.longterm or LongTermMemory()
+    try:
+        return {"remembered": fact, "id": store.add(fact)}
+    except ValueError as exc:
+        raise ToolFailure("invalid_arguments", f"{exc}; remember one short sentence instead.") from exc
+    except sqlite3.Error as exc:
+        raise ToolFailure("tool_error", f"the memory store failed: {exc}; tell the user.") from exc
+
+
+LONGTERM_TOOLS: list[Tool] = [remember]
+
+
+CHAT_MODEL_FLOOR = 4.0  # z floor of a chat model's own embeddings (SmolLM2, on tests/data/memory_recall.json)
+
+
+def open_memory(settings: Settings, load_embedder: Callable[..., Embedder]) -> LongTermMemory:
+    """The store of a run, with the embedding model `models.registry.embedding_choice` finds (none: words only),
+    loaded by `load_embedder` (the wiring hands it the engines' loader: this district loads no model itself)."""
+    from hermes_local.models.registry import embedding_choice
+
+    found = embedding_choice(settings.embedding_model) if settings.memory else None
+    if found is None:
+        return LongTermMemory()
+    entry = found.choice.entry if found.choice else None
+    floor = entry.similarity_floor if entry and entry.similarity_floor is not None else CHAT_MODEL_FLOOR
+    prefixes = {"query_prefix": entry.query_prefix, "document_prefix": entry.document_prefix} if entry else {}
+    return LongTermMemory(embedder=load_embedder(found.path, floor=floor, **prefixes))
