@@ -1,15 +1,16 @@
 """Wiring: settings -> the model, an LLM, a tool registry, an executor and an `Agent`.
 
-Shared by the CLI, the service and Python callers so all build runs the same way. `find_model` resolves
-`--model` once (registry entry, file, GGUF header) into a `ModelSource` that the tokenizer, the dialect
-choice and the engine (`engines.load_engine`, which keeps one loaded model per process) all take.
-Does not print anything and holds no logic worth testing on its own.
+Shared by the CLI, the service and Python callers so all build runs the same way. `find_model` resolves `--model`
+once (registry entry, file, GGUF header) into a `ModelSource` that the tokenizer, the dialect choice and the engine
+(`engines.load_engine`, which keeps one loaded model per process) all take. Does not print anything and holds no
+logic worth testing on its own.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -77,12 +78,8 @@ def find_model(settings: Settings) -> ModelSource:
 
 
 def load_llm(
-    settings: Settings,
-    on_info: Callable[[str], None] | None = None,
-    source: ModelSource | None = None,
-    *,
-    case_id: str | None = None,
-) -> LLM:
+    settings: Settings, on_info: Callable[[str], None] | None = None, source: ModelSource | None = None, *,
+    case_id: str | None = None) -> LLM:  # fmt: skip
     """The run's engine (`engines.load_engine`) for `source` (default: `find_model(settings)`).
 
     `replay:FILE` -> the replay model (`replay:DIR`: the recording of eval case `case_id`); a remote
@@ -384,8 +381,8 @@ def _build_agent(
     recall = longterm.recall if remembering else None
     agent = Agent(llm, executor, config, on_event=on_event, recall=recall, dialect=dialect)
     if remembering and not role.name:  # the run's own episode; a specialist's sub-run is part of it
-        keep_failed = settings.memory_failed == "mark"
-        agent.learn = lambda record: longterm.add_episode(record, session_id=session_id, keep_failed=keep_failed)
+        failed = settings.memory_failed == "mark"
+        agent.learn = partial(longterm.add_episode, session_id=session_id, keep_failed=failed, on_error=on_notice)
     agent.closers.append(longterm.close)
     agent.closers.append(RunWatch().end)  # a safety setting lowered on disk meanwhile waits for a person's yes
     if close_pin:

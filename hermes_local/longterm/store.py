@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -188,10 +188,18 @@ class LongTermMemory:
             return int(existing[0])
         return self._insert("fact", text, trust=trust)  # embedded at the next recall (no model load on write)
 
-    def add_episode(self, record: dict[str, Any], *, session_id: str | None, keep_failed: bool) -> int | None:
+    def add_episode(
+        self,
+        record: dict[str, Any],
+        *,
+        session_id: str | None,
+        keep_failed: bool,
+        on_error: Callable[[str], None] | None = None,
+    ) -> int | None:
         """Store the episode of a finished run (`record`: goal, answer, stopped, findings, files_written, tools,
         denied, untrusted). A run that did not answer or had a write denied is failed: kept marked "failed"
-        with `keep_failed`, else not stored (None)."""
+        with `keep_failed`, else not stored (None). A store that cannot be written now (locked by another
+        process, disk full) keeps no episode and says so to `on_error`: the run's own result stands."""
         failed = record.get("stopped") != "answer" or not record.get("answer") or bool(record.get("denied"))
         if failed and not keep_failed:
             return None
@@ -200,7 +208,13 @@ class LongTermMemory:
         text = "\n".join(p for p in parts if p)[:4000]
         trust = "untrusted" if record.get("untrusted") else "trusted"
         status = "failed" if failed else "ok"
-        return self._insert("episode", text, status=status, trust=trust, session_id=session_id, data=data)
+        try:
+            return self._insert("episode", text, status=status, trust=trust, session_id=session_id, data=data)
+        except sqlite3.Error as exc:
+            self._db.rollback()
+            if on_error is not None:
+                on_error(f"this run's episode was not kept in long-term memory ({exc}): {self.path}")
+            return None
 
     def mark_failed(self, item_id: int) -> bool:
         """The user says this episode went wrong: it stays listed, and is never recalled."""

@@ -11,6 +11,7 @@ vector path on a real model is in test_recall.py.
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ from typer.testing import CliRunner
 
 from hermes_local.cli.app import app
 from hermes_local.config import load_settings
-from hermes_local.events import RunStart, ToolFinished
+from hermes_local.events import RunEnd, RunStart, ToolFinished
 from hermes_local.longterm import LongTermMemory
 from hermes_local.runtime import build_agent
 from hermes_local.session import read_records, sessions_dir
@@ -191,3 +192,28 @@ def test_export_and_forget_cover_facts_and_episodes(tmp_path: Path, workspace: P
     assert memory_json("list") == []
     res = runner.invoke(app, ["memory", "show", "7"])
     assert res.exit_code == 2 and "no remembered fact or episode 7" in res.output
+
+
+def test_a_store_locked_when_the_run_ends_keeps_the_answer_and_says_the_episode_was_not_kept(workspace: Path) -> None:
+    """Another process holding the memory database when the episode is written: the run's result stands."""
+    notices: list[str] = []
+    holder: list[sqlite3.Connection] = []
+
+    def lock_at_the_end(event: object) -> None:
+        if isinstance(event, RunEnd):  # the episode is written after the run's end event
+            db = sqlite3.connect(LongTermMemory().path, timeout=0)
+            db.execute("BEGIN EXCLUSIVE")
+            holder.append(db)
+
+    llm = ScriptedLLM([call("get_current_time"), "It is noon."])
+    settings = load_settings({})
+    agent = build_agent(
+        llm, settings, workspace=workspace, approver=Approver(), on_event=lock_at_the_end, on_notice=notices.append
+    )
+    with agent:
+        result = agent.run("What time is it?")
+    assert result.stopped == "answer" and result.answer == "It is noon."
+    assert len(notices) == 1 and "episode was not kept in long-term memory" in notices[0]
+    holder[0].rollback()
+    holder[0].close()
+    assert LongTermMemory().items() == []
