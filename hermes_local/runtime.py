@@ -206,11 +206,12 @@ def build_registry(
     return registry
 
 
-def memory_store(settings: Settings) -> LongTermMemory:
-    """The run's long-term memory, with the embedding model the settings find (`longterm.open_memory`)."""
+def memory_store(settings: Settings, path: Path | None = None) -> LongTermMemory:
+    """The run's long-term memory (`path`, default memory.db in the home) with the embedding model the settings
+    find (`longterm.open_memory`)."""
     from hermes_local.longterm import open_memory
 
-    return open_memory(settings, load_embedder)
+    return open_memory(settings, load_embedder, path)
 
 
 def build_agent(

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import tempfile
@@ -118,15 +117,20 @@ def latency(store: Any, queries: list[dict[str, Any]]) -> dict[str, float]:
 
 
 def cosines(store: Any, ids: dict[str, int], queries: list[dict[str, Any]]) -> dict[str, list[float]]:
-    """The cosine of each related query to its target, and the best cosine of each unrelated query."""
-    out: dict[str, list[float]] = {"target": [], "unrelated_top": []}
+    """The cosine and z of each related query to its target, and the best of each unrelated query (the floor
+    is a z: an unrelated query's best z must stay below it, a related one's target above it)."""
+    out: dict[str, list[float]] = {"target_cosine": [], "target_z": [], "unrelated_top_cosine": [],
+                                   "unrelated_top_z": []}  # fmt: skip
     for q in queries:
         ranked = store._nearest(q["query"])
         if q["expect"] is None:
-            out["unrelated_top"].append(round(ranked[0][1], 3) if ranked else 0.0)
+            out["unrelated_top_cosine"].append(round(ranked[0][1], 3) if ranked else 0.0)
+            out["unrelated_top_z"].append(round(ranked[0][2], 2) if ranked else 0.0)
         else:
             want = ids[q["expect"]]
-            out["target"].append(next((round(c, 3) for i, c in ranked if i == want), 0.0))
+            found = next(((c, z) for i, c, z in ranked if i == want), (0.0, 0.0))
+            out["target_cosine"].append(round(found[0], 3))
+            out["target_z"].append(round(found[1], 2))
     return out
 
 
@@ -161,6 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", default=None, help="write the figures to this file (- for stdout)")
     parser.add_argument("--cosines", action="store_true", help="print cosine distributions (to set a floor)")
     parser.add_argument("--speed", action="store_true", help="time exact vector search at 10k and 100k items")
+    parser.add_argument("--floor", type=float, default=None, help="try this similarity_floor (z) instead")
     parser.add_argument("--home", default=None, help="keep the store (and its vectors) in this folder for reruns")
     args = parser.parse_args(argv)
     if args.speed:
@@ -170,10 +175,10 @@ def main(argv: list[str] | None = None) -> int:
     from hermes_local.runtime import memory_store
 
     settings = load_settings({"embedding_model": args.embedding_model})
-    with tempfile.TemporaryDirectory() as home:
-        os.environ["HERMES_LOCAL_HOME"] = args.home or home
-        fresh = not (Path(args.home or home) / "memory.db").exists()
-        store = memory_store(settings)
+    with tempfile.TemporaryDirectory() as home:  # the set's store; the embedding model is found in your home
+        db = Path(args.home or home) / "memory.db"
+        fresh = not db.exists()
+        store = memory_store(settings, db)
         t = time.perf_counter()
         if fresh:
             ids, queries = load_set(store)
@@ -183,8 +188,11 @@ def main(argv: list[str] | None = None) -> int:
             queries = data["queries"]
         if store.embedder is not None:
             store._embed_missing()
+            store.embedder.floor = args.floor if args.floor is not None else store.embedder.floor
         name = store.embedder.name if store.embedder else "none (words only)"
-        print(f"embedding model: {name}; {len(ids)} items stored and embedded in {time.perf_counter() - t:.1f} s")
+        floor = f" (similarity_floor {store.embedder.floor} z)" if store.embedder else ""
+        took = time.perf_counter() - t
+        print(f"embedding model: {name}{floor}; {len(ids)} items stored and embedded in {took:.1f} s")
         report: dict[str, Any] = {"embedding_model": name, "items": len(ids), "queries": len(queries), "modes": []}
         modes = ["before", "fts", "vector-ranking", "vector", "hybrid"] if store.embedder else ["before", "fts"]
         for mode in modes:

