@@ -97,7 +97,7 @@ def main() -> None:
     parser.add_argument("--json", dest="json_path", default=None, help="also write the figures here")
     args = parser.parse_args()
 
-    from hermes_local.agent.team import route_model, route_rules
+    from hermes_local.agent.router import route_model, route_rules
     from hermes_local.config import Settings
     from hermes_local.testing import WordTokenizer
 
