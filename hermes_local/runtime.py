@@ -170,13 +170,20 @@ def team_role(
         llm = load_llm(small)
         dialect = dialect_for(small, llm)
 
-    def catalog(chosen: str) -> dict[str, str]:  # the toolsets `chosen` would see in this run
-        own, _ = apply_profile(settings, Role(chosen if chosen in settings.agents else None), None)
-        hosts = bool(own.allow_hosts)
-        usable = usable_tools(tools or default_registry(), own.tools, own.deny_tools, db=db, hosts=hosts, person=person)
-        return router_catalog(usable)
+    def catalog(chosen: str) -> dict[str, str]:
+        return role_catalog(settings, tools or default_registry(), chosen, db=db, person=person)
 
     return front(task, settings, llm, dialect, session, sink, logged or [], catalog)
+
+
+def role_catalog(
+    settings: Settings, tools: ToolRegistry, chosen: str, *, db: bool, person: bool = False
+) -> dict[str, str]:
+    """The toolsets (name -> what they hold) a team's `chosen` role (a profile or "manager") would see of `tools` in
+    a run (`db`: a database given, `person`: someone to ask): what a router model chooses among."""
+    own, _ = apply_profile(settings, Role(chosen if chosen in settings.agents else None), None)
+    hosts = bool(own.allow_hosts)
+    return router_catalog(usable_tools(tools, own.tools, own.deny_tools, db=db, hosts=hosts, person=person))
 
 
 def build_registry(

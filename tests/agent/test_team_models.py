@@ -265,3 +265,30 @@ def test_a_resumed_manager_keeps_its_narrowed_tools(tmp_path: Path, workspace: P
     assert [r["kind"] for r in records].count("routed") == 1
     clock = [r for r in records if r["kind"] == "tool_result"][-1]
     assert clock["name"] == "get_current_time" and clock["error_kind"] == "not_found"
+
+
+def test_the_labelled_sets_toolsets_are_among_those_the_labelled_role_would_see() -> None:
+    """`tests/data/routing.jsonl`'s `toolsets` (what `scripts/team_routing.py` scores router_model's choice on)."""
+    import importlib.util
+
+    from hermes_local.runtime import role_catalog
+
+    spec = importlib.util.spec_from_file_location("team_routing", Path(__file__).parents[2] / "scripts/team_routing.py")
+    assert spec is not None and spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    settings = load_settings({"agents": script.readme_profiles(), "allow_hosts": ["docs.example.com"]})
+    registry = build_registry()
+    rows = [r for r in script.labelled() if "toolsets" in r]
+    assert len(rows) >= 40
+    for r in rows:
+        seen = role_catalog(settings, registry, r["agent"], db=True)
+        assert r["toolsets"] and set(r["toolsets"]) <= set(seen), (r, list(seen))
+    assert set(role_catalog(settings, registry, "manager", db=True)) == {
+        "time",
+        "files",
+        "memory",
+        "db",
+        "shell",
+        "web",
+    }
