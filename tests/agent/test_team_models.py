@@ -86,6 +86,7 @@ def test_run_team_straight_to_a_specialist_runs_it_on_its_own_model(tmp_path: Pa
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)
     assert out["answer"] == "Drafted." and (workspace / "d.md").read_text() == "own"
+    assert f"max_steps 3, model replay:{own}]" in run_cli("agents", "list").stdout  # the listing names it
     assert read_events(sessions_dir() / f"{out['session_id']}.jsonl")[0].chosen == "writer"  # type: ignore[attr-defined]
 
 
