@@ -200,7 +200,7 @@ class Settings(BaseModel):
     mcp: McpConfig = Field(default_factory=McpConfig)
     agents: Profiles = Field(default_factory=dict)  # [agents.NAME] specialists offered through `delegate` (issue 30)
     router: str = Field("rules", pattern="^(rules|model)$")  # who takes a --team task: keywords, or one model call
-    router_model: str | None = None  # a second, small model (name or GGUF) that routes, loaded beside the main one
+    router_model: str | None = None  # a second, small model (name or GGUF) picking who and which toolsets
     max_depth: int = Field(MAX_DEPTH, ge=1, le=4)  # how deep delegations may nest
 
 

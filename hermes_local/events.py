@@ -225,13 +225,15 @@ class RunEnd(Event):
 
 @dataclass
 class Routed(Event):
-    """A team run's router chose who takes the task (`chosen`: a profile or "manager") among `candidates`, and why."""
+    """A team run's router chose who takes the task (`chosen`: a profile or "manager") among `candidates`, and why;
+    `router_model` also chose the `toolsets` its prompt carries (None: every tool of the role; older logs too)."""
 
     kind: ClassVar[str] = "routed"
     router: str  # rules | model | router_model
     chosen: str
     candidates: list[str]
     reason: str
+    toolsets: list[str] | None = None
 
 
 @dataclass

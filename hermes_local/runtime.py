@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hermes_local.agent.loop import Agent, AgentConfig, EventSink
-from hermes_local.agent.team import Role, apply_profile, front, offer_delegate
+from hermes_local.agent.router import front
+from hermes_local.agent.team import ModelShelf, Role, apply_profile, offer_delegate, own_model
 from hermes_local.config import RunWatch, Settings, settings_for
 from hermes_local.dialects import Dialect, require_framing, select_dialect
 from hermes_local.dialects.gguf import GGUFDialect
@@ -23,15 +24,14 @@ from hermes_local.engines import EngineModel, load_embedder, load_engine
 from hermes_local.engines.replay import is_replay_spec
 from hermes_local.errors import UserError
 from hermes_local.llm import LLM
-from hermes_local.sandbox import procs
 from hermes_local.sandbox.policy import SandboxPolicy
 from hermes_local.sandbox.workspace import PinnedWorkspace
-from hermes_local.tools import Approver, Executor, ToolContext, ToolRegistry, default_registry
+from hermes_local.tools import Approver, ToolRegistry, default_registry
 from hermes_local.tools.modules import load_tools_module
 from hermes_local.tools.registry import AskUser, tool_warnings
-from hermes_local.tools.shell import SANDBOXED_TOOLS
-from hermes_local.tools.snapshot import open_recorder, shell_notes, steps_to
-from hermes_local.tools.toolsets import group_of, parse_spec, route, select_tools, unusable
+from hermes_local.tools.setup import build_executor, tool_context
+from hermes_local.tools.snapshot import steps_to
+from hermes_local.tools.toolsets import narrow, route, router_catalog, usable_tools
 
 if TYPE_CHECKING:
     from hermes_local.longterm import LongTermMemory
@@ -149,15 +149,41 @@ def check_tool_use(dialect: Dialect, settings: Settings) -> None:
 
 
 def team_role(
-    task: str, settings: Settings, llm: LLM, dialect: Dialect, session: str, sink: EventSink, logged: list | None = None
+    task: str,
+    settings: Settings,
+    llm: LLM,
+    dialect: Dialect,
+    session: str,
+    sink: EventSink,
+    logged: list | None = None,
+    *,
+    tools: ToolRegistry | None = None,
+    db: bool = False,
+    person: bool = False,
 ) -> Role:
-    """Who takes a `--team` task (`agent.team.front`: the router's pick, or the one `logged` holds), for cli/service;
-    with `router_model`, a second small model loaded beside the main one (its own engine) picks."""
+    """Who takes a `--team` task (`agent.router.front`: the router's pick, or the one `logged` holds), for cli, service
+    and eval. With `router_model`, a second small model loaded beside the main one (its own engine) picks, and also
+    picks the toolsets the chosen role needs among those it would see of `tools` (the run's registry; `db`: a
+    database was given, `person`: someone can answer `ask_user`), which its prompt is then narrowed to."""
     if settings.router_model and not logged:
         small = settings.model_copy(update={"model": settings.router_model, "n_ctx": 2048, "parallel": 1})
         llm = load_llm(small)
         dialect = dialect_for(small, llm)
-    return front(task, settings, llm, dialect, session, sink, logged or [])
+
+    def catalog(chosen: str) -> dict[str, str]:
+        return role_catalog(settings, tools or default_registry(), chosen, db=db, person=person)
+
+    return front(task, settings, llm, dialect, session, sink, logged or [], catalog)
+
+
+def role_catalog(
+    settings: Settings, tools: ToolRegistry, chosen: str, *, db: bool, person: bool = False
+) -> dict[str, str]:
+    """The toolsets (name -> what they hold) a team's `chosen` role (a profile or "manager") would see of `tools` in
+    a run (`db`: a database given, `person`: someone to ask): what a router model chooses among."""
+    own, _ = apply_profile(settings, Role(chosen if chosen in settings.agents else None), None)
+    hosts = bool(own.allow_hosts)
+    return router_catalog(usable_tools(tools, own.tools, own.deny_tools, db=db, hosts=hosts, person=person))
 
 
 def build_registry(
@@ -241,14 +267,18 @@ def build_agent(
     rules (`settings.instructions`), then the tool routing note, then `extra_instructions` (a request's own).
     `ask_user` answers the `ask_user` tool (None: nobody to ask); `on_notice` receives the tools' one-line
     notices; `session_id` (the log's) turns checkpoints on and names the run's episode in long-term memory.
-    `role`: its place in a team (`agent/team.py`); with profiles it may be offered `delegate` (same model, sandbox).
+    `role`: its place in a team (`agent/team.py`); with profiles it may be offered `delegate` (same sandbox and
+    workspace; a specialist runs on its profile's `model`, loaded once for the run, else on its caller's), and a
+    router model's toolsets narrow its tools.
     """
     from hermes_local.prompts import check_overrides
 
     check_overrides()
     pin, opened = pinned(workspace)
+    own = {settings.model: llm} if settings.model else {}  # a profile naming the run's model shares it
+    shelf = ModelShelf(lambda spec: load_llm(settings.model_copy(update={"model": spec})), own)  # specialists' own
     try:
-        return _build_agent(
+        agent = _build_agent(
             llm,
             settings,
             pin,
@@ -264,11 +294,14 @@ def build_agent(
             plan_only=plan,
             close_pin=opened,
             session_id=session_id,
+            shelf=shelf,
         )
     except BaseException:
         if opened:
             pin.close()
         raise
+    agent.closers.append(shelf.clear)
+    return agent
 
 
 def pinned(workspace: Path | PinnedWorkspace) -> tuple[PinnedWorkspace, bool]:
@@ -277,48 +310,6 @@ def pinned(workspace: Path | PinnedWorkspace) -> tuple[PinnedWorkspace, bool]:
         workspace.check()
         return workspace, False
     return PinnedWorkspace.open(workspace), True
-
-
-def tool_context(
-    settings: Settings,
-    pin: PinnedWorkspace,
-    longterm: LongTermMemory,
-    *,
-    db_path: Path | None = None,
-    n_ctx: int = 8000,
-    on_notice: Callable[[str], None] | None = None,
-) -> ToolContext:
-    """What the tools of a run may know: the pinned workspace (every tool reaches it through its fd), the
-    database, allowed hosts, limits, the command sandbox and the long-term store `remember` writes through."""
-    procs.install_signal_handlers()  # Ctrl-C / SIGTERM kill every live command first (main thread only)
-    return ToolContext(
-        workspace=pin.path,
-        pin=pin,
-        db_path=db_path,
-        allow_hosts=list(settings.allow_hosts),
-        output_cap=max(1000, min(8000, n_ctx)),
-        timeout=settings.tool_timeout,
-        notice=on_notice,
-        sandbox=SandboxPolicy.from_settings(settings),
-        longterm=longterm,
-    )
-
-
-def build_executor(
-    settings: Settings, registry: ToolRegistry, context: ToolContext, approver: Approver | None, *, plan: bool = False,
-    session_id: str | None = None) -> Executor:  # fmt: skip
-    """The executor of a run (`plan`: plan-only; `session_id`: checkpointed) or of `sessions apply`, with the settings'
-    approval policy: allow/deny lists, content provenance, files that run code later, the sandbox/checkpoint note."""
-    from hermes_local.config import home_dir
-    from hermes_local.tools.cache import ResultCache
-
-    approver = approver or Approver(allow=settings.allow_tools, deny=settings.deny_tools)
-    approver.trust_content = approver.trust_content or settings.trust_content
-    approver.execute_later = list(settings.execute_later_files)
-    recorder = open_recorder(session_id, context, settings.checkpoint_max_mb)
-    approver.notes = lambda t: shell_notes(context.sandbox, recorder) if t.name in SANDBOXED_TOOLS else ""
-    cache = ResultCache(ttl=dict(settings.cache_ttl), store=home_dir() / "cache")
-    return Executor(registry=registry, context=context, approver=approver, cache=cache, plan=plan, checkpoints=recorder)
 
 
 def _build_agent(
@@ -338,32 +329,36 @@ def _build_agent(
     plan_only: bool = False,
     close_pin: bool,
     session_id: str | None = None,
+    shelf: ModelShelf,
 ) -> Agent:
     from hermes_local.config import home_dir
 
+    own = own_model(settings, role.name)  # a specialist's profile names a model other than its caller's
+    if own is not None:
+        llm, dialect = shelf.get(own), None  # loaded once for the run (`ModelShelf`), in its own dialect
     settings, extra_instructions = apply_profile(settings, role, extra_instructions)  # a specialist's own settings
-    dialect = dialect if dialect and not (role.name and settings.dialect) else dialect_for(settings, llm)
+    if not dialect or (role.name and settings.dialect):
+        dialect = dialect_for(settings, llm, check=own is not None)  # its own model's framing tokens, checked
     check_tool_use(dialect, settings)
     longterm = memory_store(settings)
     remembering = settings.memory and longterm.enabled  # off: no recall, no episode, no `remember`
     context = tool_context(settings, pin, longterm, db_path=db_path, n_ctx=llm.n_ctx, on_notice=on_notice)
     context.ask_user = ask_user
-    # --tools / config `tools` and deny_tools decide what exists for this run; routing decides what the prompt shows.
+    # --tools / config `tools` and deny_tools decide what exists for this run, minus the tools that cannot work in it
+    # (no --db, no allowed host, nobody to ask); a router model may narrow it to toolsets; routing decides the rest.
     full = registry or default_registry()
-    registry = select_tools(full, settings.tools, settings.deny_tools, strict=False)
-    # Tools that cannot work in this run (no --db, no allowed host, nobody to ask) are not offered at all.
-    missing = unusable(registry, db=db_path is not None, hosts=bool(settings.allow_hosts), person=ask_user is not None)
-    if not remembering and "remember" in registry.names():
-        missing["remember"] = "is off: long-term memory is off (`memory on`, or drop --no-memory)"
-    for name, why in missing.items():
-        if on_notice is not None and set(parse_spec(settings.tools)) & {name, group_of(registry, name)}:
-            on_notice(f"{name} is left out of this run: it {why}")  # asked for by --tools: say why it is not there
-    registry = registry.subset([n for n in registry.names() if n not in missing])
-    registry.left_out = missing  # a call to one of them is told why it is not there
+    usable = dict(db=db_path is not None, hosts=bool(settings.allow_hosts), person=ask_user is not None)
+    registry = usable_tools(
+        full, settings.tools, settings.deny_tools, **usable, memory=remembering, on_notice=on_notice
+    )
+    if role.toolsets is not None:
+        registry = narrow(registry, role.toolsets)
 
-    def specialist(child: Role, tools: ToolRegistry, ask: Approver, sink: EventSink) -> Agent:  # same model, workspace
+    def specialist(child: Role, tools: ToolRegistry, ask: Approver, sink: EventSink) -> Agent:  # same workspace
         args = (tools, ask, sink, db_path, dialect, ask_user, on_notice, None, child)  # a plan-only run's too
-        return _build_agent(llm, settings, pin, *args, plan_only=plan_only, close_pin=False, session_id=child.session)
+        return _build_agent(
+            llm, settings, pin, *args, plan_only=plan_only, close_pin=False, session_id=child.session, shelf=shelf
+        )  # on this model, unless the child's profile names its own
 
     sink = on_event or (lambda event: None)
     offer_delegate(registry, settings, role, specialist, sink, full, lambda: executor.approver)  # built just below

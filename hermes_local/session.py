@@ -342,7 +342,8 @@ def describe_event(e: Event) -> str | None:
     if isinstance(e, Rating):
         return f"rated {_one_line(e.verdict, 10)}" + (f": {_one_line(e.note)}" if e.note else "")
     if isinstance(e, Routed):
-        return f"routed ({_one_line(e.router, 10)}) to {_one_line(e.chosen, 40)}: {_one_line(e.reason)}"
+        kept = f" with {_one_line(', '.join(e.toolsets), 200) or 'no toolsets'}" if e.toolsets is not None else ""
+        return f"routed ({_one_line(e.router, 12)}) to {_one_line(e.chosen, 40)}{kept}: {_one_line(e.reason)}"
     if isinstance(e, Delegation):
         who, task = _one_line(e.agent, 40), _one_line(e.task, 200)
         if e.status:

@@ -11,11 +11,18 @@ The profiles are the README's Teams example (analyst, writer, researcher); the l
 3. the big model's first-prompt tokens (system + tools + goal, in the model's tokenizer): one flat agent with
    every tool (10 built-ins > max_tools_in_prompt 8: the toolset list and `open_toolset`; and with every schema
    in full), the manager (the same and `delegate`), each specialist, and the mean over the set when each task
-   starts at the rules router's pick.
+   starts at the rules router's pick;
+4. for `router_model` (the model router's pick, then one more constrained call choosing the toolsets): toolset
+   accuracy against the set's `toolsets` labels, asked for the labelled role (exact, and superset: every expected
+   toolset kept), over the tasks whose role has a choice (two toolsets or more), and the mean first-prompt tokens
+   of the picked role with all its tools and narrowed to the toolsets chosen for it, and the time a decision adds.
 
-No task is run: routing is one decision, the first prompt is rendered but never completed.
+No task is run: routing is one decision, the first prompt is rendered but never completed. Every tool counts as
+usable (a database is given, a host allowed, nobody to ask): the manager chooses among time, files, memory, db,
+shell and web, the analyst between db and files, the researcher between files and web (the writer has files only).
 
   python scripts/team_routing.py                      # rules and model (the model part takes a minute on a CPU)
+  python scripts/team_routing.py --routers rules,model,router_model
   python scripts/team_routing.py --routers rules      # no model load: the first prompt in a word tokenizer
   python scripts/team_routing.py --json team.json
 """
@@ -63,41 +70,90 @@ def score(picks: list[str], rows: list[dict[str, str]]) -> dict[str, Any]:
     }
 
 
+def prompt_tokens(settings: Any, tokenizer: Any, role: Any, folder: Path) -> int:
+    """The first prompt's tokens (system + tools + goal "x") of `role` (None: the flat agent), every tool usable."""
+    from hermes_local.runtime import build_agent, build_registry
+    from hermes_local.testing import ScriptedLLM
+
+    db = folder / "shop.sqlite"
+    db.touch()
+    llm = ScriptedLLM(["ok"], tokenizer=tokenizer, n_ctx=32768)
+    with build_agent(llm, settings, workspace=folder, registry=build_registry(), db_path=db, role=role) as agent:
+        return len(agent.dialect.tokens(agent.new_memory("x").messages(), agent.tool_schemas(), llm))
+
+
+def toolset_router(settings: Any, llm: Any, dialect: Any, tokenizer: Any, rows: list[dict[str, Any]],
+                   picks: list[str], pick_ms: list[float]) -> dict[str, Any]:  # fmt: skip
+    """`router_model`'s toolsets: accuracy on the labelled role, and the picked role's first prompt with and without."""
+    from hermes_local.agent.router import route_toolsets
+    from hermes_local.agent.team import Role
+    from hermes_local.runtime import build_registry, role_catalog
+
+    registry = build_registry()
+    catalogs = {who: role_catalog(settings, registry, who, db=True) for who in {*settings.agents, "manager"}}
+    exact = superset = asked = 0
+    wrong, times, full, narrowed = [], [], [], []
+    sizes: dict[tuple[str, tuple[str, ...] | None], int] = {}
+    with tempfile.TemporaryDirectory() as folder:
+
+        def tokens(who: str, toolsets: tuple[str, ...] | None) -> int:
+            if (who, toolsets) not in sizes:
+                role = Role(who if who in settings.agents else None, 1, (), "", toolsets)
+                sizes[who, toolsets] = prompt_tokens(settings, tokenizer, role, Path(folder))
+            return sizes[who, toolsets]
+
+        for r, pick, ms in zip(rows, picks, pick_ms, strict=True):
+            expected, label = r.get("toolsets"), r["agent"]
+            if expected is not None and len(catalogs[label]) > 1:
+                chosen, _ = route_toolsets(r["task"], label, catalogs[label], llm, dialect)
+                asked += 1
+                exact += set(chosen) == set(expected)
+                superset += set(chosen) >= set(expected)
+                if set(chosen) != set(expected):
+                    wrong.append({"task": r["task"], "label": label, "expected": expected, "chose": chosen})
+            t0 = time.perf_counter()
+            kept, _ = route_toolsets(r["task"], pick, catalogs[pick], llm, dialect)  # what a run on the pick gets
+            times.append(ms + 1000 * (time.perf_counter() - t0))
+            full.append(tokens(pick, None))
+            narrowed.append(tokens(pick, tuple(kept)))
+    return {
+        "toolset_tasks": asked,
+        "toolset_exact": round(exact / asked, 3) if asked else None,
+        "toolset_superset": round(superset / asked, 3) if asked else None,
+        "toolset_wrong": wrong,
+        "mean_ms": round(sum(times) / len(times), 1),
+        "first_prompt_all_tools": round(sum(full) / len(full), 1),
+        "first_prompt_narrowed": round(sum(narrowed) / len(narrowed), 1),
+    }
+
+
 def first_prompts(settings: Any, tokenizer: Any, rows: list[dict[str, str]], picks: list[str]) -> dict[str, Any]:
     """First-prompt tokens of the flat agent, the manager and each specialist (every tool usable: --db, a host)."""
     from hermes_local.agent.team import Role
     from hermes_local.profiles import MANAGER
-    from hermes_local.runtime import build_agent, build_registry
-    from hermes_local.testing import ScriptedLLM
 
     flat = settings.model_copy(update={"agents": {}})
     full = flat.model_copy(update={"max_tools_in_prompt": 1000})  # every schema in full, no open_toolset
     sizes: dict[str, int] = {}
     with tempfile.TemporaryDirectory() as folder:
-        workspace, db = Path(folder), Path(folder) / "shop.sqlite"
-        db.touch()
         for name, chosen, role in [
             ("flat", flat, None),
             ("flat_all_schemas", full, None),
             (MANAGER, settings, None),
         ] + [(agent, settings, Role(agent, 1)) for agent in settings.agents]:
-            llm = ScriptedLLM(["ok"], tokenizer=tokenizer, n_ctx=32768)
-            agent = build_agent(llm, chosen, workspace=workspace, registry=build_registry(), db_path=db, role=role)
-            with agent:
-                memory = agent.new_memory("x")
-                sizes[name] = len(agent.dialect.tokens(memory.messages(), agent.tool_schemas(), llm))
+            sizes[name] = prompt_tokens(chosen, tokenizer, role, Path(folder))
     routed = [sizes[p] for p in picks]
     return {"tokens": sizes, "mean_with_rules_routing": round(sum(routed) / len(routed), 1), "without": sizes["flat"]}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--routers", default="rules,model", help="comma-separated: rules, model")
+    parser.add_argument("--routers", default="rules,model", help="comma-separated: rules, model, router_model")
     parser.add_argument("--model", default=None, help="the model of the model router (default: embedded SmolLM2)")
     parser.add_argument("--json", dest="json_path", default=None, help="also write the figures here")
     args = parser.parse_args()
 
-    from hermes_local.agent.team import route_model, route_rules
+    from hermes_local.agent.router import route_model, route_rules
     from hermes_local.config import Settings
     from hermes_local.testing import WordTokenizer
 
@@ -112,7 +168,7 @@ def main() -> None:
     out["rules"] = score(rules, rows) | {"mean_ms": round(1000 * seconds / len(rows), 3)}
     tokenizer: Any = WordTokenizer()
     out["tokenizer"] = "word (no model loaded)"
-    if "model" in routers:
+    if "model" in routers or "router_model" in routers:
         from hermes_local.models.registry import embedded_model_path
         from hermes_local.runtime import dialect_for, load_llm
 
@@ -135,6 +191,9 @@ def main() -> None:
             "routing_prompt_tokens_mean": round(sum(prompt_tokens) / len(prompt_tokens), 1),
         }
         tokenizer, out["tokenizer"] = llm, Path(model).name
+        if "router_model" in routers:
+            ms = [1000 * t for t in times]
+            out["router_model"] = toolset_router(settings, llm, dialect, tokenizer, rows, picks, ms)
     out["first_prompt"] = first_prompts(settings, tokenizer, rows, rules)
 
     for name in ("rules", "model"):
@@ -146,6 +205,16 @@ def main() -> None:
     fp = out["first_prompt"]
     print(f"first prompt ({out['tokenizer']} tokens): " + ", ".join(f"{k} {v}" for k, v in fp["tokens"].items()))
     print(f"  without routing {fp['without']}; with the rules router's pick, mean {fp['mean_with_rules_routing']}")
+    if "router_model" in out:
+        r = out["router_model"]
+        print(
+            f"router_model toolsets on {r['toolset_tasks']} tasks with a choice: exact {r['toolset_exact']:.0%}, "
+            f"superset of expected {r['toolset_superset']:.0%}; {r['mean_ms']} ms per decision (who + toolsets)"
+        )
+        print(
+            f"  first prompt of the picked role, mean: {r['first_prompt_all_tools']} with all its tools, "
+            f"{r['first_prompt_narrowed']} narrowed to the chosen toolsets"
+        )
     if args.json_path:
         Path(args.json_path).write_text(json.dumps(out, indent=2), encoding="utf-8")
 

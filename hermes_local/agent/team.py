@@ -1,4 +1,4 @@
-"""A team on one model (issue 30): delegations as child sessions, their envelopes, and the router at the front.
+"""A team (issue 30): delegations as child sessions, their envelopes, and the specialists' own models.
 
 `Team.delegate` is the runner behind the `delegate` tool (`tools/delegate.py`). A sub-run is an ordinary `Agent`
 run, built by `make_agent` (the wiring, `runtime.py`: the profile's tools, instructions and step limit, the
@@ -10,18 +10,14 @@ so a finished child write is never repeated (the same call made again later in a
 as a finished write is). Whatever happens, the caller gets an `Envelope`, never an exception; each logged event
 of the child also reaches the caller's sink as a `ChildEvent` (its terminal, its stream), never its log.
 `Role` is an agent's place in a team, `apply_profile` a specialist's settings, `offer_delegate` the wiring's one
-call that gives an agent the `delegate` tool.
-
-`route_rules` (keywords and descriptions, no model call) and `route_model` (one short grammar-constrained choice on
-the run's model) pick who takes a `--team` task: a profile, or `manager` (several specialists' work, or none fits);
-`route` returns the `Routed` event the session log keeps, and `front` the role a `--team` run takes. Does not
-load models, print, or know the CLI.
+call that gives an agent the `delegate` tool. A specialist runs on its caller's model unless its profile names
+another (`model`): `ModelShelf` keeps those of one run, each loaded once, by the wiring's loader, on first use.
+The router at the front is `router.py`. Does not load models, print, or know the CLI.
 """
 
 from __future__ import annotations
 
 import json
-import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -29,11 +25,9 @@ from typing import Any, ClassVar
 
 from hermes_local.agent.loop import Agent, EventSink
 from hermes_local.config import Settings
-from hermes_local.dialects import Dialect
-from hermes_local.events import Delegation, Event, Routed, RunEnd, RunResumed, RunStart, ToolFinished, ToolOutcome
-from hermes_local.llm import LLM, CallOptions
-from hermes_local.profiles import DELEGATE, MANAGER, AgentProfile
-from hermes_local.prompts import Segments
+from hermes_local.events import Delegation, Event, RunEnd, RunResumed, RunStart, ToolFinished, ToolOutcome
+from hermes_local.llm import LLM
+from hermes_local.profiles import DELEGATE, AgentProfile
 from hermes_local.session import SessionLog, new_session_id, read_events, sessions_dir
 from hermes_local.textsafe import terminal_safe
 from hermes_local.tools.approval import Approver
@@ -83,23 +77,56 @@ def goal_of(task: str, inputs: dict[str, Any] | None) -> str:
 @dataclass(frozen=True)
 class Role:
     """Who an agent is in a team: its profile (None: the manager, or a run without a team), how deep it is
-    nested, the names above it (it never delegates to them), and its session id ("" when not logged)."""
+    nested, the names above it (it never delegates to them), its session id ("" when not logged), and the
+    toolsets a router model narrowed its tools to (None: not narrowed)."""
 
     name: str | None = None
     depth: int = 0
     above: tuple[str, ...] = ()
     session: str = ""
+    toolsets: tuple[str, ...] | None = None
 
 
 def apply_profile(settings: Settings, role: Role, extra: str | None) -> tuple[Settings, str | None]:
-    """The settings of `role`'s specialist (its tools, and max_steps, tool_choice, dialect when set; the rest
-    inherited) and the request's `extra` instructions after the profile's own."""
+    """The settings of `role`'s specialist (its tools, and max_steps, tool_choice, dialect, model when set; the rest
+    inherited) and the request's `extra` instructions after the profile's own. A model of its own comes with its
+    own dialect: the profile's, else the one found for that model (never the caller's `--dialect`)."""
     profile = settings.agents.get(role.name) if role.name else None
     if profile is None:
         return settings, extra
     update: dict[str, Any] = {"tools": profile_tools(profile)}
     update |= {k: v for k in ("max_steps", "tool_choice", "dialect") if (v := getattr(profile, k)) is not None}
+    if own_model(settings, role.name) is not None:
+        update |= {"model": profile.model, "dialect": profile.dialect}
     return settings.model_copy(update=update), "\n\n".join(t for t in (profile.instructions, extra) if t) or None
+
+
+def own_model(settings: Settings, name: str | None) -> str | None:
+    """The model profile `name` names when it is not the one of `settings` (its caller's), else None."""
+    profile = settings.agents.get(name) if name else None
+    return profile.model if profile is not None and profile.model and profile.model != settings.model else None
+
+
+@dataclass
+class ModelShelf:
+    """The specialists' own models of one run (a profile's `model`: a registry name, a GGUF or `replay:FILE`), by
+    name, each loaded by `load` once, on its first use, and shared by every later delegation (a replay goes on
+    where the last one left it). The engines keep a GGUF's weights once per process besides."""
+
+    load: Callable[[str], LLM]
+    models: dict[str, LLM] = field(default_factory=dict)  # starts with the run's own model, under its name
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def get(self, spec: str) -> LLM:
+        with self._lock:  # concurrent delegations: the first loads it, the others wait for it
+            if spec not in self.models:
+                self.models[spec] = self.load(spec)
+            return self.models[spec]
+
+    def clear(self) -> None:
+        """The run ended: its models are dropped (the engines' per-process cache keeps loaded weights)."""
+        with self._lock:
+            self.models.clear()
 
 
 def profile_tools(profile: AgentProfile) -> list[str]:
@@ -214,73 +241,3 @@ class Team:
         steps = int(end.result.get("steps") or 0)
         usage = end.result.get("usage") if isinstance(end.result.get("usage"), dict) else {}
         return envelope(str(end.stopped), end.answer, outcomes, steps, usage or {}, self.tools)
-
-
-# -- the router ----------------------------------------------------------------------------
-_WORD = re.compile(r"[a-z0-9]+")
-_COMMON = frozenset(
-    "a an and the of to for in on with from by or it its is are be as at this that into over any all your you "
-    "may only can who what which one each file files".split()
-)
-
-
-def _words(text: str) -> set[str]:
-    return {w for w in _WORD.findall(text.lower()) if w not in _COMMON and len(w) > 2}
-
-
-def route_rules(task: str, profiles: dict[str, AgentProfile]) -> tuple[str, dict[str, int], str]:
-    """(chosen, score per profile, reason): keyword hits count 3, words shared with the description 1. Two or
-    more profiles with keyword hits, or none scoring at all, go to the manager."""
-    lower, words = task.lower(), _words(task)
-    hits = {n: [k for k in p.keywords if k.strip() and k.lower() in lower] for n, p in profiles.items()}
-    scores = {n: 3 * len(hits[n]) + len(words & _words(p.description)) for n, p in profiles.items()}
-    keyed = [n for n in profiles if hits[n]]
-    detail = ", ".join(f"{n}={s}" for n, s in scores.items())
-    if len(keyed) > 1:
-        return MANAGER, scores, f"keywords of several specialists ({', '.join(keyed)}): a multi-part task ({detail})"
-    best = max(scores, key=lambda n: scores[n], default=None)
-    if best is None or scores[best] == 0:
-        return MANAGER, scores, f"no specialist matches ({detail})"
-    return best, scores, f"highest score ({detail})"
-
-
-def route_model(task: str, profiles: dict[str, AgentProfile], llm: LLM, dialect: Dialect) -> tuple[str, list[int], str]:
-    """(chosen, prompt token ids, reason): one grammar-constrained call naming a profile or the manager."""
-    names = [*profiles, MANAGER]
-    lines = [f"- {n}: {' '.join(p.description.split())}" for n, p in profiles.items()]
-    lines.append(f"- {MANAGER}: a task with parts for different specialists, or one that none of them fits")
-    system = "Choose who should take the user's task. Reply with one name only:\n" + "\n".join(lines)
-    messages = [
-        {"role": "system", "content": Segments.untrusted(system)},
-        {"role": "user", "content": Segments.untrusted(task)},
-    ]
-    tokens = dialect.tokens(messages, [], llm)
-    grammar = "root ::= " + " | ".join(json.dumps(n) for n in names)
-    options = CallOptions(max_tokens=12, temperature=0.0, stop=dialect.stop or ("\n",), grammar=grammar)
-    text = llm.complete(tokens, options).text.strip()
-    chosen = next((n for n in names if text == n), None) or next((n for n in names if text.startswith(n)), MANAGER)
-    return chosen, tokens, f"the model chose {terminal_safe(text[:40])!r}"
-
-
-def route(task: str, settings: Settings, llm: LLM, dialect: Dialect) -> Routed:
-    """Who takes a `--team` task, by `settings.router` (or `router_model`), as the event the session log keeps."""
-    candidates, kind = [*settings.agents, MANAGER], "router_model" if settings.router_model else settings.router
-    if kind == "rules":
-        chosen, _, reason = route_rules(task, settings.agents)
-    else:  # `llm` is the run's model, or the router model (runtime.team_role)
-        chosen, _, reason = route_model(task, settings.agents, llm, dialect)
-    return Routed(kind, chosen, candidates, reason)
-
-
-def front(
-    task: str, settings: Settings, llm: LLM, dialect: Dialect, session: str, sink: EventSink, logged: list[Event]
-) -> Role:
-    """The role a `--team` run takes: the router's choice (reported to `sink`), or the one its log already holds
-    (`logged`: a resumed session keeps its specialist). The manager is the plain run, offered `delegate`."""
-    routed = next((e for e in logged if isinstance(e, Routed)), None)
-    if routed is None:
-        routed = route(task, settings, llm, dialect)
-        sink(routed)
-    if routed.chosen in settings.agents:
-        return Role(routed.chosen, 1, (), session)
-    return Role(session=session)

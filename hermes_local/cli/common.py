@@ -266,15 +266,15 @@ def settings_from_flags(flags: Mapping[str, Any]) -> Settings:
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 
 
-def check_team(registry: Any, settings: Settings, *, running: bool = False) -> None:
-    """One line (exit 2) for an [agents.NAME] profile naming a missing tool, toolset or model (`running`: or a model
-    other than the run's), for `agents list`, `run` and `serve` before the model loads."""
+def check_team(registry: Any, settings: Settings) -> None:
+    """One line (exit 2) for an [agents.NAME] profile naming a missing tool, toolset, model or dialect, or a missing
+    `router_model`, for `agents list`, `run` and `serve` before the model loads."""
     from hermes_local.dialects import get_dialect
     from hermes_local.models.registry import check_profile_models
     from hermes_local.tools.delegate import check_profiles
 
     check_profiles(registry, settings)
-    check_profile_models(settings, running=running)
+    check_profile_models(settings)
     for name, profile in settings.agents.items():
         try:
             get_dialect(profile.dialect) if profile.dialect else None

@@ -59,8 +59,9 @@ def sessions_apply(
     from hermes_local.cli.asker import terminal_approver
     from hermes_local.cli.common import pin_workspace
     from hermes_local.longterm import LongTermMemory
-    from hermes_local.runtime import build_executor, build_registry, tool_context
+    from hermes_local.runtime import build_registry
     from hermes_local.session import SessionLog, read_events, session_path
+    from hermes_local.tools.setup import build_executor, tool_context
 
     settings = settings_from_flags(locals())
     plan = plan_of(session_id, read_events(session_path(session_id), on_skip=notice))

@@ -101,6 +101,7 @@ def agents_list(
             typer.echo("(no [agents.NAME] profiles in config.toml; see README, Teams)")
         for row in [] if as_json else rows:
             steps = f", max_steps {row['max_steps']}" if row["max_steps"] else ""
+            steps += f", model {row['model']}" if row["model"] else ""  # its own, loaded beside the run's
             typer.echo(
                 terminal_safe(
                     f"{row['name']}: {row['description']}  [tools: {', '.join(row['resolved_tools'])}{steps}]"

@@ -96,7 +96,7 @@ def _prepare(
         raise
     try:
         check_spec(registry, settings.tools)  # a mistyped --tools name is one line, exit 2, before the model loads
-        check_team(registry, settings, running=True)  # so is a profile naming a missing tool or model
+        check_team(registry, settings)  # so is a profile naming a missing tool or model
         source = find_model(settings)  # resolved once: the tokenizer, the dialect and the weights take it
         dialect = dialect_for(settings, load_tokenizer(settings, source), source, check=True)  # before the weights
         check_tool_use(dialect, settings)  # tool_call_format "none" with --tool-choice required: one line
@@ -114,7 +114,9 @@ def _prepare(
 
         role = Role(session=session.id)
         if team_task is not None:
-            role = team_role(team_task, settings, llm, dialect, session.id, on_event, logged)
+            person = approver.interactive  # a router model chooses among the toolsets this run can use
+            args = (team_task, settings, llm, dialect, session.id, on_event, logged)
+            role = team_role(*args, tools=registry, db=db is not None, person=person)
         agent = build_agent(
             llm,
             settings,

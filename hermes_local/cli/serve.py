@@ -110,7 +110,7 @@ def serve(
         )
         announce_shielded(pin)
         try:
-            check_team(registry, settings, running=True)  # [agents.NAME] profiles: one line before the model loads
+            check_team(registry, settings)  # [agents.NAME] profiles: one line before the model loads
             _serve(settings, registry, tokens, host, port, workspace, db, max_body)
         finally:
             registry.close()

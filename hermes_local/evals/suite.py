@@ -160,7 +160,8 @@ def run_once(
         with _BUILD_LOCK if concurrent else contextlib.nullcontext(), _home(root / "home"):
             role = None  # a team case is routed first, as `run --team`
             if case.team:
-                role = team_role(case.task, settings, llm, dialect or dialect_for(settings, llm), "", collect)
+                chosen = dialect or dialect_for(settings, llm)  # a router model's toolsets: among the case's
+                role = team_role(case.task, settings, llm, chosen, "", collect, tools=sc.registry, db=db is not None)
             agent = build_agent(
                 llm,
                 settings,

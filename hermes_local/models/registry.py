@@ -349,17 +349,16 @@ def registry_rows() -> list[dict[str, Any]]:
     return rows
 
 
-def check_profile_models(settings: Settings, *, running: bool = False) -> None:
-    """One line (UserError) for an [agents.NAME] profile whose `model` is neither a registry name nor a file;
-    `running`: also for one other than the run's (specialists share the run's loaded model)."""
-    router = settings.router_model
-    if router and lookup(router) is None and not Path(router).expanduser().is_file():
-        raise UserError(f"router_model {router!r} is neither in models.toml nor a GGUF file; fix it in config.toml")
-    for name, p in settings.agents.items():
-        where = f"[agents.{name}] model {p.model!r}"
-        if p.model is None or p.model == settings.model or p.model.startswith("replay:"):
+def check_profile_models(settings: Settings) -> None:
+    """One line (UserError) for a `router_model`, or an [agents.NAME] profile's `model`, that is neither a registry
+    name nor a file (a `replay:` one: a recording that does not exist). A specialist runs on its profile's model."""
+    named = [("router_model", settings.router_model)]
+    named += [(f"[agents.{name}] model", p.model) for name, p in settings.agents.items() if p.model != settings.model]
+    for where, spec in named:
+        if spec is None:
             continue
-        if lookup(p.model) is None and not Path(p.model).expanduser().is_file():
-            raise UserError(f"{where} is neither in models.toml nor a GGUF file; fix it in config.toml")
-        if running:
-            raise UserError(f"{where}: specialists run on the run's model; remove it, or pass --model {p.model}")
+        if spec.startswith("replay:"):
+            if not Path(spec[len("replay:") :]).expanduser().exists():
+                raise UserError(f"{where} {spec!r} names no replay file; fix it in config.toml")
+        elif lookup(spec) is None and not Path(spec).expanduser().is_file():
+            raise UserError(f"{where} {spec!r} is neither in models.toml nor a GGUF file; fix it in config.toml")

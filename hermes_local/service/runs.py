@@ -116,13 +116,12 @@ class RunManager:
         return path
 
     def registry_for(self, names: list[str] | None) -> ToolRegistry:
-        """A run's own registry over the server's tools (all, or `names`); closing it leaves the server's open."""
-        if names is None:
-            return ToolRegistry(self.registry)
-        unknown = [n for n in names if self.registry.get(n) is None]
+        """A run's own registry over the server's tools (all, or `names`), with their sources (toolsets); closing it
+        leaves the server's open."""
+        unknown = [n for n in names or [] if self.registry.get(n) is None]
         if unknown:
             raise UserError(f"unknown tool(s) {', '.join(unknown)}; known: {', '.join(self.registry.names())}")
-        return ToolRegistry(t for t in self.registry if t.name in names)
+        return self.registry.subset(self.registry.names() if names is None else names, share_cleanup=False)
 
     def submit(
         self, request: RunRequest, owner: str = "", *, unattended: list[str] | None = None, rooted: bool = True
@@ -291,14 +290,16 @@ class RunManager:
                         run.token(event.text)  # coalesced `token` events for the stream (never logged)
 
                 role = Role(session=run.id)  # its delegations' child sessions are named after the run
-                if req.team:
+                registry = self.registry_for(req.tools)
+                if req.team:  # a router model picks the toolsets among the ones this run has
                     dialect = self.dialect or dialect_for(settings, self.model)
-                    role = team_role(req.task, settings, self.model, dialect, run.id, on_event)
+                    db = self.db_path is not None
+                    role = team_role(req.task, settings, self.model, dialect, run.id, on_event, tools=registry, db=db)
                 agent = build_agent(
                     self.model,
                     settings,
                     workspace=self._pins.get(run.id) or run.workspace,  # the pin taken at POST
-                    registry=self.registry_for(req.tools),
+                    registry=registry,
                     plan=req.plan,  # plan-only: proposals for `hermes-local sessions apply ID`
                     approver=approver,
                     on_event=on_event,

@@ -11,12 +11,15 @@ the system prompt (a toolset's line names at most `NAMES_PER_TOOLSET` tools, so 
 thousands of tools cannot make the prompt overflow); calling `open_toolset(toolset)` returns that
 toolset's full schemas as a tool result, appended where new tokens go, so the cached prompt prefix
 survives; a team's `delegate` (issue 30) is offered in full beside it. Routing never refuses a call: every
-enabled tool stays registered and runs whether or not its toolset was opened. Does not run tools or build prompts
+enabled tool stays registered and runs whether or not its toolset was opened. `usable_tools` is a run's selection
+(what `--tools` keeps, minus what is denied or cannot work); `narrow` keeps only the toolsets a team's router model
+chose (issue 30), with `final_answer`; `toolset_catalog` is what it chooses from. Does not run tools or build prompts
 (the agent renders `PromptPlan`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -25,6 +28,7 @@ from pydantic import ConfigDict, Field, create_model
 
 from hermes_local.errors import UserError
 from hermes_local.profiles import DELEGATE
+from hermes_local.tools.interaction import FINAL_ANSWER
 from hermes_local.tools.registry import Tool, ToolRegistry
 
 OPEN_TOOLSET = "open_toolset"
@@ -116,6 +120,23 @@ def select_tools(
     return registry.subset(chosen - set(deny or []))
 
 
+def usable_tools(
+    registry: ToolRegistry, spec: list[str] | None, deny: list[str] | None, *, db: bool, hosts: bool, person: bool,
+    memory: bool = True, on_notice: Callable[[str], None] | None = None) -> ToolRegistry:  # fmt: skip
+    """A run's tools: `select_tools` (lenient) minus the `unusable` ones and, with `memory` off, `remember`; each
+    left out is in `left_out` (a call to it is told why), and `on_notice` hears of those `spec` asked for by name."""
+    chosen = select_tools(registry, spec, deny, strict=False)
+    missing = unusable(chosen, db=db, hosts=hosts, person=person)
+    if not memory and "remember" in chosen.names():
+        missing["remember"] = "is off: long-term memory is off (`memory on`, or drop --no-memory)"
+    for name, why in missing.items():
+        if on_notice is not None and set(parse_spec(spec)) & {name, group_of(chosen, name)}:
+            on_notice(f"{name} is left out of this run: it {why}")  # asked for by --tools: say why it is not there
+    out = chosen.subset([n for n in chosen.names() if n not in missing])
+    out.left_out = missing
+    return out
+
+
 def unusable(registry: ToolRegistry, *, db: bool, hosts: bool, person: bool) -> dict[str, str]:
     """The built-in tools of `registry` that cannot work in this run -> why, naming what enables them
     (`db`: a database was given, `hosts`: an allowed host, `person`: someone to ask)."""
@@ -144,16 +165,46 @@ NAMES_PER_TOOLSET = 20  # tool names a toolset's line lists; past it, a count (a
 
 def toolset_lines(registry: ToolRegistry) -> list[str]:
     """One line per toolset: its tool names (the first `NAMES_PER_TOOLSET`, then how many more) and what it is for."""
-    lines = []
-    for group, names in groups(registry).items():
+    return [f"- {group}: {line}" for group, line in toolset_catalog(registry).items()]
+
+
+def toolset_catalog(registry: ToolRegistry, *, without: tuple[str, ...] = ()) -> dict[str, str]:
+    """Toolset -> its tool names and what it is for, leaving out the tools in `without` (and a toolset they empty)."""
+    out = {}
+    for group, every in groups(registry).items():
+        names = [n for n in every if n not in without]
+        if not names:
+            continue
         about = BUILTIN_GROUPS[group][1] if group in BUILTIN_GROUPS else ""
         if not about and registry.source(names[0]).startswith("mcp:"):
             about = f"tools of the {group} MCP server"
         shown = ", ".join(names[:NAMES_PER_TOOLSET])
         if len(names) > NAMES_PER_TOOLSET:
             shown += f" and {len(names) - NAMES_PER_TOOLSET} more (open the toolset to see them)"
-        lines.append(f"- {group}: {shown}" + (f" ({about})" if about else ""))
-    return lines
+        out[group] = shown + (f" ({about})" if about else "")
+    return out
+
+
+def router_catalog(registry: ToolRegistry) -> dict[str, str]:
+    """The toolsets a team's router model chooses among: every one but `final_answer`, which `narrow` always keeps."""
+    return toolset_catalog(registry, without=(FINAL_ANSWER,))
+
+
+def narrow(registry: ToolRegistry, toolsets: list[str] | tuple[str, ...]) -> ToolRegistry:
+    """`registry` with only the tools of `toolsets` and `final_answer` (the router model's choice); each tool left
+    out is in `left_out`, so a call to it is told it is not in this run."""
+    chosen = ", ".join(toolsets) or "none"
+    keep, missing = set(), dict(registry.left_out)
+    for group, names in groups(registry).items():
+        for name in names:
+            if group in toolsets or name == FINAL_ANSWER:
+                keep.add(name)
+            else:
+                missing[name] = f"is in the {group} toolset, which the router left out of this task (chosen: {chosen})"
+    keep |= {n for n in registry.names() if n in (OPEN_TOOLSET, DELEGATE)}
+    out = registry.subset([n for n in registry.names() if n in keep])
+    out.left_out = missing
+    return out
 
 
 def route(registry: ToolRegistry, max_tools_in_prompt: int) -> PromptPlan:

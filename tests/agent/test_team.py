@@ -19,7 +19,8 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from hermes_local.agent.team import Role, route, route_rules
+from hermes_local.agent.router import route, route_rules
+from hermes_local.agent.team import Role
 from hermes_local.cli.app import app
 from hermes_local.cli.common import check_team
 from hermes_local.config import Settings, config_file, load_settings

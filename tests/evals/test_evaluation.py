@@ -366,3 +366,23 @@ def test_team_cases_are_routed_first_and_the_report_gives_routing_accuracy(tmp_p
     assert {c["id"]: c["routed"] for c in data["cases"]} == {"draft": ["writer"], "revenue": ["manager"]}
     assert data["summary"]["routing_accuracy"] == 0.5 and data["summary"]["routed_runs"] == 2
     assert "routing accuracy 50% of 2 routed runs" in res.stdout
+
+
+def test_a_team_case_with_a_router_model_runs_on_the_toolsets_it_chose(tmp_path: Path) -> None:
+    """eval routes as `run --team` does: with router_model the case's prompt keeps only the chosen toolsets, so
+    the clock (left out) fails as a tool not in the run, which this case expects."""
+    from tests.agent.test_team import PROFILES, write_profiles
+
+    router = write_replay_file(tmp_path / "router.jsonl", ["manager", "files"])
+    write_profiles(PROFILES, extra=f'router_model = "replay:{router}"\nanswer_guard = false')
+    checks = {"tool_calls": [{"name": "get_current_time", "ok": False}], "answer_contains": ["no clock"]}
+    tools = ["get_current_time", "read_file", "write_file"]
+    rows = [{"id": "clock", "task": "Tell the time, then note it", "team": True, "specialist": "manager",
+             "tools": tools, "checks": checks}]  # fmt: skip
+    cases = write_jsonl(tmp_path / "cases.jsonl", rows)
+    write_replay(tmp_path / "replay", "clock", [call("get_current_time"), "There is no clock here."])
+    report = tmp_path / "r.json"
+    res = run_eval(str(cases), "--model", f"replay:{tmp_path / 'replay'}", "--report", str(report))
+    assert res.exit_code == 0, res.stdout + res.stderr
+    data = json.loads(report.read_text())
+    assert data["cases"][0]["routed"] == ["manager"] and data["summary"]["routing_accuracy"] == 1.0

@@ -366,3 +366,28 @@ def test_a_team_run_routes_delegates_and_asks_for_the_specialists_write_labelled
     child = [data for name, data in events if name == "child_event"]  # the specialist's events, tagged
     assert {c["agent"] for c in child} == {"writer"} and {c["child"] for c in child} == {links[0]["child"]}
     assert [c["event"]["name"] for c in child if c["event"]["kind"] == "tool_result"] == ["write_file"]
+
+
+def test_a_served_team_run_narrows_to_the_router_models_toolsets_and_runs_a_specialist_on_its_own_model(
+    tmp_path: Path, workspace: Path
+) -> None:
+    """serve gets what `run --team` gets: the router model's toolsets in the big model's prompt, the Routed event
+    with them on the stream, and a specialist on the model its profile names (issue 30)."""
+    from tests.agent.test_team import PROFILES, delegate_call
+
+    router = write_replay(tmp_path / "router.jsonl", ["manager", "files"])
+    own = write_replay(tmp_path / "w.jsonl", [tool_call_text("write_file", path="r.md", content="10"), "r.md done."])
+    profiles = {**PROFILES, "writer": {**PROFILES["writer"], "model": f"replay:{own}"}}
+    llm = ScriptedLLM([delegate_call("writer", "Write r.md"), "The writer wrote r.md."])
+    settings = {"agents": profiles, "router_model": f"replay:{router}", "allow_tools": ["write_file"]}
+    with served(llm, workspace, **settings) as (base, _):
+        _, created = http("POST", f"{base}/v1/runs", {"task": "Sum up the revenue and write it down", "team": True})
+        view = wait_status(base, created["id"], {"done", "error"})
+        events = sse_events(f"{base}/v1/runs/{created['id']}/events")
+    assert view["status"] == "done" and view["result"]["answer"] == "The writer wrote r.md.", view
+    assert (workspace / "r.md").read_text() == "10"  # the writer's own model wrote it; the manager's made 2 calls
+    routed = dict(events)["routed"]
+    assert routed["router"] == "router_model" and routed["toolsets"] == ["files"]
+    first = llm.prompt_texts[0]
+    assert '"read_file"' in first and '"delegate"' in first and '"get_current_time"' not in first
+    assert llm.remaining == 0 and len(llm.prompt_texts) == 2
