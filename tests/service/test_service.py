@@ -25,7 +25,7 @@ from typer.testing import CliRunner
 from hermes_local.cli.app import app
 from hermes_local.dialects.llama3 import Llama3Dialect
 from hermes_local.engines.replay import tool_call_text, write_replay
-from hermes_local.session import read_events, session_path
+from hermes_local.session import read_events, session_path, sessions_dir
 from hermes_local.testing import ScriptedLLM
 from hermes_local.tools.approval import approval_view
 from hermes_local.tools.shell import run_shell
@@ -296,7 +296,8 @@ def test_cancel_kills_the_running_tool_command(workspace: Path, tmp_path: Path) 
         _, created = http("POST", f"{base}/v1/runs", {"task": "Run it"})
         wait_status(base, created["id"], {"running"})
         deadline = time.monotonic() + 30
-        while "tool_call" not in [e.kind for e in read_events(session_path(created["id"]))]:
+        log = sessions_dir() / f"{created['id']}.jsonl"  # written once the run's agent is built: may lag "running"
+        while not log.is_file() or "tool_call" not in [e.kind for e in read_events(log)]:
             assert time.monotonic() < deadline, "the tool call never started"
             time.sleep(0.1)
         time.sleep(0.5)  # the command is running
