@@ -297,9 +297,9 @@ class LongTermMemory:
         if not fused:
             return []
         found = {i.id: i for i in self._fetch(list(fused))}
-        meaning = self.embedder is not None and len(vec) >= MIN_VECTORS
-        z_floor = self.embedder.floor if meaning and self.embedder else float("inf")
-        shared_floor = self.embedder.shared_word_floor if meaning and self.embedder else float("inf")
+        judge = self.embedder if len(vec) >= MIN_VECTORS else None  # meaning counts over a large enough store
+        z_floor = judge.floor if judge is not None else float("inf")
+        shared_floor = judge.shared_word_floor if judge is not None else float("inf")
         out: list[Hit] = []
         for cand in sorted(fused.values(), key=lambda c: -c.score):
             item = found.get(cand.id)

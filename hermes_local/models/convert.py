@@ -34,6 +34,18 @@ _DROPPED = ("embeddings.position_ids", "pooler.dense.weight", "pooler.dense.bias
 
 
 @contextmanager
+def written_into_place(target: Path) -> Iterator[Path]:
+    """A `.partial` path beside `target` to write; renamed to `target` when the block ends, removed if it fails."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(f".{target.name}.partial")
+    try:
+        yield partial
+        os.replace(partial, target)
+    finally:
+        partial.unlink(missing_ok=True)
+
+
+@contextmanager
 def checkpoint_folder(source: Path) -> Iterator[Path]:
     """The checkpoint's folder: `source` itself, or a .zip unpacked into a temporary folder for the conversion."""
     if source.is_dir():
@@ -114,10 +126,8 @@ def convert_bert(source: Path, target: Path, *, log: Callable[[str], None] = lam
         tokens, types = _vocabulary(folder, n_vocab, gguf)
         names = gguf.get_tensor_name_map(gguf.MODEL_ARCH.BERT, n_layers)
         tensors = load_file(str(folder / "model.safetensors"))
-        target.parent.mkdir(parents=True, exist_ok=True)
-        partial = target.with_name(f".{target.name}.partial")
         logging.getLogger("gguf").setLevel(logging.ERROR)  # its notes on special tokens llama.cpp sets itself
-        try:
+        with written_into_place(target) as partial:
             writer = gguf.GGUFWriter(partial, gguf.MODEL_ARCH_NAMES[gguf.MODEL_ARCH.BERT])
             writer.add_name(str(config.get("_name_or_path") or source.stem))
             writer.add_block_count(n_layers)
@@ -149,7 +159,4 @@ def convert_bert(source: Path, target: Path, *, log: Callable[[str], None] = lam
             writer.write_kv_data_to_file()
             writer.write_tensors_to_file()
             writer.close()
-            os.replace(partial, target)
-        finally:
-            partial.unlink(missing_ok=True)
     return target

