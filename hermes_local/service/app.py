@@ -50,7 +50,6 @@ from hermes_local.service.runs import RunManager
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 _EVENT_ID = re.compile(r"[0-9]{1,12}")
-_POLL_MIN, _POLL_MAX = 0.01, 0.2  # seconds between looks at an idle run's events (backing off)
 _KINDS = {403: "forbidden", 404: "not_found", 409: "conflict", 503: "queue_full"}
 
 
@@ -107,28 +106,30 @@ def _first_event(request: Request) -> int:
 async def _sse(run: Run, first: int, keepalive: float = 10.0) -> AsyncIterator[str]:
     """SSE text: `id` is the event's number, so a reconnecting client resumes with `Last-Event-ID`.
 
-    Polls the run's event list on the event loop (no thread per stream): idle streams cost nothing but a
-    timer, so they cannot take the threads the other routes need."""
-    number, pause, quiet = first, _POLL_MIN, 0.0
-    while True:
-        run.flush_tokens()  # a reply's last piece is not held back while the model is quiet
-        with run.cond:
-            batch = run.events[number:]
-            done = run.finished
-        for name, data in batch:
-            yield f"id: {number}\nevent: {name}\ndata: {json.dumps(data, ensure_ascii=True, default=str)}\n\n"
-            number += 1
-        if done:
-            return
-        if batch:
-            pause, quiet = _POLL_MIN, 0.0
-            continue
-        if quiet >= keepalive:
-            yield ": keep-alive\n\n"
-            quiet = 0.0
-        await asyncio.sleep(pause)
-        quiet += pause
-        pause = min(pause * 2, _POLL_MAX)
+    Awaits the run's news on the event loop (`Run.news`: set by the worker thread whenever it publishes), so an
+    idle stream costs nothing and takes no thread; it wakes on a timer only to send a keep-alive, or to let a
+    held-back piece of the reply out once the token interval has passed while the model is quiet."""
+    number = first
+    async with run.news() as news:
+        while True:
+            news.clear()
+            run.flush_tokens()  # a reply's last piece is not held back while the model is quiet
+            with run.cond:
+                batch = run.events[number:]
+                done = run.finished
+            for name, data in batch:
+                yield f"id: {number}\nevent: {name}\ndata: {json.dumps(data, ensure_ascii=True, default=str)}\n\n"
+                number += 1
+            if done:
+                return
+            if batch:
+                continue
+            held = run.held_for()
+            try:
+                await asyncio.wait_for(news.wait(), keepalive if held is None else held)
+            except TimeoutError:
+                if held is None:
+                    yield ": keep-alive\n\n"
 
 
 def _validation_line(exc: RequestValidationError) -> str:

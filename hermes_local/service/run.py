@@ -16,12 +16,14 @@ Does not queue or execute runs (`runs.RunManager` does), speak HTTP, or print.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hmac
 import itertools
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -129,13 +131,41 @@ class Run:
         self._calls = itertools.count(1)
         self._pieces: list[str] = []  # streamed text not yet published as a token event
         self._last_token = 0.0  # monotonic time of the last token event
+        self._waiters: set[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = set()  # streams awaiting news
 
     # -- state -----------------------------------------------------------------------------
+    def _changed(self) -> None:  # with self.cond held: tell waiting threads and every awaiting stream
+        self.cond.notify_all()
+        for loop, event in self._waiters:
+            with contextlib.suppress(RuntimeError):  # a stream whose event loop has closed
+                loop.call_soon_threadsafe(event.set)
+
+    def held_for(self) -> float | None:
+        """Seconds until held-back pieces may go out as a token event (None: nothing is held back)."""
+        with self.cond:
+            if not self._pieces:
+                return None
+            return max(0.0, TOKEN_INTERVAL - (time.monotonic() - self._last_token))
+
+    @contextlib.asynccontextmanager
+    async def news(self) -> AsyncIterator[asyncio.Event]:
+        """An event set whenever the run publishes or changes status, for a stream on the running event loop
+        (it is told, it does not poll); clear it before reading `events`."""
+        event = asyncio.Event()
+        waiter = (asyncio.get_running_loop(), event)
+        with self.cond:
+            self._waiters.add(waiter)
+        try:
+            yield event
+        finally:
+            with self.cond:
+                self._waiters.discard(waiter)
+
     def publish(self, name: str, data: dict[str, Any]) -> None:
         with self.cond:
             self._publish_pieces()
             self.events.append((name, data))
-            self.cond.notify_all()
+            self._changed()
 
     def token(self, text: str) -> None:
         """A streamed piece of the model's reply: published at once when no token event went out in the last
@@ -154,7 +184,7 @@ class Run:
     def _throttled_pieces(self) -> None:  # with self.cond held
         if self._pieces and time.monotonic() - self._last_token >= TOKEN_INTERVAL:
             self._publish_pieces()
-            self.cond.notify_all()
+            self._changed()
 
     def _publish_pieces(self) -> None:  # with self.cond held
         if self._pieces:
@@ -165,7 +195,7 @@ class Run:
     def set_status(self, status: RunStatus) -> None:
         with self.cond:
             self.status = status
-            self.cond.notify_all()
+            self._changed()
 
     def finish(self, status: RunStatus, result: dict[str, Any] | None = None, error: str | None = None) -> None:
         with self.cond:
@@ -175,7 +205,7 @@ class Run:
             self.pending.clear()
             self._publish_pieces()
             self.events.append(("status", {"id": self.id, "status": status, "error": error}))
-            self.cond.notify_all()
+            self._changed()
 
     def check_owner(self, credential: str) -> None:
         """Only the run's creator (the same credentials) may see it, decide its calls or cancel it."""
@@ -264,4 +294,4 @@ class Run:
             self.cancel_requested = True
             for pending in self.pending.values():
                 pending.done.set()
-            self.cond.notify_all()
+            self._changed()
