@@ -4,7 +4,7 @@ A profile is data: what the specialist is for (`description`, and `keywords` for
 `instructions`, the tools it may call (tool or toolset names, as `--tools` takes them; `delegate` lets it delegate
 further), its own `max_steps`, and optionally `tool_choice`, `model` (the specialist runs on it, loaded beside the
 run's; `agent/team.py`) and `dialect`. Fields left out inherit the run's settings. Names are checked against the
-tools and models by `cli.common.check_team`; this module only holds the shape (ground: no district is imported).
+tools and models by `runtime.check_team`; this module only holds the shape (ground: no district is imported).
 """
 
 from __future__ import annotations

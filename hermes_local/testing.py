@@ -11,6 +11,11 @@ model's exhaustion error. `ScriptsByGoal` gives each run its own script, chosen 
 go on at the same time (concurrent delegations of a team) each replay theirs, optionally after a delay per call
 that stands in for the model's time. Nothing under `hermes_local/` imports this module: the product's replay
 mode lives in `replay.py`.
+
+`build_agent` opens a run through the front door (`runtime.start_run`) without a session log and hands back its
+agent, owning the run's resources, for tests and scripts that drive the loop directly (`agent.run`, `.resume`,
+`.executor`); the keyword names are those of `RunSpec`, plus the older `registry`, `db_path` and
+`extra_instructions`.
 """
 
 from __future__ import annotations
@@ -21,13 +26,18 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from hermes_local.agent.loop import Agent, EventSink
+from hermes_local.config import Settings
+from hermes_local.dialects import Dialect
 from hermes_local.engines.replay import ReplayExhausted, ReplayLLM, WordTokenizer, tool_call_text, write_replay
 from hermes_local.events import ToolOutcome
-from hermes_local.llm import DEFAULT_OPTIONS, CallOptions, Completion, TokenCallback
+from hermes_local.llm import DEFAULT_OPTIONS, LLM, CallOptions, Completion, TokenCallback
+from hermes_local.runtime import Model, RunSpec, Sinks, start_run
 from hermes_local.tools.registry import ToolResult
 
 __all__ = [
     "PacedLLM",
+    "build_agent",
     "ScriptExhausted",
     "ScriptedLLM",
     "ScriptsByGoal",
@@ -124,3 +134,19 @@ def outcome(step: int, name: str, arguments: dict[str, Any], ok: bool, error_kin
     """A `ToolOutcome` for checks that only look at the call and whether it worked."""
     result = ToolResult(ok, "", error_kind=error_kind)  # type: ignore[arg-type]
     return ToolOutcome(step, name, arguments, result)
+
+
+_OLD_NAMES = {"registry": "tools", "db_path": "db", "extra_instructions": "instructions"}
+
+
+def build_agent(
+    llm: LLM, settings: Settings, *, on_event: EventSink | None = None, dialect: Dialect | None = None, **spec: Any
+) -> Agent:
+    """The agent of a run opened by `start_run(RunSpec(settings=settings, log=False, **spec), Model(llm, dialect),
+    Sinks(display=on_event))`; closing the agent closes the run (its pin, registry, models)."""
+    fields = {_OLD_NAMES.get(name, name): value for name, value in spec.items()}
+    handle = start_run(RunSpec(settings=settings, log=False, **fields), Model(llm, dialect), Sinks(display=on_event))
+    agent, handle.agent = handle.agent, None  # the agent now owns the run: `handle.close` runs last
+    assert agent is not None
+    agent.closers.insert(0, handle.close)
+    return agent

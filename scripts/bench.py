@@ -54,7 +54,7 @@ from hermes_local.events import RunEnd, RunStart, StepStart  # noqa: E402
 from hermes_local.llm import CallOptions  # noqa: E402
 from hermes_local.models.registry import resolve_model  # noqa: E402
 from hermes_local.prompts import render  # noqa: E402
-from hermes_local.runtime import build_agent  # noqa: E402
+from hermes_local.testing import build_agent  # noqa: E402
 from hermes_local.tools import Approver, Executor, ToolContext, ToolRegistry, default_registry  # noqa: E402
 
 TASK = "What time is it? Note the time in my memo, then note one more fact about the day."

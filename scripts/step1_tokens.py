@@ -73,7 +73,8 @@ def workspace_with_data(root: Path) -> tuple[Path, Path]:
 
 
 def step_one(llm: LLM, settings: Any, goal: str, ws: Path, db: Path) -> dict[str, Any]:
-    from hermes_local.runtime import build_agent, build_registry
+    from hermes_local.runtime import build_registry
+    from hermes_local.testing import build_agent
     from hermes_local.tools import Approver
 
     probe = FirstCall(llm)

@@ -61,7 +61,7 @@ def measure(steps: int, reminder_every: int, tokenizer: Any, n_ctx: int = 32768)
     from hermes_local.dialects.base import dumps, result_content
     from hermes_local.engines.replay import ReplayLLM
     from hermes_local.events import Compaction, StepStart
-    from hermes_local.runtime import build_agent
+    from hermes_local.testing import build_agent
     from hermes_local.tools import Approver, ToolRegistry, default_registry
 
     full = default_registry()

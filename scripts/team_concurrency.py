@@ -56,7 +56,8 @@ class ManagerScripted:
 
 
 def one_run(llm: Any, settings: Any, workspace: Path, *, sequential: bool) -> tuple[float, int]:
-    from hermes_local.runtime import build_agent, build_registry
+    from hermes_local.runtime import build_registry
+    from hermes_local.testing import build_agent
 
     agent = build_agent(ManagerScripted(llm), settings, workspace=workspace, registry=build_registry())
     if sequential:

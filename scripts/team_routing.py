@@ -72,8 +72,8 @@ def score(picks: list[str], rows: list[dict[str, str]]) -> dict[str, Any]:
 
 def prompt_tokens(settings: Any, tokenizer: Any, role: Any, folder: Path) -> int:
     """The first prompt's tokens (system + tools + goal "x") of `role` (None: the flat agent), every tool usable."""
-    from hermes_local.runtime import build_agent, build_registry
-    from hermes_local.testing import ScriptedLLM
+    from hermes_local.runtime import build_registry
+    from hermes_local.testing import ScriptedLLM, build_agent
 
     db = folder / "shop.sqlite"
     db.touch()

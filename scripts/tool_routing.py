@@ -77,8 +77,7 @@ def settings_for(servers: dict[str, Any], **values: Any) -> Any:
 
 
 def first_prompt_tokens(llm_tokenizer: Any, registry: Any, workspace: Path, max_tools: int) -> int:
-    from hermes_local.runtime import build_agent
-    from hermes_local.testing import ScriptedLLM
+    from hermes_local.testing import ScriptedLLM, build_agent
 
     llm = ScriptedLLM(["ok"], tokenizer=llm_tokenizer, n_ctx=32768)
     build_agent(llm, settings_for({}, max_tools_in_prompt=max_tools), workspace=workspace, registry=registry).run("x")
@@ -86,8 +85,7 @@ def first_prompt_tokens(llm_tokenizer: Any, registry: Any, workspace: Path, max_
 
 
 def scripted_kv(llm_tokenizer: Any, registry: Any, workspace: Path, repo: Path) -> dict[str, list[dict[str, int]]]:
-    from hermes_local.runtime import build_agent
-    from hermes_local.testing import ScriptedLLM, tool_call_text
+    from hermes_local.testing import ScriptedLLM, build_agent, tool_call_text
     from hermes_local.tools import Approver
 
     status = tool_call_text("git__git_status", repo_path=str(repo))
@@ -109,7 +107,7 @@ def scripted_kv(llm_tokenizer: Any, registry: Any, workspace: Path, repo: Path) 
 
 
 def accuracy(llm: Any, registry: Any, workspace: Path, max_tools: int) -> dict[str, Any]:
-    from hermes_local.runtime import build_agent
+    from hermes_local.testing import build_agent
     from hermes_local.tools import Approver
 
     routed = len(registry) > max_tools

@@ -102,6 +102,10 @@ class RunResult:
             setattr(self.usage, key, getattr(self.usage, key) + getattr(usage, key))
         return record
 
+    def proposals(self) -> list[dict[str, Any]]:
+        """A plan-only run's proposed calls, in order, as `sessions apply` runs them: `{"name", "arguments"}`."""
+        return [{"name": c.name, "arguments": c.arguments} for c in self.tool_calls if c.approval == "proposed"]
+
     def bounced(self, *reasons: str) -> bool:
         """Whether a reply of this run was already sent back for one of `reasons`."""
         return any(g["reason"] in reasons for g in self.guarded)

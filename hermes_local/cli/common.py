@@ -266,22 +266,6 @@ def settings_from_flags(flags: Mapping[str, Any]) -> Settings:
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 
 
-def check_team(registry: Any, settings: Settings) -> None:
-    """One line (exit 2) for an [agents.NAME] profile naming a missing tool, toolset, model or dialect, or a missing
-    `router_model`, for `agents list`, `run` and `serve` before the model loads."""
-    from hermes_local.dialects import get_dialect
-    from hermes_local.models.registry import check_profile_models
-    from hermes_local.tools.delegate import check_profiles
-
-    check_profiles(registry, settings)
-    check_profile_models(settings)
-    for name, profile in settings.agents.items():
-        try:
-            get_dialect(profile.dialect) if profile.dialect else None
-        except UserError as exc:
-            raise UserError(f"[agents.{name}] dialect: {exc.line}; fix it in config.toml") from exc
-
-
 def notice(line: str) -> None:
     """A one-line notice on stderr (e.g. an MCP server that did not start), terminal-safe."""
     typer.echo(terminal_safe(line), err=True)

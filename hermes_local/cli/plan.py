@@ -57,11 +57,8 @@ def sessions_apply(
     approval; each is recorded in the session, so applying again never repeats one that worked."""
     from hermes_local.agent.plan import apply_proposals, plan_of
     from hermes_local.cli.asker import terminal_approver
-    from hermes_local.cli.common import pin_workspace
-    from hermes_local.longterm import LongTermMemory
-    from hermes_local.runtime import build_registry
-    from hermes_local.session import SessionLog, read_events, session_path
-    from hermes_local.tools.setup import build_executor, tool_context
+    from hermes_local.runtime import RunSpec, start_run
+    from hermes_local.session import read_events, session_path
 
     settings = settings_from_flags(locals())
     plan = plan_of(session_id, read_events(session_path(session_id), on_skip=notice))
@@ -69,21 +66,17 @@ def sessions_apply(
         typer.echo(f"session {session_id} proposed nothing; there is nothing to apply", err=True)
         return
     show_plan(session_id)
-    pin = pin_workspace(Path(plan.workspace))
-    longterm = LongTermMemory()
-    try:
-        registry = build_registry(tools_module or [], settings, on_notice=notice, workspace=pin)
-        try:
-            context = tool_context(settings, pin, longterm, on_notice=notice)
-            approver = terminal_approver(settings, yes=yes)
-            executor = build_executor(settings, registry, context, approver, session_id=session_id)  # checkpointed
-            with SessionLog(session_id) as log:
-                items = apply_proposals(plan, executor, log, executor.checkpoints.at if executor.checkpoints else None)
-        finally:
-            registry.close()
-    finally:
-        longterm.close()
-        pin.close()
+    spec = RunSpec(
+        settings=settings,
+        workspace=Path(plan.workspace),
+        tools_modules=tools_module or [],
+        approver=terminal_approver(settings, yes=yes),
+        session_id=session_id,  # logged in the plan's own session, and checkpointed under it
+        on_notice=notice,
+    )
+    with start_run(spec, None) as handle:  # the tool side only: the proposals are the calls
+        executor, log = handle.executor, handle.emit
+        items = apply_proposals(plan, executor, log, executor.checkpoints.at if executor.checkpoints else None)
     failed = 0
     for item in items:
         o = item.outcome

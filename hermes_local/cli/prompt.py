@@ -1,7 +1,8 @@
 """`hermes-local prompt TASK`: print the exact first prompt a model would receive, without running.
 
-It builds the agent as `run` does (tools, `--tools-module`, `--instructions`, `--tool-choice`,
-recalled facts, the dialect chosen by `--dialect` / models.toml / the GGUF), renders the first
+It opens the run as `run` does, through `runtime.start_run` without a session log (tools, `--tools-module`,
+`--instructions`, `--tool-choice`, recalled facts, the dialect chosen by `--dialect` / models.toml / the GGUF),
+renders the first
 prompt and counts its tokens with the model's own tokenizer (loaded vocabulary-only: no weights).
 Special tokens are shown as their text. A vocabulary lacking the dialect's framing tokens is only a
 warning here (one line on stderr, exit 0): rendering any format for any model is how users debug a
@@ -10,10 +11,12 @@ model that will not call tools. Does not load weights, run the model or call too
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -28,6 +31,13 @@ from hermes_local.cli.common import (
     settings_from_flags,
 )
 from hermes_local.textsafe import terminal_safe
+
+if TYPE_CHECKING:
+    from hermes_local.agent.loop import Agent
+    from hermes_local.config import Settings
+    from hermes_local.dialects import Dialect
+    from hermes_local.llm import LLM
+    from hermes_local.tools import ToolRegistry
 
 
 def prompt_command(
@@ -52,7 +62,7 @@ def prompt_command(
     """
     from hermes_local.dialects import missing_framing
     from hermes_local.prompts import to_tokens
-    from hermes_local.runtime import build_agent, build_registry, dialect_for, find_model, load_tokenizer
+    from hermes_local.runtime import build_registry, dialect_for, find_model, load_tokenizer
 
     if (task is None) == (session is None):
         fail("give a TASK, or --session ID (with --step N) for a recorded run's prompt")
@@ -61,7 +71,7 @@ def prompt_command(
         from hermes_local.session import recorded_dialect
 
         dialect = recorded_dialect(events)
-    settings = settings_from_flags(locals())  # build_agent joins the instructions with the routing note, as in `run`
+    settings = settings_from_flags(locals())  # the run joins the instructions with the routing note, as in `run`
     source = find_model(settings)
     llm = load_tokenizer(settings, source)
     chosen = dialect_for(settings, llm, source)
@@ -76,7 +86,7 @@ def prompt_command(
 
     registry = build_registry(tools_module or [], settings, workspace=Path(".").resolve())  # MCP tools too
     check_spec(registry, settings.tools)  # a mistyped --tools name is one line, exit 2
-    with build_agent(llm, settings, workspace=Path("."), registry=registry, dialect=chosen) as agent:
+    with _preview(llm, chosen, settings, registry) as agent:
         memory = agent.new_memory(task or "") if not events else _memory_at(agent, events, step, session or "")
     prefill = chosen.required_prefill if agent.config.tool_choice == "required" else ""
     if events:
@@ -91,6 +101,18 @@ def prompt_command(
     typer.echo(text, nl=False)
     calls = f" ({chosen.call_format} calls)" if chosen.call_format != chosen.name else ""
     typer.echo(f"\n-- {count} tokens, dialect {chosen.name}{calls}, model {llm.description}", err=True)
+
+
+@contextlib.contextmanager
+def _preview(llm: LLM, dialect: Dialect, settings: Settings, registry: ToolRegistry) -> Iterator[Agent]:
+    """The agent a run in this folder would have (through `runtime.start_run`, logged nothing), to render its
+    prompts; nothing of it runs."""
+    from hermes_local.runtime import Model, RunSpec, start_run
+
+    spec = RunSpec(settings=settings, workspace=Path("."), tools=registry, log=False)
+    with start_run(spec, Model(llm, dialect)) as handle:
+        assert handle.agent is not None
+        yield handle.agent
 
 
 def _recorded(session_id: str) -> list:
@@ -113,7 +135,7 @@ def step_prompts(session_id: str) -> dict[int, str]:
     """Each step's exact prompt text of a recorded run (`sessions show --raw`), built as `prompt --session` does."""
     from hermes_local.agent.resume import memory_at_step
     from hermes_local.events import AssistantText
-    from hermes_local.runtime import build_agent, build_registry, dialect_for, find_model, load_tokenizer
+    from hermes_local.runtime import build_registry, dialect_for, find_model, load_tokenizer
     from hermes_local.session import recorded_dialect
 
     events = _recorded(session_id)
@@ -123,7 +145,7 @@ def step_prompts(session_id: str) -> dict[int, str]:
     chosen = dialect_for(settings, llm, source)
     registry = build_registry([], settings, workspace=Path(".").resolve())
     out: dict[int, str] = {}
-    with build_agent(llm, settings, workspace=Path("."), registry=registry, dialect=chosen) as agent:
+    with _preview(llm, chosen, settings, registry) as agent:
         for step in sorted({e.step for e in events if isinstance(e, AssistantText)}):
             memory = memory_at_step(events, step, agent.system_prompt(), chosen, agent.executor)
             if memory is not None:

@@ -16,7 +16,6 @@ from hermes_local.cli.common import (
     DbOpt,
     SessionArg,
     ToolsOpt,
-    check_team,
     notice,
     settings_from_flags,
 )
@@ -83,7 +82,7 @@ def agents_list(
 ) -> None:
     """Show each [agents.NAME] profile with the tools it gets; one naming a missing tool or model is refused."""
     from hermes_local.agent.team import profile_tools
-    from hermes_local.runtime import build_registry
+    from hermes_local.runtime import build_registry, check_team
     from hermes_local.tools.toolsets import parse_spec, select_tools
 
     settings = settings_from_flags(locals())
@@ -121,7 +120,7 @@ def tools_check(
     """For each @tool in MODULE: its JSON schema, how the prompt offers it in the dialect, and what to fix."""
     from hermes_local.dialects import get_dialect
     from hermes_local.prompts import Segments
-    from hermes_local.runtime import load_tools_module
+    from hermes_local.tools.modules import load_tools_module
     from hermes_local.tools.registry import tool_warnings
 
     settings = settings_from_flags(locals())

@@ -41,10 +41,8 @@ from hermes_local.cli.common import (
     YesOpt,
     announce_shielded,
     check_paths,
-    check_team,
     fail,
     notice,
-    pin_workspace,
     settings_from_flags,
 )
 from hermes_local.config import Settings
@@ -54,9 +52,10 @@ from hermes_local.textsafe import terminal_safe
 if TYPE_CHECKING:
     from hermes_local.agent.result import RunResult
     from hermes_local.cli.terminal import TerminalPrinter
+    from hermes_local.runtime import RunHandle
 
 
-def _prepare(
+def _start(
     settings: Settings,
     *,
     workspace: Path,
@@ -64,81 +63,37 @@ def _prepare(
     tools_module: list[str] | None,
     db: Path | None,
     as_json: bool,
+    printer: TerminalPrinter,
+    task: str = "",
     session_id: str | None = None,
-    printer: TerminalPrinter | None = None,
-    team_task: str | None = None,
+    team: bool = False,
     logged: list | None = None,
     plan: bool = False,
-):
-    """Model, session log and agent for run/chat; user mistakes exit 2 with one line. With `team_task` (`--team`)
-    the router first picks who takes it (a resumed session keeps the pick its `logged` events hold)."""
+) -> RunHandle:
+    """The run of `run` and `chat`, through the front door (`runtime.start_run`): the terminal answers approvals
+    and `ask_user`, events go to the session log and the printer. User mistakes exit 2 with one line."""
     from hermes_local.cli.asker import ask_user, terminal_approver
-    from hermes_local.events import Event
-    from hermes_local.runtime import (
-        Role,
-        build_agent,
-        build_registry,
-        check_tool_use,
-        dialect_for,
-        find_model,
-        load_llm,
-        load_tokenizer,
-        team_role,
+    from hermes_local.runtime import Model, RunSpec, Sinks, start_run
+
+    approver = terminal_approver(settings, yes=yes)
+    spec = RunSpec(
+        task=task,
+        settings=settings,
+        workspace=workspace,
+        tools_modules=tools_module or [],
+        approver=approver,
+        ask_user=ask_user if approver.interactive else None,  # a person at the terminal can answer it
+        plan=plan,  # plan-only: writes and commands become proposals
+        team=team,
+        logged=logged or [],
+        db=db,
+        session_id=session_id,  # checkpoints (`sessions diff|undo ID`); the episode long-term memory keeps names it
+        on_notice=notice,
     )
-    from hermes_local.session import SessionLog
-    from hermes_local.tools.toolsets import check_spec
-
-    pin = pin_workspace(workspace)  # opened once: tools, the sandbox and MCP servers use this fd
-    try:
-        registry = build_registry(tools_module or [], settings, on_notice=notice, workspace=pin)
-    except BaseException:
-        pin.close()
-        raise
-    try:
-        check_spec(registry, settings.tools)  # a mistyped --tools name is one line, exit 2, before the model loads
-        check_team(registry, settings)  # so is a profile naming a missing tool or model
-        source = find_model(settings)  # resolved once: the tokenizer, the dialect and the weights take it
-        dialect = dialect_for(settings, load_tokenizer(settings, source), source, check=True)  # before the weights
-        check_tool_use(dialect, settings)  # tool_call_format "none" with --tool-choice required: one line
-        if dialect.call_format == "none":
-            notice(f'{settings.model} has tool_call_format = "none" in models.toml: it runs without tools')
-        llm = load_llm(settings, on_info=None if as_json else lambda line: typer.echo(line, err=True), source=source)
-        approver = terminal_approver(settings, yes=yes)
-        session = SessionLog(session_id)
-        printer = printer or live_printer(as_json=as_json)
-
-        def on_event(event: Event) -> None:
-            session.log(event)
-            if not as_json:
-                printer(event)
-
-        role = Role(session=session.id)
-        if team_task is not None:
-            person = approver.interactive  # a router model chooses among the toolsets this run can use
-            args = (team_task, settings, llm, dialect, session.id, on_event, logged)
-            role = team_role(*args, tools=registry, db=db is not None, person=person)
-        agent = build_agent(
-            llm,
-            settings,
-            workspace=pin,
-            registry=registry,
-            plan=plan,  # plan-only: writes and commands become proposals
-            approver=approver,
-            on_event=on_event,
-            db_path=db,
-            dialect=dialect,
-            ask_user=ask_user if approver.interactive else None,  # a person at the terminal can answer it
-            on_notice=notice,
-            role=role,
-            session_id=session.id,  # checkpoints (`sessions diff|undo ID`); the episode long-term memory keeps names it
-        )
-        agent.closers.append(pin.close)
-        announce_shielded(pin)  # the run's first line says what of the agent's own the workspace holds
-    except BaseException:
-        registry.close()  # MCP servers started for this run stop with it
-        pin.close()
-        raise
-    return llm, agent, session
+    model = Model.deferred(on_info=None if as_json else lambda line: typer.echo(line, err=True))
+    handle = start_run(spec, model, Sinks(display=None if as_json else printer))
+    announce_shielded(handle.workspace)  # the run's first line says what of the agent's own the workspace holds
+    return handle
 
 
 def live_printer(*, as_json: bool = False, quiet: bool = False, verbose: bool = False) -> TerminalPrinter:
@@ -229,7 +184,7 @@ def run(
 
     TASK "-" reads the task from stdin; --continue ID follows a finished session with TASK as a new message.
     """
-    from hermes_local.session import delegations, recorded_dialect
+    from hermes_local.session import delegations, recorded_dialect, session_path
 
     task, events = _task_and_events(task, resume, continue_id)
     check_paths(workspace=workspace, db=db, tools_modules=tools_module)  # before the model and any output
@@ -238,34 +193,35 @@ def run(
         dialect = recorded_dialect(events)  # the logged turns are in that dialect; another --dialect is refused
     settings = settings_from_flags(locals())
     printer = live_printer(as_json=as_json, quiet=quiet, verbose=verbose)
-    llm, agent, session = _prepare(
+    handle = _start(
         settings,
         workspace=workspace,
         yes=yes,
         tools_module=tools_module,
         db=db,
         as_json=as_json,
-        session_id=session_id,
         printer=printer,
-        team_task=(task or "") if team or any(e.kind == "routed" for e in events) else None,  # a resumed team run
+        task=task or "",
+        session_id=session_id,
+        team=team or any(e.kind == "routed" for e in events),  # a resumed team run keeps its pick
         logged=events,
         plan=plan,
     )
+    session_id = handle.session_id
     try:
-        with agent, session:
+        with handle:
             if events:
-                result = agent.resume(events, message=task if continue_id else None)
+                result = handle.resume(message=task if continue_id else None)
             else:
-                result = agent.run(task or "")
+                result = handle.run()
+            planned = handle.executor.plan  # also a resumed plan-only run
     except KeyboardInterrupt:
-        fail(f"interrupted; continue with: hermes-local run --resume {session.id}", 130)
+        fail(f"interrupted; continue with: hermes-local run --resume {session_id}", 130)
     except EngineError as exc:  # a remote engine went away mid-run: the session log is complete so far
-        fail(f"{exc.line}; continue with: hermes-local run --resume {session.id}", exc.exit_code)
-    result.session_id = session.id
-    planned = agent.executor.plan  # also a resumed plan-only run
+        fail(f"{exc.line}; continue with: hermes-local run --resume {session_id}", exc.exit_code)
     if as_json:
-        proposed = [{"name": c.name, "arguments": c.arguments} for c in result.tool_calls if c.approval == "proposed"]
-        children = delegations(session.path)  # a team run: each delegation's agent, child session and status
+        proposed = result.proposals()
+        children = delegations(session_path(result.session_id or ""))  # a team run: each delegation's agent, child
         extra = ({"proposals": proposed} if planned else {}) | ({"delegations": children} if children else {})
         typer.echo(json.dumps(result.to_json() | extra, ensure_ascii=True))
     else:
@@ -278,7 +234,7 @@ def run(
         if result.error:
             typer.echo(f"stopped: {terminal_safe(result.error)}", err=True)
         _after_run(result, planned)
-    leftover = getattr(llm, "remaining", 0)
+    leftover = getattr(handle.model.llm if handle.model else None, "remaining", 0)
     if leftover:
         fail(f"the replay file has {leftover} unused output(s); the run diverged from the recording", 1)
     _exit_with(result.stopped)
@@ -355,11 +311,19 @@ def chat(
     check_paths(workspace=workspace, db=db, tools_modules=tools_module)
     settings = settings_from_flags(locals())
     printer = live_printer(quiet=quiet)
-    llm, agent, session = _prepare(
+    handle = _start(
         settings, workspace=workspace, yes=yes, tools_module=tools_module, db=db, as_json=False, printer=printer
     )
+    with handle:
+        _converse(handle, printer)
+
+
+def _converse(handle: RunHandle, printer: TerminalPrinter) -> None:
+    """The chat's loop: a line from stdin, the agent's turn, its answer; /reset and /exit."""
     memory = None
-    typer.echo(f"hermes-local chat on {llm.description} (session {session.id}); /reset, /exit", err=True)
+    llm = handle.model.llm if handle.model else None
+    name = llm.description if llm is not None else "?"
+    typer.echo(f"hermes-local chat on {name} (session {handle.session_id}); /reset, /exit", err=True)
     while True:
         typer.echo("you> ", nl=False, err=True)
         line = sys.stdin.readline()
@@ -373,12 +337,11 @@ def chat(
             typer.echo("(history cleared)", err=True)
             continue
         try:
-            memory, result = agent.chat(memory, message)
+            memory, result = handle.chat(memory, message)
         except KeyboardInterrupt:
             typer.echo("\n(interrupted)", err=True)
             continue
         answered = bool(result.answer and result.answer.strip())
         shown = (result.answer or "") if answered else result.ending_line()
-        typer.echo("" if answered and shown_once(printer, result.answer) else terminal_safe(shown, keep_newlines=True))
-    session.close()
-    agent.close()
+        streamed = answered and shown_once(printer, result.answer)
+        typer.echo("" if streamed else terminal_safe(shown, keep_newlines=True))

@@ -30,7 +30,6 @@ from hermes_local.cli.common import (
     ToolsModuleOpt,
     WorkspaceOpt,
     announce_shielded,
-    check_team,
     pin_workspace,
     settings_from_flags,
 )
@@ -87,7 +86,7 @@ def serve(
     except ImportError as exc:
         hint = f"serve needs the serve extra ({exc.name} is missing): pip install 'hermes-local[serve]'"
         raise UserError(hint) from exc
-    from hermes_local.runtime import build_registry
+    from hermes_local.runtime import build_registry, check_team
 
     settings = settings_from_flags(locals())
     if token:

@@ -145,7 +145,7 @@ def safe_relative(path: str) -> bool:
 
 
 def _case_registry(case: Case, base: Path, everything: ToolRegistry) -> ToolRegistry:
-    from hermes_local.runtime import load_tools_module
+    from hermes_local.tools.modules import load_tools_module
 
     chosen = ToolRegistry()
     for entry in case.tools:

@@ -136,12 +136,11 @@ def run_once(
 ) -> RunOutcome:
     """One run of a case in a fresh temporary workspace, scored. `concurrent`: other runs go on in other
     threads, so the run's home is in force only while its agent is built (under `_BUILD_LOCK`). `dialect`:
-    the suite's (default: chosen for `llm` by `build_agent`)."""
-    from hermes_local.runtime import build_agent, dialect_for, team_role
+    the suite's (default: chosen for `llm` when the run is assembled)."""
+    from hermes_local.runtime import Model, RunSpec, Sinks, start_run
 
     case = sc.case
     updates = {k: v for k, v in (("max_steps", case.max_steps), ("tool_choice", case.tool_choice)) if v is not None}
-    settings = settings.model_copy(update=updates)
     events: list[Event] = []
 
     def collect(event: Event) -> None:
@@ -155,27 +154,24 @@ def run_once(
         db = _fixtures(case, root, workspace)
         writes = [t.name for t in sc.registry if t.permission == "write"]
         approver = Approver(allow=[*writes, *case.approve], deny=case.deny, interactive=False)
+        spec = RunSpec(
+            task=case.task,
+            settings=settings,
+            overrides=updates,
+            workspace=workspace,
+            tools=sc.registry,
+            approver=approver,
+            team=case.team,  # routed first, as `run --team`; a router model's toolsets: among the case's
+            db=db,
+            log=False,
+        )
         started = time.perf_counter()
         result, error = None, None
         with _BUILD_LOCK if concurrent else contextlib.nullcontext(), _home(root / "home"):
-            role = None  # a team case is routed first, as `run --team`
-            if case.team:
-                chosen = dialect or dialect_for(settings, llm)  # a router model's toolsets: among the case's
-                role = team_role(case.task, settings, llm, chosen, "", collect, tools=sc.registry, db=db is not None)
-            agent = build_agent(
-                llm,
-                settings,
-                workspace=workspace,
-                registry=sc.registry,
-                approver=approver,
-                on_event=collect,
-                db_path=db,
-                dialect=dialect,
-                role=role,
-            )
-        with _home(root / "home") if not concurrent else contextlib.nullcontext(), agent:
+            handle = start_run(spec, Model(llm, dialect), Sinks(display=collect))
+        with _home(root / "home") if not concurrent else contextlib.nullcontext(), handle:
             try:
-                result = agent.run(case.task)
+                result = handle.run()
             except Exception as exc:  # noqa: BLE001 - a replay that ran out, or a bug: the run fails, the suite goes on
                 error = f"{type(exc).__name__}: {exc}"
         seconds = time.perf_counter() - started

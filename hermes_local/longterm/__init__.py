@@ -4,7 +4,7 @@
 `rank.py` holds the ranking pieces (stop words, exact cosine, reciprocal-rank fusion). This face adds the
 `remember` tool, through which the model writes a fact. At the start of a run the agent injects the recalled
 lines once, as a frozen block (never re-retrieved per step, so the prompt prefix stays stable); at the end
-the wiring (`runtime.py`) stores the run's episode. Does not decide what is worth remembering in a fact
+the front door (`runtime/assemble.py`) stores the run's episode. Does not decide what is worth remembering in a fact
 (the model does, through the tool, with a fresh approval after untrusted content) and loads no model.
 """
 

@@ -2,7 +2,7 @@
 
 `RunManager.submit()` queues a run (`run.Run`, owned by its creator's credential) and returns it at once, or
 refuses it with `QueueFull` when `serve_max_queue` runs wait already; up to `settings.parallel` runs (one by
-default) execute at once, in arrival order, each in its own thread, through `runtime.build_agent`, exactly like
+default) execute at once, in arrival order, each in its own thread, through `runtime.start_run`, exactly like
 `hermes-local run`: the same settings, registry, approval rules and session log (the run id IS the session id,
 so `sessions show ID` and `run --resume ID` work on it). No stall: a run holds one of the `parallel` slots
 while it works; waiting for approval it gives its slot back (the next queued run starts, on the same model)
@@ -34,13 +34,13 @@ from typing import Any
 from hermes_local.config import Settings
 from hermes_local.dialects.base import Dialect
 from hermes_local.errors import HermesError, UserError
-from hermes_local.events import Event, Token
+from hermes_local.events import Event
 from hermes_local.longterm import LongTermMemory
 from hermes_local.sandbox import procs
 from hermes_local.sandbox.workspace import PinnedWorkspace
 from hermes_local.service.process import SharedModel, kill_child_process_groups
 from hermes_local.service.run import Conflict, QueueFull, Run, RunCancelled, RunNotFound, RunRequest, WorkspaceForbidden
-from hermes_local.session import SessionLog, new_session_id, rate_session
+from hermes_local.session import new_session_id, rate_session
 from hermes_local.tools import Approver, ToolRegistry
 from hermes_local.tools.approval import ApprovalRequest
 
@@ -265,58 +265,46 @@ class RunManager:
                 self._cond.notify_all()
 
     def _execute(self, run: Run) -> None:
-        from hermes_local.runtime import Role, build_agent, dialect_for, team_role
+        from hermes_local.runtime import Model, RunSpec, Sinks, start_run
 
         req = run.request
         updates = {k: v for k, v in (("max_steps", req.max_steps), ("tool_choice", req.tool_choice)) if v is not None}
-        settings = self.settings.model_copy(update=updates)
         if run.unattended is not None:  # a schedule: nobody to ask, only its own allow-list runs
-            approver = Approver(allow=run.unattended, deny=settings.deny_tools)
+            approver = Approver(allow=run.unattended, deny=self.settings.deny_tools)
         else:
-            ask = self._asking(run)
-            approver = Approver(allow=settings.allow_tools, deny=settings.deny_tools, interactive=True, ask=ask)
+            approver = Approver(
+                allow=self.settings.allow_tools, deny=self.settings.deny_tools, interactive=True, ask=self._asking(run)
+            )
+
+        def publish(event: Event) -> None:
+            if event.logged or event.kind == "child_event":  # a specialist's event, tagged with its agent
+                run.publish(event.kind, event.to_dict())
+
+        sinks = Sinks(display=publish, tokens=run.token, guard=run.check_cancel)
         run.started = time.time()
         run.set_status("running")
         procs.own(run.id)  # the commands this worker thread spawns belong to this run (cancel kills them)
         try:
-            with SessionLog(run.id) as session:
-
-                def on_event(event: Event) -> None:
-                    run.check_cancel()
-                    session.log(event)
-                    if event.logged or event.kind == "child_event":  # a specialist's event, tagged with its agent
-                        run.publish(event.kind, event.to_dict())
-                    elif isinstance(event, Token):
-                        run.token(event.text)  # coalesced `token` events for the stream (never logged)
-
-                role = Role(session=run.id)  # its delegations' child sessions are named after the run
-                registry = self.registry_for(req.tools)
-                if req.team:  # a router model picks the toolsets among the ones this run has
-                    dialect = self.dialect or dialect_for(settings, self.model)
-                    db = self.db_path is not None
-                    role = team_role(req.task, settings, self.model, dialect, run.id, on_event, tools=registry, db=db)
-                agent = build_agent(
-                    self.model,
-                    settings,
-                    workspace=self._pins.get(run.id) or run.workspace,  # the pin taken at POST
-                    registry=registry,
-                    plan=req.plan,  # plan-only: proposals for `hermes-local sessions apply ID`
-                    approver=approver,
-                    on_event=on_event,
-                    db_path=self.db_path,
-                    on_notice=run.notice,
-                    dialect=self.dialect,
-                    extra_instructions=req.instructions,  # after the configured rules and the routing note
-                    role=role,
-                    session_id=run.id,  # checkpoints (GET /v1/runs/ID/diff, POST /v1/runs/ID/undo); the run's episode
-                )
-                with agent:
-                    result = agent.run(req.task)
-            result.session_id = run.id  # a hand-off then names `run --continue ID`
+            spec = RunSpec(
+                task=req.task,
+                settings=self.settings,
+                overrides=updates,
+                workspace=self._pins.get(run.id) or run.workspace,  # the pin taken at POST
+                owner=run.owner,
+                tools=self.registry_for(req.tools),
+                approver=approver,
+                plan=req.plan,  # plan-only: proposals for `hermes-local sessions apply ID`
+                team=req.team,  # a router model picks the toolsets among the ones this run has
+                db=self.db_path,
+                session_id=run.id,  # the run id IS the session id: checkpoints (GET /v1/runs/ID/diff), the episode
+                instructions=req.instructions,  # after the configured rules and the routing note
+                on_notice=run.notice,
+            )
+            with start_run(spec, Model(self.model, self.dialect), sinks) as handle:
+                result = handle.run()
             data = result.to_json()
             if req.plan:  # what `hermes-local sessions apply ID` would run, in order
-                proposed = [c for c in result.tool_calls if c.approval == "proposed"]
-                data["proposals"] = [{"name": c.name, "arguments": c.arguments} for c in proposed]
+                data["proposals"] = result.proposals()
             run.finish("error" if result.stopped == "error" else "done", data, result.error)
         except RunCancelled:
             run.finish("cancelled", error=f"cancelled; continue with: hermes-local run --resume {run.id}")

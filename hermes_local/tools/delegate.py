@@ -3,12 +3,11 @@
 `delegate_tool(specialists, runner)` is the tool the manager (and a specialist whose profile lists `delegate`) is
 offered when profiles exist: `agent` is one of `specialists` (the names the prompt shows, each with its
 description), so a name outside them is an invalid argument the model can fix. The tool never runs the model: it
-hands the call to `runner`, injected by the wiring (`runtime.py`, `agent/team.py`), which runs the sub-run and
-always returns an `Envelope`, never raising. `labelled_approver` gives a sub-run the parent's approval path with
-every question labelled with the specialist and its sub-task (sub-runs never approve for themselves).
-`check_profiles` refuses a profile naming a tool or toolset the run does not have. Does not run agents,
-write logs or print.
-"""
+hands the call to `runner`, injected by the front door (`runtime/assemble.py`, `agent/team.py`), which runs the
+sub-run and always returns an `Envelope`, never raising. `labelled_approver` gives a sub-run the parent's approval
+path with every question labelled with the specialist and its sub-task (sub-runs never approve for themselves).
+`check_profiles` refuses a profile naming a tool or toolset the run does not have. Does not run agents, write logs
+or print."""
 
 from __future__ import annotations
 

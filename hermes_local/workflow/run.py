@@ -1,13 +1,13 @@
 """Running workflows: tool steps in dependency order without the model (`hermes-local workflow run`).
 
-Steps (see `spec.py` for the file format and validation) run through the same `Executor` and
-approval rules as the agent (except the fresh approval after untrusted content: a workflow's calls are
-its author's, not chosen by a model); each step's result is a `StepOutcome` holding one `events.ToolOutcome`. An
-optional `summarize = true` step asks the model once (no tools) for a report from its dependencies' outputs and
-can write it to `params.output`. A failed step stops its dependents while independent branches still run; the
-state file `$HERMES_LOCAL_HOME/workflows/<name>.json` lets `--resume` reuse completed outputs. Results go to a
-session log (workflow_start, workflow_step, workflow_end). Does not parse flags or print.
-"""
+Steps (see `spec.py` for the file format and validation) run through the tool side of a run opened by
+`runtime.start_run` (the workspace pinned, the same `Executor` and approval rules as the agent, except the fresh
+approval after untrusted content: a workflow's calls are its author's, not chosen by a model), checkpointed under
+the workflow's session; each step's result is a `StepOutcome` holding one `events.ToolOutcome`. An optional
+`summarize = true` step asks the model once (no tools) for a report from its dependencies' outputs and can write it
+to `params.output`. A failed step stops its dependents while independent branches still run; the state file
+`$HERMES_LOCAL_HOME/workflows/<name>.json` lets `--resume` reuse completed outputs. Results go to a session log
+(workflow_start, workflow_step, workflow_end). Does not parse flags or print."""
 
 from __future__ import annotations
 
@@ -26,9 +26,9 @@ from hermes_local.errors import HermesError, UserError
 from hermes_local.events import ToolOutcome, WorkflowEvent
 from hermes_local.llm import LLM
 from hermes_local.prompts import BoundedSandbox
-from hermes_local.sandbox.policy import SandboxPolicy
-from hermes_local.tools import Approver, Executor, ToolContext, ToolRegistry, ToolResult
-from hermes_local.tools.snapshot import open_recorder
+from hermes_local.runtime import Model, RunHandle, RunSpec, start_run
+from hermes_local.sandbox.workspace import PinnedWorkspace
+from hermes_local.tools import Approver, Executor, ToolRegistry, ToolResult
 from hermes_local.workflow.spec import (
     StepSpec,
     Workflow,
@@ -145,8 +145,6 @@ def run_workflow(
     on_notice: Callable[[str], None] | None = None,
 ) -> WorkflowResult:
     """Run the steps in order (see the module docstring); `on_notice` receives the tools' one-line notices."""
-    from hermes_local.session import SessionLog
-
     if not workspace.is_dir():
         raise UserError(f"workspace {workspace} is not a directory; create it or pass --workspace DIR")
     workspace = workspace.resolve()
@@ -160,23 +158,37 @@ def run_workflow(
             previous = json.loads(spath.read_text(encoding="utf-8")).get("steps", {})
         except (json.JSONDecodeError, AttributeError) as exc:
             raise UserError(f"state file {spath} is corrupt; delete it and run without --resume") from exc
-    context = ToolContext(
-        workspace=workspace,
-        db_path=db_path,
-        allow_hosts=list(settings.allow_hosts),
-        output_cap=OUTPUT_CAP,
-        timeout=settings.tool_timeout,
-        notice=on_notice,
-        sandbox=SandboxPolicy.from_settings(settings),  # run_shell steps honour the sandbox settings
-    )
     # The steps are the file's calls, not a model's: untrusted step outputs cannot choose them, so the fresh
     # approval after untrusted content does not apply (writes to files that run code later still ask).
     approver.trust_content = True
-    approver.execute_later = list(settings.execute_later_files)
-    executor = Executor(registry=wf.registry, context=context, approver=approver)
-    session = SessionLog()
-    # what the steps change is checkpointed under the workflow's session, one step per workflow step
-    executor.checkpoints = open_recorder(session.id, context, settings.checkpoint_max_mb)
+    spec = RunSpec(
+        settings=settings,
+        workspace=workspace,
+        tools=wf.registry,
+        approver=approver,
+        db=db_path,
+        output_cap=OUTPUT_CAP,  # step outputs feed later steps: not cut to a model's context size
+        on_notice=on_notice,  # run_shell steps honour the sandbox settings
+    )
+    with start_run(spec, None) as handle:  # its tool side: pinned, checkpointed under the workflow's session
+        return _run_steps(wf, settings, handle, db_path, approver, previous, resume, llm_factory, on_step)
+
+
+def _run_steps(
+    wf: Workflow,
+    settings: Settings,
+    handle: RunHandle,
+    db_path: Path | None,
+    approver: Approver,
+    previous: dict[str, Any],
+    resume: bool,
+    llm_factory: Callable[[], LLM] | None,
+    on_step: StepSink | None,
+) -> WorkflowResult:
+    """The steps in order, each checkpointed as one step of the workflow's session (see the module docstring)."""
+    executor, session = handle.executor, handle.session
+    assert session is not None
+    workspace, spath = handle.workspace.path, state_path(wf.name)
     result = WorkflowResult(wf.name, session.id)
     state: dict[str, Any] = {
         "name": wf.name,
@@ -190,55 +202,52 @@ def run_workflow(
     done: dict[str, StepOutcome] = {}
     start = {"name": wf.name, "file": str(wf.path), "resume": resume, "order": [s.id for s in wf.steps]}
     session.log(WorkflowEvent("workflow_start", start))
-    try:
-        for number, step in enumerate(wf.steps, 1):
-            if executor.checkpoints is not None:
-                executor.checkpoints.at(number)
-            fp = _fingerprint(step, wf, workspace, db_path)
-            old = previous.get(step.id) or {}
-            blocked = next((d for d in step.depends_on if done[d].status in ("failed", "skipped")), None)
-            tool_name = step.tool or "(summarize)"
-            if blocked:
-                skipped = ToolResult(False, f"not run: {blocked} did not complete")
-                outcome = _step(step.id, tool_name, "skipped", skipped, blocked_by=blocked, fingerprint=fp)
-            elif (
-                resume
-                and old.get("status") in ("ok", "reused")
-                and old.get("fingerprint") == fp
-                and all(done[d].status == "reused" for d in step.depends_on)
-            ):
-                reused = ToolResult(True, old.get("summary", ""), old.get("data"))
-                outcome = _step(step.id, tool_name, "reused", reused, old.get("params"), fingerprint=fp)
-            else:
-                ctx = base | {"steps": {d: done[d].context() for d in _ancestors(step.id, {s.id: s for s in wf.steps})}}
-                started = time.perf_counter()
-                outcome = _run_step(step, wf, env, ctx, executor, settings, workspace, approver, llm_factory)
-                outcome.seconds = round(time.perf_counter() - started, 3)
-                outcome.fingerprint = fp
-            done[step.id] = outcome
-            result.outcomes.append(outcome)
-            state["steps"][step.id] = outcome.to_state()
-            _save_state(spath, state)
-            payload = outcome.to_state()
-            payload.pop("data" if not outcome.ok else "error")
-            session.log(WorkflowEvent("workflow_step", payload))
-            if on_step:
-                on_step(outcome)
-        state["status"] = "ok" if result.ok else "failed"
+    for number, step in enumerate(wf.steps, 1):
+        if executor.checkpoints is not None:
+            executor.checkpoints.at(number)
+        fp = _fingerprint(step, wf, workspace, db_path)
+        old = previous.get(step.id) or {}
+        blocked = next((d for d in step.depends_on if done[d].status in ("failed", "skipped")), None)
+        tool_name = step.tool or "(summarize)"
+        if blocked:
+            skipped = ToolResult(False, f"not run: {blocked} did not complete")
+            outcome = _step(step.id, tool_name, "skipped", skipped, blocked_by=blocked, fingerprint=fp)
+        elif (
+            resume
+            and old.get("status") in ("ok", "reused")
+            and old.get("fingerprint") == fp
+            and all(done[d].status == "reused" for d in step.depends_on)
+        ):
+            reused = ToolResult(True, old.get("summary", ""), old.get("data"))
+            outcome = _step(step.id, tool_name, "reused", reused, old.get("params"), fingerprint=fp)
+        else:
+            ctx = base | {"steps": {d: done[d].context() for d in _ancestors(step.id, {s.id: s for s in wf.steps})}}
+            started = time.perf_counter()
+            outcome = _run_step(step, wf, env, ctx, executor, settings, handle.workspace, approver, llm_factory)
+            outcome.seconds = round(time.perf_counter() - started, 3)
+            outcome.fingerprint = fp
+        done[step.id] = outcome
+        result.outcomes.append(outcome)
+        state["steps"][step.id] = outcome.to_state()
         _save_state(spath, state)
-        session.log(
-            WorkflowEvent(
-                "workflow_end",
-                {
-                    "name": wf.name,
-                    "status": state["status"],
-                    "failed": [o.id for o in result.failed],
-                    "skipped": [o.id for o in result.outcomes if o.status == "skipped"],
-                },
-            )
+        payload = outcome.to_state()
+        payload.pop("data" if not outcome.ok else "error")
+        session.log(WorkflowEvent("workflow_step", payload))
+        if on_step:
+            on_step(outcome)
+    state["status"] = "ok" if result.ok else "failed"
+    _save_state(spath, state)
+    session.log(
+        WorkflowEvent(
+            "workflow_end",
+            {
+                "name": wf.name,
+                "status": state["status"],
+                "failed": [o.id for o in result.failed],
+                "skipped": [o.id for o in result.outcomes if o.status == "skipped"],
+            },
         )
-    finally:
-        session.close()
+    )
     return result
 
 
@@ -249,7 +258,7 @@ def _run_step(
     ctx: dict[str, Any],
     executor: Executor,
     settings: Settings,
-    workspace: Path,
+    workspace: PinnedWorkspace,
     approver: Approver,
     llm_factory: Callable[[], LLM] | None,
 ) -> StepOutcome:
@@ -275,11 +284,10 @@ def _summarize(
     prompt: str | None,
     executor: Executor,
     settings: Settings,
-    workspace: Path,
+    workspace: PinnedWorkspace,
     approver: Approver,
     llm_factory: Callable[[], LLM] | None,
 ) -> ToolResult:
-    from hermes_local.runtime import build_agent
 
     if llm_factory is None:
         return ToolResult.failure("tool_error", "no model is available for the summarize step")
@@ -294,10 +302,11 @@ def _summarize(
     try:
         llm = llm_factory()
         # a report from these results only: nothing recalled into it, no episode of it kept
-        agent_settings = settings.model_copy(update={"tool_choice": "none", "max_steps": 1, "memory": False})
-        run = build_agent(llm, agent_settings, workspace=workspace, registry=ToolRegistry(), approver=approver).run(
-            prompt
-        )
+        only = {"tool_choice": "none", "max_steps": 1, "memory": False}
+        spec = RunSpec(task=prompt, settings=settings, overrides=only, workspace=workspace, tools=ToolRegistry(),
+                       approver=approver, log=False)  # fmt: skip
+        with start_run(spec, Model(llm)) as handle:
+            run = handle.run()
     except HermesError as exc:  # a missing model or a replay that ran out
         return ToolResult.failure("tool_error", f"the model could not write the report: {exc}")
     text = (run.answer or "").strip()

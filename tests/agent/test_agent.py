@@ -7,8 +7,7 @@ from pathlib import Path
 import pytest
 
 from hermes_local.config import load_settings
-from hermes_local.runtime import build_agent
-from hermes_local.testing import ScriptedLLM, ScriptExhausted, tool_call_text
+from hermes_local.testing import ScriptedLLM, ScriptExhausted, build_agent, tool_call_text
 from hermes_local.tools import Approver, ToolRegistry, default_registry, tool
 
 call = tool_call_text

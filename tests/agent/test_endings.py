@@ -12,8 +12,7 @@ from hermes_local.agent.result import EXIT_CODES, exit_code_for
 from hermes_local.cli.app import app
 from hermes_local.config import load_settings
 from hermes_local.events import BudgetWarning, Event, Guarded
-from hermes_local.runtime import build_agent
-from hermes_local.testing import ScriptedLLM, TalkativeLLM, tool_call_text, write_replay
+from hermes_local.testing import ScriptedLLM, TalkativeLLM, build_agent, tool_call_text, write_replay
 from hermes_local.tools import Approver, default_registry
 
 call = tool_call_text

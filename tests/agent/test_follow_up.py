@@ -5,9 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from hermes_local.config import load_settings
-from hermes_local.runtime import build_agent
 from hermes_local.session import SessionLog, events_to_continue, read_events
-from hermes_local.testing import ScriptedLLM, tool_call_text
+from hermes_local.testing import ScriptedLLM, build_agent, tool_call_text
 from hermes_local.tools import Approver, default_registry
 
 

@@ -7,8 +7,7 @@ from pathlib import Path
 from hermes_local.agent.guards import LoopGuard, needs_tool
 from hermes_local.config import load_settings
 from hermes_local.events import Event, Guarded
-from hermes_local.runtime import build_agent
-from hermes_local.testing import ScriptedLLM, tool_call_text
+from hermes_local.testing import ScriptedLLM, build_agent, tool_call_text
 from hermes_local.tools import Approver, ToolRegistry, default_registry, tool
 
 call = tool_call_text

@@ -22,8 +22,7 @@ def run(tmp_path: Path, workspace: Path, outputs: list[str], *args: str):
 
 def system_prompt_seen(workspace: Path, **settings: object) -> str:
     from hermes_local.config import load_settings
-    from hermes_local.runtime import build_agent
-    from hermes_local.testing import ScriptedLLM
+    from hermes_local.testing import ScriptedLLM, build_agent
 
     llm = ScriptedLLM(["hi"])
     build_agent(llm, load_settings(settings), workspace=workspace).run("Say hi.")
@@ -54,8 +53,7 @@ def test_config_instructions(tmp_path: Path, workspace: Path) -> None:
     home.mkdir(parents=True, exist_ok=True)
     (home / "config.toml").write_text('instructions = "Sign every answer with -- H."\n', encoding="utf-8")
     from hermes_local.config import load_settings
-    from hermes_local.runtime import build_agent
-    from hermes_local.testing import ScriptedLLM
+    from hermes_local.testing import ScriptedLLM, build_agent
 
     llm = ScriptedLLM(["hi"])
     build_agent(llm, load_settings(), workspace=workspace).run("Say hi.")
@@ -67,8 +65,7 @@ def test_prompt_override_replaces_a_shipped_template(tmp_path: Path, workspace: 
     folder.mkdir(parents=True)
     (folder / "goal_reminder.jinja").write_text("REMEMBER THE GOAL: {{ goal }} ({{ progress }})\n", encoding="utf-8")
     from hermes_local.config import load_settings
-    from hermes_local.runtime import build_agent
-    from hermes_local.testing import ScriptedLLM
+    from hermes_local.testing import ScriptedLLM, build_agent
 
     llm = ScriptedLLM([call("get_current_time"), call("list_dir"), call("get_current_time"), "done"])
     build_agent(llm, load_settings({"reminder_every": 3}), workspace=workspace).run("Tell the time.")

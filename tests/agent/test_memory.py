@@ -9,8 +9,8 @@ import pytest
 from hermes_local.agent.memory import extract_plan
 from hermes_local.config import load_settings
 from hermes_local.longterm import LongTermMemory
-from hermes_local.runtime import build_agent, build_registry
-from hermes_local.testing import ScriptedLLM, tool_call_text
+from hermes_local.runtime import build_registry
+from hermes_local.testing import ScriptedLLM, build_agent, tool_call_text
 from hermes_local.tools import Approver, ToolRegistry, tool
 
 call = tool_call_text

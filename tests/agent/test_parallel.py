@@ -8,8 +8,7 @@ from pathlib import Path
 
 from hermes_local.config import load_settings
 from hermes_local.events import Event, ToolCallStarted, ToolFinished
-from hermes_local.runtime import build_agent
-from hermes_local.testing import ScriptedLLM, tool_call_text
+from hermes_local.testing import ScriptedLLM, build_agent, tool_call_text
 from hermes_local.tools import Approver, ToolRegistry, tool
 
 BARRIER = threading.Barrier(2, timeout=10)

@@ -8,8 +8,7 @@ import pytest
 
 from hermes_local.config import load_settings
 from hermes_local.events import Event, Proposal, ToolFinished
-from hermes_local.runtime import build_agent
-from hermes_local.testing import ScriptedLLM, tool_call_text
+from hermes_local.testing import ScriptedLLM, build_agent, tool_call_text
 from hermes_local.tools import Approver, default_registry
 
 call = tool_call_text

@@ -6,8 +6,7 @@ import re
 from pathlib import Path
 
 from hermes_local.config import load_settings
-from hermes_local.runtime import build_agent
-from hermes_local.testing import ScriptedLLM, tool_call_text
+from hermes_local.testing import ScriptedLLM, build_agent, tool_call_text
 from hermes_local.tools import Approver, ToolContext, default_registry, tool
 from hermes_local.tools.interaction import NO_USER, ask_user
 

@@ -22,14 +22,13 @@ from typer.testing import CliRunner
 from hermes_local.agent.router import route, route_rules
 from hermes_local.agent.team import Role
 from hermes_local.cli.app import app
-from hermes_local.cli.common import check_team
 from hermes_local.config import Settings, config_file, load_settings
 from hermes_local.errors import UserError
 from hermes_local.events import Delegation, Routed, RunStart
 from hermes_local.llm import DEFAULT_OPTIONS
-from hermes_local.runtime import build_agent, build_registry
+from hermes_local.runtime import build_registry, check_team
 from hermes_local.session import SessionLog, read_events, read_records, sessions_dir
-from hermes_local.testing import ScriptedLLM, tool_call_text, write_replay
+from hermes_local.testing import ScriptedLLM, build_agent, tool_call_text, write_replay
 from hermes_local.tools import Approver
 from hermes_local.tools.approval import ApprovalRequest
 

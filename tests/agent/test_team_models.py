@@ -19,9 +19,9 @@ from hermes_local.cli.app import app
 from hermes_local.config import load_settings
 from hermes_local.dialects import select_dialect
 from hermes_local.events import LLMCall, Routed, RunEnd, RunStart
-from hermes_local.runtime import build_agent, build_registry, team_role
+from hermes_local.runtime import build_registry, team_role
 from hermes_local.session import SessionLog, read_events, read_records, sessions_dir
-from hermes_local.testing import ScriptedLLM, tool_call_text, write_replay
+from hermes_local.testing import ScriptedLLM, build_agent, tool_call_text, write_replay
 from hermes_local.tools import Approver
 from tests.agent.test_team import PROFILES, delegate_call, run_team, write_profiles
 

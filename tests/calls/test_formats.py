@@ -23,9 +23,9 @@ from hermes_local.dialects import get_dialect, select_dialect
 from hermes_local.dialects.gguf import GGUFDialect
 from hermes_local.errors import UserError
 from hermes_local.models.registry import load_registry
-from hermes_local.runtime import build_agent, dialect_for
+from hermes_local.runtime import dialect_for
 from hermes_local.session import read_records, sessions_dir
-from hermes_local.testing import ScriptedLLM, write_replay
+from hermes_local.testing import ScriptedLLM, build_agent, write_replay
 from hermes_local.tools import Approver, default_registry
 
 runner = CliRunner()

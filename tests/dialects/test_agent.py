@@ -11,8 +11,7 @@ from hermes_local.config import load_settings
 from hermes_local.dialects import get_dialect
 from hermes_local.events import ToolOutcome
 from hermes_local.prompts import Segments
-from hermes_local.runtime import build_agent
-from hermes_local.testing import ScriptedLLM
+from hermes_local.testing import ScriptedLLM, build_agent
 from hermes_local.tools import Approver, ToolResult, default_registry
 
 REPLIES = {

@@ -14,8 +14,7 @@ from hermes_local.config import load_settings
 from hermes_local.dialects import get_dialect
 from hermes_local.dialects.gguf import GGUFDialect
 from hermes_local.events import Event, Reasoning, RehearsedCall, ToolCallStarted
-from hermes_local.runtime import build_agent
-from hermes_local.testing import ScriptedLLM
+from hermes_local.testing import ScriptedLLM, build_agent
 from hermes_local.tools import Approver, default_registry
 
 TEMPLATES = Path(__file__).parents[1] / "data" / "templates"

@@ -363,8 +363,9 @@ def test_full_agent_run_through_llama_server(server, workspace: Path) -> None:
 def test_server_going_away_mid_run_is_one_line_and_resumable(
     embedded_model_path: Path, workspace: Path, tmp_path: Path
 ) -> None:
-    from hermes_local.runtime import build_agent, build_registry
+    from hermes_local.runtime import build_registry
     from hermes_local.session import SessionLog, read_records
+    from hermes_local.testing import build_agent
     from hermes_local.tools import Approver
 
     first = start_server(embedded_model_path, tmp_path / "first.log")

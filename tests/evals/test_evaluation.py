@@ -271,9 +271,9 @@ def test_exact_order_reports_the_first_divergence(tmp_path: Path) -> None:
 # -- sessions export ---------------------------------------------------------------------------------
 def record_session(workspace: Path, texts: list[str], task: str, allow: list[str]) -> str:
     from hermes_local.config import load_settings
-    from hermes_local.runtime import build_agent, build_registry
+    from hermes_local.runtime import build_registry
     from hermes_local.session import SessionLog
-    from hermes_local.testing import ScriptedLLM
+    from hermes_local.testing import ScriptedLLM, build_agent
     from hermes_local.tools import Approver
 
     session = SessionLog()

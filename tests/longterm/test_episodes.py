@@ -22,9 +22,8 @@ from hermes_local.cli.app import app
 from hermes_local.config import load_settings
 from hermes_local.events import RunEnd, RunStart, ToolFinished
 from hermes_local.longterm import LongTermMemory
-from hermes_local.runtime import build_agent
 from hermes_local.session import read_records, sessions_dir
-from hermes_local.testing import ScriptedLLM, tool_call_text, write_replay
+from hermes_local.testing import ScriptedLLM, build_agent, tool_call_text, write_replay
 from hermes_local.tools import Approver
 
 call = tool_call_text

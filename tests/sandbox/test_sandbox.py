@@ -17,11 +17,10 @@ import pytest
 
 from hermes_local.config import load_settings
 from hermes_local.errors import UserError
-from hermes_local.runtime import build_agent
 from hermes_local.sandbox import cgroup
 from hermes_local.sandbox import policy as sandbox
 from hermes_local.sandbox.policy import Limits, SandboxPolicy, bwrap_status, sandboxed_command
-from hermes_local.testing import ScriptedLLM, tool_call_text
+from hermes_local.testing import ScriptedLLM, build_agent, tool_call_text
 from hermes_local.tools import Approver
 from hermes_local.tools.approval import ApprovalRequest
 from tests.conftest import loopback_http_server

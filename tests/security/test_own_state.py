@@ -19,8 +19,7 @@ import pytest
 
 from hermes_local.config import load_settings
 from hermes_local.longterm import LongTermMemory
-from hermes_local.runtime import build_agent
-from hermes_local.testing import ScriptedLLM, tool_call_text
+from hermes_local.testing import ScriptedLLM, build_agent, tool_call_text
 from hermes_local.tools import Approver
 from tests.sandbox.test_sandbox import needs_bwrap
 
@@ -126,7 +125,7 @@ VENV_ATTACK = textwrap.dedent(
     import sys
     from pathlib import Path
     from hermes_local.config import load_settings
-    from hermes_local.runtime import build_agent
+    from hermes_local.testing import build_agent
     from hermes_local.testing import ScriptedLLM, tool_call_text
     from hermes_local.tools import Approver
 

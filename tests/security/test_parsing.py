@@ -19,8 +19,7 @@ import pytest
 
 from hermes_local.calls.parse import parse_tool_calls
 from hermes_local.config import load_settings
-from hermes_local.runtime import build_agent
-from hermes_local.testing import ScriptedLLM
+from hermes_local.testing import ScriptedLLM, build_agent
 from hermes_local.tools import Approver
 
 NAMES = ["read_file", "write_file", "list_dir"]

@@ -26,9 +26,9 @@ from hermes_local.config import McpServerConfig, load_settings
 from hermes_local.dialects import get_dialect
 from hermes_local.dialects.gguf import GGUFDialect
 from hermes_local.longterm import LongTermMemory
-from hermes_local.runtime import build_agent, build_registry
+from hermes_local.runtime import build_registry
 from hermes_local.session import read_records, sessions_dir
-from hermes_local.testing import ScriptedLLM, tool_call_text, write_replay
+from hermes_local.testing import ScriptedLLM, build_agent, tool_call_text, write_replay
 from hermes_local.tools import Approver, Executor, ToolContext, default_registry
 from hermes_local.tools.approval import ApprovalRequest, executes_later
 from hermes_local.tools.mcp import McpManager

@@ -24,8 +24,7 @@ from typer.testing import CliRunner
 
 from hermes_local.cli.app import app
 from hermes_local.config import load_settings
-from hermes_local.runtime import build_agent
-from hermes_local.testing import ScriptedLLM, tool_call_text
+from hermes_local.testing import ScriptedLLM, build_agent, tool_call_text
 from hermes_local.tools import Approver, ToolRegistry, default_registry, tool
 from tests.conftest import loopback_http_server
 

@@ -16,8 +16,8 @@ import pytest
 from hermes_local.config import load_settings
 from hermes_local.errors import UserError
 from hermes_local.longterm import MAX_FACT_CHARS, RECALL_CHARS, LongTermMemory
-from hermes_local.runtime import load_tools_module
 from hermes_local.tools import Approver, Executor, ToolContext, ToolRegistry
+from hermes_local.tools.modules import load_tools_module
 from hermes_local.workflow.run import load_workflow
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -152,8 +152,7 @@ def test_recalled_block_has_a_budget_even_for_old_huge_facts(hermetic_home: Path
 
 
 def test_agent_run_with_a_huge_stored_fact_still_fits(hermetic_home: Path, tmp_path: Path) -> None:
-    from hermes_local.runtime import build_agent
-    from hermes_local.testing import ScriptedLLM
+    from hermes_local.testing import ScriptedLLM, build_agent
 
     store = LongTermMemory()
     store._insert("fact", "report " * 150_000, created=0)

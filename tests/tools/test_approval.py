@@ -7,8 +7,7 @@ from pathlib import Path
 import pytest
 
 from hermes_local.config import load_settings
-from hermes_local.runtime import build_agent
-from hermes_local.testing import ScriptedLLM
+from hermes_local.testing import ScriptedLLM, build_agent
 from hermes_local.tools import Approver, Executor, ToolContext, default_registry
 from hermes_local.tools.approval import ApprovalRequest
 from hermes_local.tools.builtins import append_to_memo, get_current_time

@@ -8,9 +8,9 @@ from typer.testing import CliRunner
 
 from hermes_local.cli.app import app
 from hermes_local.config import load_settings
-from hermes_local.runtime import build_agent, load_tools_module
-from hermes_local.testing import ScriptedLLM, tool_call_text, write_replay
+from hermes_local.testing import ScriptedLLM, build_agent, tool_call_text, write_replay
 from hermes_local.tools import Approver, ToolRegistry, default_registry
+from hermes_local.tools.modules import load_tools_module
 from hermes_local.tools.registry import tool_warnings
 
 runner = CliRunner()

@@ -7,9 +7,8 @@ from pathlib import Path
 
 from hermes_local.config import load_settings
 from hermes_local.events import Event, ToolFinished
-from hermes_local.runtime import build_agent
 from hermes_local.session import SessionLog, read_events, session_path
-from hermes_local.testing import ScriptedLLM, tool_call_text
+from hermes_local.testing import ScriptedLLM, build_agent, tool_call_text
 from hermes_local.tools import Approver, default_registry, tool
 
 call = tool_call_text

@@ -19,10 +19,9 @@ import pytest
 
 from hermes_local.config import home_dir, load_settings
 from hermes_local.errors import UserError
-from hermes_local.runtime import build_agent
 from hermes_local.sandbox.policy import bwrap_status
 from hermes_local.session import SessionLog
-from hermes_local.testing import ScriptedLLM, tool_call_text
+from hermes_local.testing import ScriptedLLM, build_agent, tool_call_text
 from hermes_local.tools import Approver, Executor, ToolContext, ToolRegistry, default_registry, tool
 from hermes_local.tools.checkpoints import CheckpointStore, Recorder
 from hermes_local.tools.undo import diff_text, session_diff, undo_session

@@ -23,9 +23,9 @@ from typer.testing import CliRunner
 from hermes_local.cli.app import app
 from hermes_local.config import McpServerConfig, load_settings
 from hermes_local.errors import UserError
-from hermes_local.runtime import build_agent, build_registry
+from hermes_local.runtime import build_registry
 from hermes_local.session import read_records, sessions_dir
-from hermes_local.testing import tool_call_text, write_replay
+from hermes_local.testing import build_agent, tool_call_text, write_replay
 from hermes_local.tools import Approver, Executor, ToolContext, ToolRegistry
 from hermes_local.tools.mcp import McpManager
 

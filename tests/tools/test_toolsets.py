@@ -11,8 +11,8 @@ from typer.testing import CliRunner
 from hermes_local.cli.app import app
 from hermes_local.config import load_settings
 from hermes_local.errors import UserError
-from hermes_local.runtime import build_agent, build_registry
-from hermes_local.testing import ScriptedLLM, tool_call_text, write_replay
+from hermes_local.runtime import build_registry
+from hermes_local.testing import ScriptedLLM, build_agent, tool_call_text, write_replay
 from hermes_local.tools import Approver
 from hermes_local.tools.toolsets import OPEN_TOOLSET, groups, select_tools
 

@@ -16,8 +16,8 @@ from hermes_local.config import load_settings
 from hermes_local.engines.inprocess.automaton import GrammarAutomaton, TokenTexts, automaton_for
 from hermes_local.engines.inprocess.decoding import LOOP_MIN_TOKENS, GrammarTracker
 from hermes_local.engines.inprocess.gbnf import GrammarSyntaxError
-from hermes_local.runtime import build_agent, build_registry
-from hermes_local.testing import ScriptedLLM, tool_call_text
+from hermes_local.runtime import build_registry
+from hermes_local.testing import ScriptedLLM, build_agent, tool_call_text
 from hermes_local.tools import Approver, ToolRegistry, default_registry, tool
 
 

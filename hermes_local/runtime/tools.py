@@ -1,0 +1,141 @@
+"""A run's tools and its team: the registry built from the settings, the long-term store, the team's checks and the
+router at the front of a `--team` run.
+
+`build_registry` gathers the built-ins, `remember`, `--tools-module` tools and the configured MCP servers (started
+here, stopped when the registry closes). `check_team` refuses a profile that names a missing tool, toolset, model or
+dialect before any model loads; `team_role` asks the router who takes a team's task. Used by `run.py` (every run) and
+by the commands that list tools or profiles. Does not build the agent or print.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from hermes_local.agent.loop import EventSink
+from hermes_local.agent.router import front
+from hermes_local.agent.team import Role, apply_profile
+from hermes_local.config import Settings
+from hermes_local.dialects import Dialect
+from hermes_local.engines import load_embedder
+from hermes_local.errors import UserError
+from hermes_local.llm import LLM
+from hermes_local.runtime.model import dialect_for, load_llm
+from hermes_local.sandbox.policy import SandboxPolicy
+from hermes_local.sandbox.workspace import PinnedWorkspace
+from hermes_local.tools import ToolRegistry, default_registry
+from hermes_local.tools.modules import load_tools_module
+from hermes_local.tools.registry import tool_warnings
+from hermes_local.tools.toolsets import router_catalog, usable_tools
+
+if TYPE_CHECKING:
+    from hermes_local.longterm import LongTermMemory
+
+
+def build_registry(
+    tools_modules: Iterable[str] = (),
+    settings: Settings | None = None,
+    *,
+    on_notice: Callable[[str], None] | None = None,
+    workspace: Path | PinnedWorkspace | None = None,
+) -> ToolRegistry:
+    """Built-ins, `remember`, `--tools-module` tools and (with `settings`) the MCP servers' tools, with sources.
+
+    MCP servers start here, once for the run; `registry.close()` (called by `Agent.close()`) stops them.
+    A server that fails to start is one `on_notice` line and its tools are left out. Stdio servers run in
+    the command sandbox (`settings.sandbox`), in their `cwd` or else `workspace` (through its fd when pinned).
+    """
+    from hermes_local.longterm import LONGTERM_TOOLS
+
+    registry = default_registry()
+    for t in LONGTERM_TOOLS:
+        registry.register(t)
+    for spec in tools_modules:
+        for t in load_tools_module(spec):
+            registry.register(t, source=f"module:{spec}")
+            for warning in tool_warnings(t):  # a user's tool: its name and description
+                if on_notice is not None:
+                    on_notice(f"warning: {warning}")
+    if settings is not None and settings.mcp.servers:
+        from hermes_local.tools.mcp import McpManager
+
+        manager = McpManager(
+            settings.mcp.servers,
+            allow_hosts=list(settings.allow_hosts),
+            on_notice=on_notice,
+            sandbox=SandboxPolicy.from_settings(settings),
+            workspace=workspace,
+            # a server that fails to start, or later crashes for good: logged by the agent as McpServerFailed
+            on_down=lambda name, error: registry.failed_sources.__setitem__(f"mcp:{name}", error),
+        )
+        registry.add_closer(manager.close)
+        try:
+            for t, source in manager.tools():
+                registry.register(t, source=source)
+        except BaseException:
+            registry.close()
+            raise
+    return registry
+
+
+def memory_store(settings: Settings, path: Path | None = None) -> LongTermMemory:
+    """The run's long-term memory (`path`, default memory.db in the home) with the embedding model the settings
+    find (`longterm.open_memory`)."""
+    from hermes_local.longterm import open_memory
+
+    return open_memory(settings, load_embedder, path)
+
+
+def team_role(
+    task: str,
+    settings: Settings,
+    llm: LLM,
+    dialect: Dialect,
+    session: str,
+    sink: EventSink,
+    logged: list | None = None,
+    *,
+    tools: ToolRegistry | None = None,
+    db: bool = False,
+    person: bool = False,
+) -> Role:
+    """Who takes a `--team` task (`agent.router.front`: the router's pick, or the one `logged` holds), for cli, service
+    and eval. With `router_model`, a second small model loaded beside the main one (its own engine) picks, and also
+    picks the toolsets the chosen role needs among those it would see of `tools` (the run's registry; `db`: a
+    database was given, `person`: someone can answer `ask_user`), which its prompt is then narrowed to."""
+    if settings.router_model and not logged:
+        small = settings.model_copy(update={"model": settings.router_model, "n_ctx": 2048, "parallel": 1})
+        llm = load_llm(small)
+        dialect = dialect_for(small, llm)
+
+    def catalog(chosen: str) -> dict[str, str]:
+        return role_catalog(settings, tools or default_registry(), chosen, db=db, person=person)
+
+    return front(task, settings, llm, dialect, session, sink, logged or [], catalog)
+
+
+def role_catalog(
+    settings: Settings, tools: ToolRegistry, chosen: str, *, db: bool, person: bool = False
+) -> dict[str, str]:
+    """The toolsets (name -> what they hold) a team's `chosen` role (a profile or "manager") would see of `tools` in
+    a run (`db`: a database given, `person`: someone to ask): what a router model chooses among."""
+    own, _ = apply_profile(settings, Role(chosen if chosen in settings.agents else None), None)
+    hosts = bool(own.allow_hosts)
+    return router_catalog(usable_tools(tools, own.tools, own.deny_tools, db=db, hosts=hosts, person=person))
+
+
+def check_team(registry: ToolRegistry, settings: Settings) -> None:
+    """One line (exit 2) for an [agents.NAME] profile naming a missing tool, toolset, model or dialect, or a missing
+    `router_model`, for `agents list`, `run` and `serve` before the model loads."""
+    from hermes_local.dialects import get_dialect
+    from hermes_local.models.registry import check_profile_models
+    from hermes_local.tools.delegate import check_profiles
+
+    check_profiles(registry, settings)
+    check_profile_models(settings)
+    for name, profile in settings.agents.items():
+        try:
+            get_dialect(profile.dialect) if profile.dialect else None
+        except UserError as exc:
+            raise UserError(f"[agents.{name}] dialect: {exc.line}; fix it in config.toml") from exc
