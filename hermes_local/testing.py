@@ -146,7 +146,4 @@ def build_agent(
     Sinks(display=on_event))`; closing the agent closes the run (its pin, registry, models)."""
     fields = {_OLD_NAMES.get(name, name): value for name, value in spec.items()}
     handle = start_run(RunSpec(settings=settings, log=False, **fields), Model(llm, dialect), Sinks(display=on_event))
-    agent, handle.agent = handle.agent, None  # the agent now owns the run: `handle.close` runs last
-    assert agent is not None
-    agent.closers.insert(0, handle.close)
-    return agent
+    return handle.detach()

@@ -3,8 +3,9 @@
 `assemble(wiring, seat)` builds an `Agent` from what the whole run shares (`RunWiring`: the model, the settings,
 the pinned workspace, the database, who answers `ask_user`, the notice line, plan-only, the specialists' models)
 and what is this agent's own (`Seat`: its tools, approver, event sink, role in the team, dialect, instructions and
-session). A specialist's seat is assembled by the same function from its caller's wiring, through the `delegate`
-tool this module offers, so every guarantee of a run holds for its children too. Only `run.py` calls it (the one
+session). A specialist's run is started through the front door too (`RunWiring.spawn`, which `run.py` sets): the
+`delegate` tool this module offers hands it its caller's wiring and its own seat, so every guarantee of a run
+holds for its children. Only `run.py` calls it (the one
 front door, `start_run`). Does not pin the workspace, open the session log or print.
 """
 
@@ -30,6 +31,9 @@ from hermes_local.tools.setup import build_executor, tool_context
 from hermes_local.tools.snapshot import steps_to
 from hermes_local.tools.toolsets import narrow, route, usable_tools
 
+# (the caller's wiring, the specialist's seat) -> its agent, started as a run of its own through `start_run`
+Spawn = Callable[["RunWiring", "Seat"], Agent]
+
 
 @dataclass(frozen=True)
 class RunWiring:
@@ -43,6 +47,8 @@ class RunWiring:
     ask_user: AskUser | None = None  # who answers the `ask_user` tool (None: nobody)
     on_notice: Callable[[str], None] | None = None  # the tools' one-line notices
     plan_only: bool = False  # reads run, writes and dangerous calls become proposals
+    spawn: Spawn | None = None  # starts a specialist's run through the front door (None: assembled here)
+    session: str | None = None  # a specialist's caller: the session of the agent that delegates
 
 
 @dataclass(frozen=True)
@@ -85,8 +91,9 @@ def assemble(wiring: RunWiring, seat: Seat) -> Agent:
 
     def specialist(child: Role, tools: ToolRegistry, ask: Approver, sink: EventSink) -> Agent:  # same workspace
         # on its caller's model, settings and dialect, unless the child's profile names its own model
-        caller = replace(wiring, llm=llm, settings=settings)
-        return assemble(caller, Seat(tools, ask, sink, child, dialect, session_id=child.session))
+        caller = replace(wiring, llm=llm, settings=settings, session=seat.session_id)
+        own_seat = Seat(tools, ask, sink, child, dialect, session_id=child.session)
+        return wiring.spawn(caller, own_seat) if wiring.spawn is not None else assemble(caller, own_seat)
 
     offer_delegate(registry, settings, role, specialist, seat.sink, full, lambda: executor.approver)  # built below
     plan = route(registry, settings.max_tools_in_prompt)

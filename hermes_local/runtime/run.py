@@ -3,9 +3,9 @@
 
 Every way to start a run goes through here: `hermes-local run`, `chat` and `prompt`, `serve`'s runs (and the
 schedules it fires), `eval`, a workflow (its tool steps and its summary), `sessions apply`, and a team's children
-(assembled from their parent's wiring by `assemble.py`). In this order `start_run` pins the workspace (a folder
-swapped since it was pinned is refused, never followed), builds the tool registry (unless the spec brings one) and
-checks the selection and the team against it, loads a deferred model (its framing tokens checked before the
+(each started here with its caller's wiring, `RunHandle._spawn`). In this order `start_run` pins the workspace (a
+folder swapped since it was pinned is refused, never followed), builds the tool registry (unless the spec brings
+one) and checks the selection and the team against it, loads a deferred model (its framing tokens checked before the
 weights), opens the session log, routes a team's task, and assembles the agent. Whatever it opened is closed again
 when a later step fails, and by `RunHandle.close()` otherwise. Events fan out to the typed `Sinks`: the session log
 (logged events only), a display (every event), and a token stream (each streamed piece, pushed as it comes).
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -82,8 +82,9 @@ class RunHandle:
     """One run and everything it owns: the pinned workspace, the registry, the session log, the agent (with its
     team's children) and their closers. A context manager; `close()` is safe to call twice."""
 
-    def __init__(self, spec: RunSpec, model: Model | None, sinks: Sinks) -> None:
+    def __init__(self, spec: RunSpec, model: Model | None, sinks: Sinks, caller: RunWiring | None = None) -> None:
         self.spec = spec
+        self._caller = caller  # a specialist's run: its caller's wiring (model, settings, shelf, plan-only, ...)
         self.model = model
         self.sinks = sinks
         settings = spec.settings or load_settings()
@@ -168,11 +169,32 @@ class RunHandle:
             person = spec.ask_user is not None  # a router model chooses among the toolsets this run can use
             args = (spec.task, self.settings, llm, dialect, role.session, self.emit, list(spec.logged))
             role = team_role(*args, tools=self.registry, db=spec.db is not None, person=person)
+        seat = Seat(self.registry, spec.approver, self.emit, role, model.dialect, spec.instructions, self.session_id)
+        if self._caller is not None:  # a specialist: its caller's wiring, in the workspace pin checked above
+            return assemble(replace(self._caller, pin=self.pin), seat)
         shelf = ModelShelf(self._specialist_model, {self.settings.model: llm} if self.settings.model else {})
         self._closers.append(shelf.clear)
         wiring = RunWiring(llm, self.settings, self.pin, shelf, spec.db, spec.ask_user, spec.on_notice, spec.plan)
-        seat = Seat(self.registry, spec.approver, self.emit, role, model.dialect, spec.instructions, self.session_id)
-        return assemble(wiring, seat)
+        return assemble(replace(wiring, spawn=self._spawn), seat)
+
+    def _spawn(self, caller: RunWiring, seat: Seat) -> Agent:
+        """A specialist's run, started through the door with its caller's wiring: the same workspace (its pin
+        checked again), owner, approval path (labelled), plan-only flag and database; logged by the team in the
+        child session `seat.session_id`, its `parent` the session of the agent that delegated. The agent it
+        returns owns the run."""
+        spec = RunSpec(
+            settings=caller.settings, workspace=caller.pin, owner=self.spec.owner, tools=seat.registry,
+            approver=seat.approver, ask_user=caller.ask_user, plan=caller.plan_only, role=seat.role, db=caller.db,
+            session_id=seat.session_id, log=False, parent=caller.session, on_notice=caller.on_notice,
+        )  # fmt: skip
+        child = _start(spec, Model(caller.llm, seat.dialect), Sinks(display=seat.sink), caller)
+        return child.detach()
+
+    def detach(self) -> Agent:
+        """Hand the run's agent to the caller, who then owns the whole run: closing the agent closes the run."""
+        agent, self.agent = self._agent(), None
+        agent.closers.insert(0, self.close)  # runs last, after the agent's own closers
+        return agent
 
     def _specialist_model(self, name: str) -> LLM:
         """A profile's own model, loaded once for the run (`ModelShelf`)."""
@@ -252,7 +274,11 @@ def start_run(spec: RunSpec, model: Model | None, sinks: Sinks | None = None) ->
     """Open the run `spec` describes on `model` (None: its tool side only); see the module docstring. A user's
     mistake found on the way (a missing workspace, a mistyped tool, a model without the framing tokens, a broken
     prompt override) is one line (UserError) and leaves nothing open."""
-    handle = RunHandle(spec, model, sinks or Sinks())
+    return _start(spec, model, sinks or Sinks(), None)
+
+
+def _start(spec: RunSpec, model: Model | None, sinks: Sinks, caller: RunWiring | None) -> RunHandle:
+    handle = RunHandle(spec, model, sinks, caller)
     try:
         handle._open()
     except BaseException:
