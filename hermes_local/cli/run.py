@@ -1,6 +1,6 @@
 """`hermes-local run` and `hermes-local chat`: one task, or a conversation, through the agent.
 
-Parses the flags, builds settings, tools, model and agent through `runtime`, prints events as they come
+Parses the flags, opens the run through `runtime.start_run` (the one front door), prints events as they come
 (`terminal.TerminalPrinter`: thoughts dimmed unless `--quiet`) and the answer at the end, once: when
 stdout is the terminal that already showed the answer streamed, it is not printed again. Holds no agent
 logic; `app.py` registers these.
