@@ -29,10 +29,10 @@ from hermes_local.agent.memory import Memory, Turn, extract_plan
 from hermes_local.agent.result import AgentConfig, RunResult, handoff, step_limit_line
 from hermes_local.agent.resume import rebuild_memory
 from hermes_local.agent.turn import execute_turn, is_parroted
-from hermes_local.calls.grammar import GrammarTooLarge
 from hermes_local.config import home_dir
 from hermes_local.dialects import Dialect, require_same_dialect
 from hermes_local.dialects.hermes import HermesDialect
+from hermes_local.errors import GrammarTooLarge
 from hermes_local.events import (
     AssistantText,
     BudgetWarning,

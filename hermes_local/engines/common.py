@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import Any
 
-from hermes_local.engines.http import EngineError, EngineHTTP, with_retries
+from hermes_local.engines.http import EngineHTTP, with_retries
+from hermes_local.errors import EngineError
 from hermes_local.llm import DEFAULT_OPTIONS, CallOptions, Completion, TokenCallback, Usage, check_prompt
 
 TokenizeFn = Callable[[str, bool], list[int]]

@@ -18,7 +18,8 @@ from pathlib import PurePath
 from typing import Any
 
 from hermes_local.engines.common import RemoteLLM, RemoteTokenizer, Streamed, model_matches
-from hermes_local.engines.http import EngineError, EngineHTTP
+from hermes_local.engines.http import EngineHTTP
+from hermes_local.errors import EngineError
 from hermes_local.llm import CallOptions, Usage
 
 # llama.cpp's common_grammar_trigger_type: a trigger word (a single-token word becomes a token trigger)

@@ -20,7 +20,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from hermes_local.engines.common import RemoteLLM, RemoteTokenizer, Streamed, model_matches
-from hermes_local.engines.http import EngineError, EngineHTTP
+from hermes_local.engines.http import EngineHTTP
+from hermes_local.errors import EngineError
 from hermes_local.llm import SPECIAL_CANDIDATE, CallOptions, Usage
 
 
