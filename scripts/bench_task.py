@@ -122,4 +122,3 @@ def run_openai_calls(executor: Executor, tool_calls: list[dict[str, Any]], messa
         valid += outcome.error_kind not in ("invalid_arguments", "not_found")
         messages.append({"role": "tool", "tool_call_id": tc.get("id", ""), "content": outcome.to_json()})
     return valid
-

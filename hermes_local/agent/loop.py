@@ -210,7 +210,8 @@ class Agent:
             stop=self.dialect.stop or DEFAULT_STOP,
             grammar=grammar,
             grammar_trigger=trigger if grammar else None,
-            thoughts=self.dialect.all_thoughts(), max_reasoning_tokens=self.config.max_reasoning_tokens,
+            thoughts=self.dialect.all_thoughts(),
+            max_reasoning_tokens=self.config.max_reasoning_tokens,
         )
         self.on_event(Token(prefill)) if prefill else None  # the reply begins with it (a terminal hides the markup)
         completion = self.llm.complete(tokens, options, on_token=lambda piece: self.on_event(Token(piece)))

@@ -34,6 +34,7 @@ class Tool(Protocol):
 
     def schema(self) -> dict[str, Any]: ...
 
+
 _PRIMITIVES = {
     "ws": r'" "?',
     "string": r'"\"" char* "\""',
