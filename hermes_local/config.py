@@ -23,8 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from hermes_local.errors import UserError, one_line
 from hermes_local.profiles import MAX_DEPTH, Profiles
-from hermes_local.sandbox.policy import DEFAULT_ENV
-from hermes_local.sandbox.protect import EXECUTE_LATER_FILES, agent_home
+from hermes_local.safety import DEFAULT_ENV, EXECUTE_LATER_FILES, agent_home
 
 ENV_PREFIX = "HERMES_LOCAL_"
 T = TypeVar("T")

@@ -29,7 +29,8 @@ from typing import Any
 from hermes_local.agent.loop import Agent, EventSink
 from hermes_local.config import Settings
 from hermes_local.dialects import Dialect
-from hermes_local.engines.replay import ReplayExhausted, ReplayLLM, WordTokenizer, tool_call_text, write_replay
+from hermes_local.engines.replay import ReplayLLM, WordTokenizer, tool_call_text, write_replay
+from hermes_local.errors import ReplayExhausted
 from hermes_local.events import ToolOutcome
 from hermes_local.llm import DEFAULT_OPTIONS, LLM, CallOptions, Completion, TokenCallback
 from hermes_local.runtime import Model, RunSpec, Sinks, start_run

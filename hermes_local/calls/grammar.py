@@ -19,14 +19,10 @@ import re
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from hermes_local.errors import UserError
+from hermes_local.errors import GrammarTooLarge, UserError
 
 EXACT_MAX_LENGTH = 64  # maxLength spelled out as char{0,N}: N nested rules in every GBNF engine
 MAX_GRAMMAR_CHARS = 200_000  # far above any real tool set's grammar (a few KB); bounds parse and compile time
-
-
-class GrammarTooLarge(UserError):
-    """The tool schemas make a grammar too large to compile in bounded time and memory."""
 
 
 class Tool(Protocol):
@@ -37,6 +33,7 @@ class Tool(Protocol):
     def parameters_schema(self) -> dict[str, Any]: ...
 
     def schema(self) -> dict[str, Any]: ...
+
 
 _PRIMITIVES = {
     "ws": r'" "?',

@@ -13,10 +13,15 @@ from typing import Annotated
 import typer
 
 from hermes_local.cli.common import (
+    AllowOpt,
+    DbOpt,
     DialectOpt,
+    GpuOpt,
     InstructionsOpt,
     SessionArg,
+    ToolsModuleOpt,
     ToolsOpt,
+    WorkspaceOpt,
     check_paths,
     fail,
     notice,
@@ -61,7 +66,7 @@ def eval_command(
     case: Annotated[list[str] | None, typer.Option(help="Run only this case ID (repeatable).")] = None,
     max_steps: Annotated[int | None, typer.Option(help="Default step limit for cases without max_steps.")] = None,
     n_ctx: Annotated[int | None, typer.Option(help="Context window in tokens.")] = None,
-    n_gpu_layers: Annotated[int | None, typer.Option(help="Layers offloaded to the GPU; -1 = all.")] = None,
+    n_gpu_layers: GpuOpt = None,
     tool_choice: Annotated[
         str | None, typer.Option(help="auto | required | none for every case (default: the setting).")
     ] = None,
@@ -170,13 +175,11 @@ def workflow_run(
     resume: Annotated[
         bool, typer.Option("--resume", help="Rerun from the failed step, reusing completed step outputs.")
     ] = False,
-    workspace: Annotated[Path, typer.Option(help="Folder the tools may read and write.")] = Path("."),
-    db: Annotated[Path | None, typer.Option(help="SQLite database for query_database (opened read-only).")] = None,
+    workspace: WorkspaceOpt = Path("."),
+    db: DbOpt = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Approve every write/dangerous tool call.")] = False,
-    allow: Annotated[list[str] | None, typer.Option(help="Approve this tool without asking (repeatable).")] = None,
-    tools_module: Annotated[
-        list[str] | None, typer.Option(help="Load @tool functions from a .py file or module (repeatable).")
-    ] = None,
+    allow: AllowOpt = None,
+    tools_module: ToolsModuleOpt = None,
     var: Annotated[list[str] | None, typer.Option(help="Set a workflow variable: NAME=VALUE (repeatable).")] = None,
     allow_imports: Annotated[
         bool, typer.Option("--allow-imports", help="Let the file's tools_modules import and run Python code.")

@@ -15,6 +15,7 @@ from typing import Annotated
 
 import typer
 
+from hermes_local.cli.common import JsonOpt
 from hermes_local.config import config_file, load_settings
 from hermes_local.sandbox.policy import SandboxPolicy
 from hermes_local.textsafe import terminal_safe
@@ -23,7 +24,7 @@ mcp_app = typer.Typer(help="MCP servers configured under [mcp.servers.NAME] in c
 
 
 @mcp_app.command("list")
-def mcp_list(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
+def mcp_list(as_json: JsonOpt = False) -> None:
     """Start each configured server once and show its status and tool count (then stop them); exit 1 if one fails."""
     from hermes_local.tools.mcp import McpManager
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable, Sequence
 from typing import Annotated, Any
 
 import typer
@@ -32,6 +33,17 @@ def _store() -> Any:
     return LongTermMemory()
 
 
+def _echo_all(items: Sequence[Any], as_json: bool, empty: str, line: Callable[[Any], str]) -> None:
+    """A listing: one JSON array of `to_json()`s with --json, else a terminal-safe `line` per item (`empty` if none)."""
+    if as_json:
+        typer.echo(json.dumps([i.to_json() for i in items], ensure_ascii=True))
+        return
+    if not items:
+        typer.echo(empty)
+    for item in items:
+        typer.echo(line(item))
+
+
 def _line(item: Any) -> str:
     day = time.strftime("%Y-%m-%d", time.localtime(item.created))
     marks = "".join(f" [{m}]" for m in (item.status, item.trust) if m not in ("ok", "trusted"))
@@ -45,14 +57,7 @@ def _line(item: Any) -> str:
 @memory_app.command("list")
 def memory_list(as_json: JsonOpt = False) -> None:
     """Facts and episodes, oldest first (episodes: date, goal -> answer, session; [failed], [untrusted])."""
-    items = _store().items()
-    if as_json:
-        typer.echo(json.dumps([i.to_json() for i in items], ensure_ascii=True))
-        return
-    if not items:
-        typer.echo("(nothing remembered yet)")
-    for item in items:
-        typer.echo(_line(item))
+    _echo_all(_store().items(), as_json, "(nothing remembered yet)", _line)
 
 
 @memory_app.command("show")
@@ -81,13 +86,12 @@ def memory_search(
     settings = settings_from_flags(locals())
     store = memory_store(settings)
     hits = store.hits(query) if settings.memory and store.enabled else []
-    if as_json:
-        typer.echo(json.dumps([h.to_json() for h in hits], ensure_ascii=True))
-        return
-    if not hits:
-        typer.echo("(nothing relevant: a run with this goal recalls nothing)")
-    for hit in hits:
-        typer.echo(f"{hit.item.id:4}  {terminal_safe(hit.item.recall_line())}")
+    _echo_all(
+        hits,
+        as_json,
+        "(nothing relevant: a run with this goal recalls nothing)",
+        lambda hit: f"{hit.item.id:4}  {terminal_safe(hit.item.recall_line())}",
+    )
 
 
 @memory_app.command("export")

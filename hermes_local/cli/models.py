@@ -17,7 +17,7 @@ from typing import Annotated, Any
 
 import typer
 
-from hermes_local.cli.common import WorkspaceOpt, settings_from_flags, shielded_note
+from hermes_local.cli.common import GpuOpt, JsonOpt, WorkspaceOpt, settings_from_flags, shielded_note
 from hermes_local.config import home_dir
 from hermes_local.errors import UserError
 from hermes_local.sandbox.policy import SandboxPolicy
@@ -27,7 +27,6 @@ models_app = typer.Typer(help="Model registry: list, info, download, import.", n
 SPEED_SECONDS = 5.0
 SPEED_PROMPT = "Count from 1 to 300, separated by commas: 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12,"
 NCtx = Annotated[int | None, typer.Option(help="Context window for the estimate (default: settings, 4096).")]
-NGpu = Annotated[int | None, typer.Option(help="Layers offloaded to the GPU; -1 = all, 0 = CPU only.")]
 
 
 def _stderr(message: str) -> None:
@@ -35,7 +34,7 @@ def _stderr(message: str) -> None:
 
 
 @models_app.command("list")
-def models_list(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
+def models_list(as_json: JsonOpt = False) -> None:
     """Show every registry model and quant, its size, and whether (and where) it is installed."""
     from hermes_local.models.gguf import human_bytes
     from hermes_local.models.registry import registry_rows
@@ -54,8 +53,8 @@ def models_list(as_json: Annotated[bool, typer.Option("--json", help="Print JSON
 def models_info(
     model: Annotated[str, typer.Argument(help="Registry NAME[:QUANT] or a path to a .gguf file.")],
     n_ctx: NCtx = None,
-    n_gpu_layers: NGpu = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    n_gpu_layers: GpuOpt = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """Read a GGUF's header: architecture, parameters, quant, trained context, template, memory estimate.
 
@@ -212,7 +211,7 @@ def speed_check(path: Path, settings: Any, seconds: float = SPEED_SECONDS) -> di
 def doctor(
     model: Annotated[str | None, typer.Option(help="Model to check: registry NAME[:QUANT] or .gguf path.")] = None,
     n_ctx: NCtx = None,
-    n_gpu_layers: NGpu = None,
+    n_gpu_layers: GpuOpt = None,
     speed: Annotated[bool, typer.Option(help="Run the ~5 s generation speed check.")] = True,
     workspace: WorkspaceOpt = Path("."),
 ) -> None:

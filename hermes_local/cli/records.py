@@ -15,6 +15,7 @@ from hermes_local.cli.common import (
     AllowHostOpt,
     DbOpt,
     SessionArg,
+    ToolsModuleOpt,
     ToolsOpt,
     notice,
     settings_from_flags,
@@ -28,7 +29,7 @@ agents_app = typer.Typer(help="The specialists of a team: [agents.NAME] profiles
 
 @tools_app.command("list")
 def tools_list(
-    tools_module: Annotated[list[str] | None, typer.Option(help="Also load @tool functions from here.")] = None,
+    tools_module: ToolsModuleOpt = None,
     tools: ToolsOpt = None,
     db: DbOpt = None,
     allow_host: AllowHostOpt = None,
@@ -77,7 +78,7 @@ def tools_list(
 
 @agents_app.command("list")
 def agents_list(
-    tools_module: Annotated[list[str] | None, typer.Option(help="Also load @tool functions from here.")] = None,
+    tools_module: ToolsModuleOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the profiles as JSON.")] = False,
 ) -> None:
     """Show each [agents.NAME] profile with the tools it gets; one naming a missing tool or model is refused."""

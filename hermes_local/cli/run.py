@@ -46,7 +46,7 @@ from hermes_local.cli.common import (
     settings_from_flags,
 )
 from hermes_local.config import Settings
-from hermes_local.engines.http import EngineError
+from hermes_local.errors import EngineError
 from hermes_local.textsafe import terminal_safe
 
 if TYPE_CHECKING:

@@ -110,7 +110,7 @@ def list_schedules(as_json: JsonOpt = False) -> None:
         typer.echo(json.dumps([s.listing() for s in found], indent=2))
         return
     if not found:
-        typer.echo("no schedules; add one with: hermes-local schedule add NAME --cron \"0 8 * * 1-5\" TASK")
+        typer.echo('no schedules; add one with: hermes-local schedule add NAME --cron "0 8 * * 1-5" TASK')
         return
     for s in found:
         view = s.listing()

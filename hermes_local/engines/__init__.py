@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hermes_local.config import Settings, settings_for
-from hermes_local.engines.http import EngineError, check_engine_url
+from hermes_local.engines.http import check_engine_url
 from hermes_local.engines.replay import is_replay_spec, load_replay
-from hermes_local.errors import ModelLoadError, UserError
+from hermes_local.errors import EngineError, ModelLoadError, UserError
 from hermes_local.llm import LLM
 
 if TYPE_CHECKING:
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 ENGINES = ("llama-cpp", "llama-server", "vllm")
 
-__all__ = ["ENGINES", "EngineError", "EngineModel", "load_embedder", "load_engine"]
+__all__ = ["ENGINES", "EngineModel", "load_embedder", "load_engine"]
 
 _loaded: dict[tuple[Any, ...], LLM] = {}  # in-process models: llama.cpp weights are expensive to load twice
 _embedders: dict[tuple[Any, ...], Any] = {}

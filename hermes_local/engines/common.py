@@ -4,8 +4,9 @@ the one completion path.
 `RemoteTokenizer` keeps the `LLM` protocol's tokenizer contract for a remote engine: `tokenize(text,
 special=False)` never yields a special id (the injection rule), `special_token_id` answers from two
 tokenizations, and results are cached (the agent re-tokenizes the same system prompt every step).
-`model_matches` decides whether a server serves the model the user asked for. `RemoteLLM` is the `LLM`
-protocol's completion for both engines (prompt checks, the budget the context leaves, the streaming
+`model_matches` decides whether a server serves the model the user asked for. `RemoteLLM` is the one constructor
+of both engines (the transport, the seed, then the engine's `identify()` of what its server serves) and the `LLM`
+protocol's completion for both (prompt checks, the budget the context leaves, the streaming
 request loop with pieces to `on_token`, token ids, timing, the error for a stream that ends early (tried
 again, as a dropped connection is, while nothing has been shown), the evaluated-token count); each
 engine gives its request body, its stream event reader and how its server reports usage. Does not do
@@ -23,7 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import Any
 
-from hermes_local.engines.http import EngineError, EngineHTTP, with_retries
+from hermes_local.engines.http import EngineHTTP, with_retries
+from hermes_local.errors import EngineError
 from hermes_local.llm import DEFAULT_OPTIONS, CallOptions, Completion, TokenCallback, Usage, check_prompt
 
 TokenizeFn = Callable[[str, bool], list[int]]
@@ -118,14 +120,37 @@ class Streamed:
 
 
 class RemoteLLM(ABC):
-    """The `LLM` protocol over an HTTP engine's streaming completion endpoint, `completion_path`."""
+    """The `LLM` protocol over an HTTP engine's streaming completion endpoint, `completion_path`.
+
+    Constructed the same way for every engine: the transport to `base_url` (loopback or an allow-listed host),
+    the seed, then `identify()` asks the server what it serves."""
 
     http: EngineHTTP
     tokenizer: RemoteTokenizer
     n_ctx: int
     description: str
+    server_name: str  # in messages and the transport's errors: "llama-server", "vLLM"
     completion_path: str
     tokens_evaluated_total: int = 0  # prompt and completion tokens the server evaluated for this process
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        token: str | None = None,
+        timeout: float = 120.0,
+        expected_model: Sequence[str] = (),
+        seed: int = 0,
+    ) -> None:
+        self.http = EngineHTTP(base_url, token=token, timeout=timeout, name=self.server_name)
+        self.seed = seed
+        self._bos: list[int] | None = None
+        self.identify(base_url, expected_model)
+
+    @abstractmethod
+    def identify(self, base_url: str, expected_model: Sequence[str]) -> None:
+        """Ask the server what it serves: an EngineError (one line) for another model than `expected_model` (any
+        model when empty) or a server that is not this engine; else set `n_ctx`, `description` and `tokenizer`."""
 
     def tokenize(self, text: str, *, special: bool) -> list[int]:
         return self.tokenizer.tokenize(text, special=special)

@@ -18,20 +18,10 @@ import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
-from hermes_local.errors import ModelLoadError
+from hermes_local.errors import EngineError
 from hermes_local.sandbox.net import host_allowed
 
 T = TypeVar("T")
-
-
-class EngineError(ModelLoadError):
-    """A remote engine is unreachable, refused the request, or serves another model: exit code 2.
-
-    `retriable`: a dropped connection or a 5xx, which may pass if asked again (a timeout or a 4xx does not)."""
-
-    def __init__(self, line: str, *, retriable: bool = False) -> None:
-        super().__init__(line)
-        self.retriable = retriable
 
 
 RETRIES = 2  # tries after the first, for a dropped connection or a 5xx

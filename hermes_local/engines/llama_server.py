@@ -18,7 +18,7 @@ from pathlib import PurePath
 from typing import Any
 
 from hermes_local.engines.common import RemoteLLM, RemoteTokenizer, Streamed, model_matches
-from hermes_local.engines.http import EngineError, EngineHTTP
+from hermes_local.errors import EngineError
 from hermes_local.llm import CallOptions, Usage
 
 # llama.cpp's common_grammar_trigger_type: a trigger word (a single-token word becomes a token trigger)
@@ -39,19 +39,10 @@ def lazy_grammar(grammar: str, trigger: str) -> str:
 class LlamaServerLLM(RemoteLLM):
     """A model served by a llama-server at `base_url` (loopback or an allow-listed host)."""
 
+    server_name = "llama-server"
     completion_path = "/completion"
 
-    def __init__(
-        self,
-        base_url: str,
-        *,
-        token: str | None = None,
-        timeout: float = 120.0,
-        expected_model: Sequence[str] = (),
-        seed: int = 0,
-    ) -> None:
-        self.http = EngineHTTP(base_url, token=token, timeout=timeout, name="llama-server")
-        self.seed = seed
+    def identify(self, base_url: str, expected_model: Sequence[str]) -> None:
         props = self.http.get("/props")
         if not isinstance(props, dict):
             raise EngineError(f"{base_url} does not look like a llama-server (GET /props)")
@@ -68,7 +59,6 @@ class LlamaServerLLM(RemoteLLM):
             raise EngineError(f"llama-server at {base_url} did not report its context size (GET /props)")
         self.description = f"llama-server {PurePath(self.model_path).name} at {base_url}"
         self.tokenizer = RemoteTokenizer(self._tokenize)
-        self._bos: list[int] | None = None
 
     # -- tokenizer -------------------------------------------------------------------------
     def _tokenize(self, text: str, special: bool, add_special: bool = False) -> list[int]:

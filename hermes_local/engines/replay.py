@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from hermes_local.errors import ReplayMismatch, UserError
+from hermes_local.errors import ReplayExhausted, UserError
 from hermes_local.llm import (
     DEFAULT_OPTIONS,
     CallOptions,
@@ -44,10 +44,6 @@ def write_replay(path: str | Path, texts: Iterable[str]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts), encoding="utf-8")
     return path
-
-
-class ReplayExhausted(ReplayMismatch):
-    """The run asked the replay model for more outputs than were recorded."""
 
 
 class WordTokenizer:

@@ -20,27 +20,23 @@ from collections.abc import Sequence
 from typing import Any
 
 from hermes_local.engines.common import RemoteLLM, RemoteTokenizer, Streamed, model_matches
-from hermes_local.engines.http import EngineError, EngineHTTP
+from hermes_local.errors import EngineError
 from hermes_local.llm import SPECIAL_CANDIDATE, CallOptions, Usage
 
 
 class VLLMEngine(RemoteLLM):
     """A model served by vLLM at `base_url` (loopback or an allow-listed host)."""
 
+    server_name = "vLLM"
     completion_path = "/v1/completions"
 
-    def __init__(
-        self,
-        base_url: str,
-        *,
-        token: str | None = None,
-        timeout: float = 120.0,
-        expected_model: Sequence[str] = (),
-        seed: int = 0,
-        n_ctx: int | None = None,
-    ) -> None:
-        self.http = EngineHTTP(base_url, token=token, timeout=timeout, name="vLLM")
-        self.seed = seed
+    def __init__(self, base_url: str, *, n_ctx: int | None = None, **options: Any) -> None:
+        """`n_ctx`: the context size when the server's listing does not give `max_model_len` (default 4096);
+        `options` as for every remote engine (`RemoteLLM`)."""
+        self.assumed_n_ctx = n_ctx or 4096
+        super().__init__(base_url, **options)
+
+    def identify(self, base_url: str, expected_model: Sequence[str]) -> None:
         listing = self.http.get("/v1/models")
         models = [m for m in (listing.get("data") or []) if isinstance(m, dict)] if isinstance(listing, dict) else []
         if not models:
@@ -52,10 +48,9 @@ class VLLMEngine(RemoteLLM):
                 f"vLLM at {base_url} serves {served}, not {expected_model[0]}; start it with that model or drop --model"
             )
         self.model = str(chosen["id"])
-        self.n_ctx = int(chosen.get("max_model_len") or n_ctx or 4096)
+        self.n_ctx = int(chosen.get("max_model_len") or self.assumed_n_ctx)
         self.description = f"vLLM {self.model} at {base_url}"
         self.tokenizer = RemoteTokenizer(self._tokenize, special_probe=self._special_probe)
-        self._bos: list[int] | None = None
 
     # -- tokenizer -------------------------------------------------------------------------
     def _server_tokenize(self, text: str, add_special: bool = False) -> list[int]:

@@ -2,7 +2,7 @@
 
 `read_header` walks the whole GGUF header (magic, version 2/3, every metadata key/value including
 nested arrays, every tensor info, `general.alignment`, the data offset) and proves the file holds all
-tensor data, so a damaged download becomes a one-line `UserError` instead of an abort inside llama.cpp.
+tensor data, so a damaged download becomes a one-line `GGUFError` instead of an abort inside llama.cpp.
 `gguf_info` summarises a header for `models info` and `doctor` (the memory estimate built on
 `model_shape` lives in `footprint.py`).
 
@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from hermes_local.errors import UserError
+from hermes_local.errors import GGUFError
 
 GGUF_MAGIC = b"GGUF"
 DEFAULT_ALIGNMENT = 32
@@ -56,10 +56,6 @@ FILE_TYPES: dict[int, str] = {
 }  # fmt: skip
 
 _TOOL_MARKERS = re.compile(r"\btools\b|tool_call|tool_use|<tools>")
-
-
-class GGUFError(UserError):
-    """The file is not a usable GGUF; the message is one line and names the fix."""
 
 
 @dataclass

@@ -30,11 +30,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hermes_local.safety import DEFAULT_ENV
 from hermes_local.sandbox.protect import mask_args, program_dirs, root_only_masks
 from hermes_local.sandbox.workspace import LAUNCH_FD, PinnedWorkspace
 
-# Variables a command sees by default; everything else in the agent's environment (tokens, keys) is dropped.
-DEFAULT_ENV = ("PATH", "HOME", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "TERM", "TZ", "USER", "LOGNAME")
 # The system's own directories, mounted read-only inside the sandbox when they exist.
 SYSTEM_DIRS = ("/usr", "/etc")
 # Top-level names that are links into /usr on merged-/usr systems, or real directories elsewhere.

@@ -10,10 +10,9 @@ from there). `protected()` lists them (real paths, computed on each call: the ho
 `doctor` and the run's first line), and `mask_args(roots)` gives the bwrap options that apply them over
 the bound `roots`; the policy appends them *after* every bind, shallowest first, so no later bind
 undoes them. `root_only_masks()` hides, for an agent running as root, every file under /etc that
-"others" may not read (by rule, not by a list). `agent_home()` is the one rule for `$HERMES_LOCAL_HOME`
-(`config.home_dir` uses it). `program_dirs(program)` is the other side: what of a program's own code
+"others" may not read (by rule, not by a list). The home is `safety.agent_home()`, the one rule for
+`$HERMES_LOCAL_HOME`. `program_dirs(program)` is the other side: what of a program's own code
 (its virtual environment, its interpreter) must be visible read-only for it to start in the sandbox.
-`EXECUTE_LATER_FILES`: the workspace files whose writing always asks (they run code outside the sandbox later).
 Refusing file-tool paths is `tools/confined.py`'s job; this module only knows the paths.
 """
 
@@ -29,27 +28,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-# Workspace files that run code later, unsandboxed and unasked (a git hook at the next commit, .envrc on `cd`, VS
-# Code tasks on opening the folder, shell rc files, *.pth at the next Python start, CI workflows on push): writing
-# one always asks, even under --yes / --allow. Globs, matched case-insensitively against the path and every trailing
-# part of it. Not a Makefile: it runs only when the user types `make`, like any script (add "Makefile" to ask).
-EXECUTE_LATER_FILES = tuple(
-    """
-    .git/* .husky/* .pre-commit-config.yaml .envrc .vscode/tasks.json .vscode/settings.json .vscode/launch.json .idea/*
-    .bashrc .bash_profile .bash_login .bash_logout .profile .zshrc .zshenv .zprofile .zlogin .config/fish/*
-    *.pth sitecustomize.py usercustomize.py
-    .github/workflows/* .gitlab-ci.yml .circleci/* .travis.yml azure-pipelines.yml Jenkinsfile
-""".split()
-)
+# EXECUTE_LATER_FILES and agent_home live in the ground module safety.py (config.py reads them there); tools/ still
+# imports them from here until tools/ moves into rooms and imports them from safety.py.
+from hermes_local.safety import EXECUTE_LATER_FILES as EXECUTE_LATER_FILES
+from hermes_local.safety import agent_home
 
 STATE, CODE = "state", "code"
 _PACKAGE = Path(__file__).resolve().parents[1]  # hermes_local/
 STATE_TMPFS_BYTES = 1024 * 1024  # the empty stand-in for the home needs no room
-
-
-def agent_home() -> Path:
-    """`HERMES_LOCAL_HOME`, default `~/.hermes-local` (not resolved)."""
-    return Path(os.environ.get("HERMES_LOCAL_HOME") or Path.home() / ".hermes-local").expanduser()
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hermes_local.errors import UserError
+from hermes_local.errors import UserError, WorkspaceSwapped
 from hermes_local.sandbox.protect import STATE, covering
 
 LAUNCH_FD = 3  # the fd number the launcher opens the pinned folder as
@@ -27,10 +27,6 @@ MAX_STRIP_SCAN = 100_000  # entries looked at after a command for set-id bits
 MAX_DEPTH = 64
 SET_ID = stat.S_ISUID | stat.S_ISGID
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-
-
-class WorkspaceSwapped(UserError):
-    """The workspace folder is no longer the one the run was accepted with."""
 
 
 @dataclass

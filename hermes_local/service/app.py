@@ -32,20 +32,19 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from hermes_local.errors import HermesError, UserError
+from hermes_local.errors import (
+    Conflict,
+    HermesError,
+    NotYourRun,
+    QueueFull,
+    RunNotFound,
+    UserError,
+    WorkspaceForbidden,
+)
 from hermes_local.service import openai_compat, page
 from hermes_local.service.guard import CREDENTIAL_KEY, Guard
 from hermes_local.service.ratelimit import RateLimit
-from hermes_local.service.run import (
-    FINISHED,
-    Conflict,
-    NotYourRun,
-    QueueFull,
-    Run,
-    RunNotFound,
-    RunRequest,
-    WorkspaceForbidden,
-)
+from hermes_local.service.run import FINISHED, Run, RunRequest
 from hermes_local.service.runs import RunManager
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}

@@ -27,9 +27,8 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import Response
 
-from hermes_local.errors import UserError
+from hermes_local.errors import RunNotFound, UserError
 from hermes_local.service.guard import CREDENTIAL_KEY
-from hermes_local.service.run import RunNotFound
 from hermes_local.service.runs import RunManager
 from hermes_local.session import list_sessions, read_records, session_path
 from hermes_local.tools.toolsets import groups

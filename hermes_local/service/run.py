@@ -9,8 +9,8 @@ denial), showing what a terminal shows (`ApprovalRequest`: the sandbox note and 
 and publishes them coalesced as `token` events (`{"text": ...}`, at most one per `TOKEN_INTERVAL` s, the first
 piece at once; any other event, and `flush_tokens()` from an idle stream, publish what is pending first, so
 the order holds and no piece is left behind); they sit in the same event list, so a late subscriber and a
-`Last-Event-ID` reconnect get them too. The errors the routes turn into HTTP statuses live here too, and
-`RunRequest` refuses a workspace path no OS call could take (NUL byte, over-long names).
+`Last-Event-ID` reconnect get them too. `RunRequest` refuses a workspace path no
+OS call could take (NUL byte, over-long names).
 Does not queue or execute runs (`runs.RunManager` does), speak HTTP, or print.
 """
 
@@ -30,33 +30,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from hermes_local.errors import UserError
+from hermes_local.errors import Conflict, NotYourRun
 from hermes_local.tools.approval import ApprovalRequest
 
 _log = logging.getLogger(__name__)
 RunStatus = Literal["queued", "running", "waiting_approval", "done", "error", "cancelled"]
 FINISHED = frozenset({"done", "error", "cancelled"})
 TOKEN_INTERVAL = 0.1  # seconds: streamed pieces are coalesced into at most ~10 token events a second
-
-
-class WorkspaceForbidden(UserError):
-    """The run asked for a workspace outside the configured roots (HTTP 403)."""
-
-
-class RunNotFound(UserError):
-    """No run with that id in this server (HTTP 404)."""
-
-
-class Conflict(UserError):
-    """The request does not fit the run's state, e.g. an approval for a call that is not waiting (HTTP 409)."""
-
-
-class NotYourRun(UserError):
-    """The request's credentials are not those the run was started with (HTTP 403)."""
-
-
-class QueueFull(UserError):
-    """The run queue holds `serve_max_queue` runs already (HTTP 503)."""
 
 
 class RunCancelled(Exception):  # noqa: N818 - control flow: unwinds the agent loop of a cancelled run

@@ -33,13 +33,13 @@ from typing import Any
 
 from hermes_local.config import Settings
 from hermes_local.dialects.base import Dialect
-from hermes_local.errors import HermesError, UserError
+from hermes_local.errors import Conflict, HermesError, QueueFull, RunNotFound, UserError, WorkspaceForbidden
 from hermes_local.events import Event
 from hermes_local.longterm import LongTermMemory
 from hermes_local.sandbox import procs
 from hermes_local.sandbox.workspace import PinnedWorkspace
 from hermes_local.service.process import SharedModel, kill_child_process_groups
-from hermes_local.service.run import Conflict, QueueFull, Run, RunCancelled, RunNotFound, RunRequest, WorkspaceForbidden
+from hermes_local.service.run import Run, RunCancelled, RunRequest
 from hermes_local.session import new_session_id, rate_session
 from hermes_local.tools import Approver, ToolRegistry
 from hermes_local.tools.approval import ApprovalRequest

@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from hermes_local.config import Settings
-from hermes_local.errors import HermesError, UserError
+from hermes_local.errors import HermesError, QueueFull, UserError
 from hermes_local.service import schedules
-from hermes_local.service.run import QueueFull, RunRequest
+from hermes_local.service.run import RunRequest
 from hermes_local.service.runs import RunManager
 from hermes_local.service.schedules import Schedule, ScheduleLock
 from hermes_local.textsafe import terminal_safe

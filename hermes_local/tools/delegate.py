@@ -56,10 +56,10 @@ def delegate_tool(specialists: dict[str, str], runner: Runner) -> Tool:
     """The `delegate` tool over `specialists` (name -> description), run by `runner`."""
     names = tuple(sorted(specialists))
     listing = "; ".join(f"{n}: {' '.join(specialists[n].split())}" for n in names)
-    model = create_model(  # type: ignore[call-overload]
+    model = create_model(
         "delegate_arguments",
         __config__=ConfigDict(extra="forbid"),
-        agent=(Literal[names], Field(description="The specialist to hand the sub-task to.")),
+        agent=(Literal[names], Field(description="The specialist to hand the sub-task to.")),  # type: ignore[arg-type]
         task=(str, Field(min_length=1, max_length=8000, description="The sub-task, self-contained, in plain words.")),
         inputs=(dict[str, Any] | None, Field(None, description="Facts or values the specialist needs (optional).")),
     )

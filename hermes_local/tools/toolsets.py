@@ -219,10 +219,10 @@ def route(registry: ToolRegistry, max_tools_in_prompt: int) -> PromptPlan:
 def open_toolset_tool(registry: ToolRegistry) -> Tool:
     """The `open_toolset(toolset)` tool over `registry`'s toolsets (schemas read when called)."""
     names = list(groups(registry))
-    model = create_model(  # type: ignore[call-overload]
+    model = create_model(
         "open_toolset_arguments",
         __config__=ConfigDict(extra="forbid"),
-        toolset=(Literal[tuple(names)], Field(description="Name of the toolset to open.")),
+        toolset=(Literal[tuple(names)], Field(description="Name of the toolset to open.")),  # type: ignore[arg-type]
     )
 
     def open_toolset(toolset: str) -> dict[str, Any]:

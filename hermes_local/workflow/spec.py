@@ -5,7 +5,7 @@ A workflow has a `name`, optional `[vars]` and `tools_modules`, and `[[steps]]` 
 `vars.<name>`, `today`, `yesterday` and `now`; a param that is exactly one `{{ expression }}` keeps its native
 type. Everything is validated before anything runs (unknown tool, cycle, missing dependency, a template that
 reads a step it does not depend on), and a workflow that loads Python tool modules needs the caller's explicit
-consent. Running the steps is `workflow.py`'s job.
+consent. Running the steps is `run.py`'s job.
 """
 
 from __future__ import annotations

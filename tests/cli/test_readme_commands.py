@@ -49,7 +49,7 @@ class Case:
     mcp: bool = False  # the `time` MCP server configured (mcp-server-time over stdio)
     hub: bool = False  # the loopback stand-in hub serves the `tiny` model
     name: str = "time"
-    at_root: bool = False  # run in the repository (paths like tests/eval/starter.jsonl)
+    at_root: bool = False  # run in the repository (paths like tests/data/eval/starter.jsonl)
 
 
 def _wrote_report(folder: Path, _: Result) -> None:
@@ -169,7 +169,7 @@ CASES: dict[str, Case] = {
     "hermes-local memory export | off | on": Case(shows="long-term memory is on", check=_memory_on),
     "hermes-local cache info | clear": Case(shows="removed 0 file(s)"),
     "hermes-local eval cases.jsonl --jobs 4": Case(shows="2/2 cases passed"),
-    "hermes-local eval tests/eval/starter.jsonl --model hermes-2-pro-llama-3-8b:Q5_K_M --repeat 3": Case(
+    "hermes-local eval tests/data/eval/starter.jsonl --model hermes-2-pro-llama-3-8b:Q5_K_M --repeat 3": Case(
         exit=2, at_root=True, shows="hermes-local models download hermes-2-pro-llama-3-8b:Q5_K_M"
     ),
 }

@@ -18,10 +18,11 @@ from typer.testing import CliRunner
 
 from hermes_local.cli.app import app
 from hermes_local.config import load_settings
-from hermes_local.engines import EngineError, load_engine
+from hermes_local.engines import load_engine
 from hermes_local.engines.binaries import find_tool, tools_dir
 from hermes_local.engines.http import check_engine_url
 from hermes_local.engines.llama_server import lazy_grammar
+from hermes_local.errors import EngineError
 from hermes_local.llm import CallOptions, common_prefix_length
 from hermes_local.testing import tool_call_text as call
 from tests.conftest import loopback_http_server

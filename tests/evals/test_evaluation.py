@@ -17,7 +17,7 @@ from hermes_local.testing import outcome as Call  # noqa: N812
 from hermes_local.testing import tool_call_text as call
 from hermes_local.testing import write_replay as write_replay_file
 
-EVAL_DIR = Path(__file__).parents[1] / "eval"
+EVAL_DIR = Path(__file__).parents[1] / "data" / "eval"
 runner = CliRunner()
 
 

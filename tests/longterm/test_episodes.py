@@ -115,7 +115,6 @@ def test_the_user_can_mark_an_episode_failed_and_then_it_is_not_recalled(tmp_pat
     assert memory_json("show", str(episode["id"]))["status"] == "failed"
 
 
-
 def test_a_run_the_user_rates_bad_keeps_its_episode_marked_failed_and_never_recalled(
     tmp_path: Path, workspace: Path
 ) -> None:

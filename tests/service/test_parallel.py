@@ -36,6 +36,7 @@ class BatchingScriptedLLM(ScriptedLLM):
 def test_parallel_runs_overlap_and_the_rest_queue(workspace: Path) -> None:
     seen: list[tuple[int, int]] = []
     holder: dict = {}
+
     def on_meet() -> None:  # the two running runs met inside the model; the third POST may still be on its way
         deadline = time.monotonic() + 10
         while not holder["m"].queue and time.monotonic() < deadline:

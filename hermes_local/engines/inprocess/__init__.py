@@ -8,5 +8,14 @@ embeddings for long-term memory, `backend.py` the build's facts. Importing this 
 """
 
 __all__ = [
-    "automaton", "backend", "batching", "decoding", "drafting", "embedding", "kvcache", "llamacpp", "load", "sampling",
+    "automaton",
+    "backend",
+    "batching",
+    "decoding",
+    "drafting",
+    "embedding",
+    "kvcache",
+    "llamacpp",
+    "load",
+    "sampling",
 ]
