@@ -21,7 +21,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from hermes_local.events import ToolOutcome
-from hermes_local.tools.registry import Tool, arguments_digest
+from hermes_local.outcome import arguments_digest
+from hermes_local.tools.registry import Tool
 
 # The goal -> tool rule, by verb and object. A goal that names where the facts come from (a database with
 # its words, a URL, the clock asked for, a folder to list, a file to read) needs that source first; one that

@@ -26,12 +26,13 @@ from typing import Any
 
 from hermes_local.errors import UserError
 from hermes_local.events import Applied, Event, Proposal, RunStart, ToolFinished, ToolOutcome
+from hermes_local.outcome import ToolResult
 from hermes_local.sandbox.workspace import PinnedWorkspace
 from hermes_local.textsafe import terminal_safe
 from hermes_local.tools.builtins import MEMO_FILE
 from hermes_local.tools.execution import Executor
 from hermes_local.tools.files import current_bytes
-from hermes_local.tools.registry import ToolContext, ToolFailure, ToolResult
+from hermes_local.tools.registry import ToolContext, ToolFailure
 
 FILE_TOOLS = ("write_file", "append_to_memo")  # proposals whose effect on a file is known before they run
 MAX_DIFF_LINES = 400  # per file; the rest is counted

@@ -26,12 +26,13 @@ from hermes_local.agent.loop import Agent, EventSink
 from hermes_local.config import Settings
 from hermes_local.events import Delegation, Event, RunEnd, RunResumed, RunStart, ToolFinished, ToolOutcome
 from hermes_local.llm import LLM
+from hermes_local.outcome import arguments_digest
 from hermes_local.profiles import DELEGATE, AgentProfile
 from hermes_local.session import SessionLog, new_session_id, read_events, sessions_dir
 from hermes_local.textsafe import terminal_safe
 from hermes_local.tools.approval import Approver
 from hermes_local.tools.delegate import Envelope, Status, delegate_tool, labelled_approver
-from hermes_local.tools.registry import ToolRegistry, arguments_digest
+from hermes_local.tools.registry import ToolRegistry
 from hermes_local.tools.toolsets import parse_spec
 
 MAX_FINDINGS = 8

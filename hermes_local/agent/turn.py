@@ -19,8 +19,8 @@ from hermes_local.agent.guards import LoopGuard, bounce_note
 from hermes_local.agent.result import RunResult
 from hermes_local.calls.parse import ToolCall
 from hermes_local.events import Event, Guarded, Proposal, ToolCallStarted, ToolFinished, ToolOutcome
+from hermes_local.outcome import ToolResult
 from hermes_local.tools.execution import Executor, run_grouped
-from hermes_local.tools.registry import ToolResult
 
 
 def execute_turn(

@@ -21,11 +21,12 @@ from typing import Any
 
 from hermes_local.errors import UserError
 from hermes_local.events import Applied, Event, Proposal, RunStart, ToolFinished, ToolOutcome
+from hermes_local.outcome import arguments_digest
 from hermes_local.sandbox.workspace import PinnedWorkspace
 from hermes_local.session import last_rating, list_sessions, read_events
 from hermes_local.tools.builtins import MEMO_FILE
 from hermes_local.tools.files import current_bytes
-from hermes_local.tools.registry import ToolContext, ToolFailure, arguments_digest
+from hermes_local.tools.registry import ToolContext, ToolFailure
 from hermes_local.tools.undo import was_undone
 
 ABBREVIATED = "characters; full text in this step's assistant event]"

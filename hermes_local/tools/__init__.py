@@ -3,16 +3,10 @@
 Receives its asker and notice sink from the caller; calls no model and writes to no terminal.
 """
 
+from hermes_local.outcome import ToolResult
 from hermes_local.tools.approval import Approver
 from hermes_local.tools.execution import Executor
-from hermes_local.tools.registry import (
-    Tool,
-    ToolContext,
-    ToolFailure,
-    ToolRegistry,
-    ToolResult,
-    tool,
-)
+from hermes_local.tools.registry import Tool, ToolContext, ToolFailure, ToolRegistry, tool
 
 __all__ = [
     "Approver",

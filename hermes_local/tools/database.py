@@ -32,7 +32,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from hermes_local.tools.registry import ErrorKind, ToolContext, ToolFailure, ToolResult, tool
+from hermes_local.outcome import ErrorKind, ToolResult
+from hermes_local.tools.registry import ToolContext, ToolFailure, tool
 
 MAX_ROWS = 1000
 QUERY_SECONDS = 10.0

@@ -43,12 +43,13 @@ from typing import Any, TypeVar
 from pydantic import ValidationError
 
 from hermes_local.errors import HermesError
+from hermes_local.outcome import ToolResult, arguments_digest
 from hermes_local.tools import snapshot
 from hermes_local.tools.approval import ApprovalRequest, Approver
 from hermes_local.tools.cache import ResultCache
 from hermes_local.tools.checkpoints import Recorder
 from hermes_local.tools.limits import clip_text
-from hermes_local.tools.registry import Tool, ToolContext, ToolFailure, ToolRegistry, ToolResult, arguments_digest
+from hermes_local.tools.registry import Tool, ToolContext, ToolFailure, ToolRegistry
 
 # Extra time given to a tool past its own limit, so tools that enforce `ctx.timeout` themselves report first.
 ABANDON_GRACE = 1.0

@@ -20,8 +20,9 @@ import json
 import os
 import stat
 
+from hermes_local.outcome import ToolResult
 from hermes_local.tools.confined import Location, display, locate, open_leaf, write_atomically
-from hermes_local.tools.registry import ToolContext, ToolFailure, ToolResult, tool
+from hermes_local.tools.registry import ToolContext, ToolFailure, tool
 
 MAX_LIST_ENTRIES = 200
 MAX_SCAN = 20_000  # entries read from one folder at most

@@ -11,7 +11,8 @@ decides approval, runs the loop or writes to a terminal.
 
 from __future__ import annotations
 
-from hermes_local.tools.registry import Tool, ToolContext, ToolResult, tool
+from hermes_local.outcome import ToolResult
+from hermes_local.tools.registry import Tool, ToolContext, tool
 
 NO_USER = "no user available: proceed on a stated assumption (say in the answer what you assumed)"
 FINAL_ANSWER = "final_answer"

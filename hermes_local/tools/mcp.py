@@ -25,13 +25,14 @@ from pathlib import Path
 from typing import Any
 
 from hermes_local.config import McpServerConfig
+from hermes_local.outcome import ToolResult
 from hermes_local.sandbox.policy import SandboxPolicy
 from hermes_local.sandbox.procs import TAG_VARIABLE, kill_tagged, new_tag
 from hermes_local.tools.mcp_launch import McpStartError, Workspace, check_url, stdio_parameters
 from hermes_local.tools.mcp_listing import listed_tools, network_warnings, quiet_sdk_logs
 from hermes_local.tools.mcp_pins import PinStore, definition_hash
 from hermes_local.tools.mcp_results import arguments_model, clean_schema, open_world, permission_for, to_tool_result
-from hermes_local.tools.registry import Tool, ToolResult
+from hermes_local.tools.registry import Tool
 
 STDERR_TAIL = 400  # characters of a server's stderr quoted when it fails
 STOP_TIMEOUT = 8.0  # the SDK closes stdin, waits 2 s, then SIGTERM, 2 s, then SIGKILL

@@ -19,7 +19,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, model_validator
 
 from hermes_local.config import McpServerConfig
-from hermes_local.tools.registry import Permission, ToolResult
+from hermes_local.outcome import ToolResult
+from hermes_local.tools.registry import Permission
 
 _RANK: dict[Permission, int] = {"read": 0, "write": 1, "dangerous": 2}
 

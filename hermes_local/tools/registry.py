@@ -1,19 +1,18 @@
-"""`@tool`, the `Tool` record, result envelopes and the `ToolRegistry`.
+"""`@tool`, the `Tool` record, the `ToolContext` a tool sees and the `ToolRegistry`.
 
 `@tool` turns a typed, docstring-documented function into a tool: a JSON schema for the model and a
 pydantic model that validates arguments before the function runs. A parameter annotated
 `ToolContext` is injected, never shown to the model. Every outcome is a `ToolResult` envelope
-`{"ok", "data" | "error", "error_kind", "summary"}`, and carries its `provenance`: "trusted" for the
-user's own words and the agent's own values (the clock, what a write did), "untrusted" for anything read
-from outside (files, query rows, shell output, web bodies, MCP results), the tool's `provenance` stamped on
-every result it produced by the executor. This module does not decide approval policy or
-run the agent loop; see `tools/execution.py` for how a call is checked and run.
+(`hermes_local/outcome.py`), and carries its `provenance`: "trusted" for the user's own words and the
+agent's own values (the clock, what a write did), "untrusted" for anything read from outside (files, query
+rows, shell output, web bodies, MCP results), the tool's `provenance` stamped on every result it produced by
+the executor. This module does not decide approval policy or run the agent loop; see `tools/execution.py`
+for how a call is checked and run.
 """
 
 from __future__ import annotations
 
 import inspect
-import json
 import re
 import typing
 from collections.abc import Callable, Iterable
@@ -24,26 +23,11 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel, ConfigDict, create_model
 
 from hermes_local.errors import UserError
+from hermes_local.outcome import ErrorKind, Provenance
 from hermes_local.sandbox.policy import SandboxPolicy
 from hermes_local.sandbox.workspace import PinnedWorkspace
 
 Permission = Literal["read", "write", "dangerous"]
-# Where a result's content came from: "trusted" (the user, the agent itself) or "untrusted" (data from outside
-# that may carry instructions: files, rows, command output, web pages, MCP servers). See tools/approval.py.
-Provenance = Literal["trusted", "untrusted"]
-ErrorKind = Literal[
-    "invalid_arguments", "permission_denied", "timeout", "not_found", "tool_error", "loop", "truncated", "guarded"
-]
-
-
-def arguments_digest(name: str, arguments: dict[str, Any]) -> str:
-    """A stable hash of a call (tool name + arguments): identifies a finished write across a resume."""
-    import hashlib
-
-    blob = json.dumps([name, arguments], sort_keys=True, default=str, ensure_ascii=True)
-    return hashlib.sha256(blob.encode("ascii")).hexdigest()[:32]
-
-
 AskUser = Callable[[str], str]  # a question -> the person's reply ("" when there is none)
 
 
@@ -80,52 +64,6 @@ class ToolFailure(Exception):
     def __init__(self, kind: ErrorKind, message: str) -> None:
         super().__init__(message)
         self.kind = kind
-
-
-@dataclass
-class ToolResult:
-    """The envelope of one tool call's outcome; `approval` says how it was allowed (not shown to the model)."""
-
-    ok: bool
-    summary: str
-    data: Any = None
-    error: str | None = None
-    error_kind: ErrorKind | None = None
-    approval: str = ""
-    cached: bool = False  # an earlier identical call's result, returned without running the tool again
-    # Unknown origin counts as untrusted; the executor stamps the tool's own `provenance` on what it returns,
-    # and its own refusals (`failure`: not found, invalid arguments, denied) are trusted text.
-    provenance: Provenance = "untrusted"
-
-    @classmethod
-    def success(cls, data: Any, summary: str) -> ToolResult:
-        return cls(ok=True, data=data, summary=summary)
-
-    @classmethod
-    def failure(cls, kind: ErrorKind, error: str, summary: str | None = None) -> ToolResult:
-        return cls(ok=False, error=error, error_kind=kind, summary=summary or f"{kind}: {error}", provenance="trusted")
-
-    @classmethod
-    def from_envelope(cls, d: dict[str, Any]) -> ToolResult:
-        """The result from its envelope (as logged); extra keys are ignored; no `provenance` reads as untrusted."""
-        return cls(
-            bool(d.get("ok")),
-            str(d.get("summary", "")),
-            d.get("data"),
-            d.get("error"),
-            d.get("error_kind"),
-            str(d.get("approval") or ""),
-            bool(d.get("cached")),
-            "trusted" if d.get("provenance") == "trusted" else "untrusted",
-        )
-
-    def envelope(self) -> dict[str, Any]:
-        if self.ok:
-            return {"ok": True, "data": self.data, "summary": self.summary}
-        return {"ok": False, "error": self.error, "error_kind": self.error_kind, "summary": self.summary}
-
-    def to_json(self) -> str:
-        return json.dumps(self.envelope(), ensure_ascii=False, default=str)
 
 
 @dataclass

@@ -28,13 +28,14 @@ import subprocess
 import time
 
 from hermes_local.errors import UserError
+from hermes_local.outcome import ToolResult
 from hermes_local.sandbox.policy import Limits, SandboxPolicy, sandboxed_command
 from hermes_local.sandbox.procs import spawn
 from hermes_local.sandbox.workspace import PinnedWorkspace
 from hermes_local.tools import snapshot
 from hermes_local.tools.confined import workspace_root
 from hermes_local.tools.limits import HeadTailBuffer
-from hermes_local.tools.registry import ToolContext, ToolFailure, ToolResult, tool
+from hermes_local.tools.registry import ToolContext, ToolFailure, tool
 
 _log = logging.getLogger(__name__)
 # After the command exits, how long background children may keep the pipes open before they are killed.

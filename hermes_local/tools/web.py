@@ -16,7 +16,8 @@ import urllib.error
 import urllib.request
 from urllib.parse import urlsplit
 
-from hermes_local.tools.registry import ToolContext, ToolFailure, ToolResult, tool
+from hermes_local.outcome import ToolResult
+from hermes_local.tools.registry import ToolContext, ToolFailure, tool
 
 USER_AGENT = "hermes-local"
 
