@@ -20,7 +20,7 @@ from hermes_local.agent.turn import bounce_final_answers
 from hermes_local.calls.parse import ParseResult, ToolCall
 from hermes_local.events import Event, Guarded
 from hermes_local.prompts import Segments
-from hermes_local.tools.interaction import FINAL_ANSWER
+from hermes_local.tools.builtin.interaction import FINAL_ANSWER
 from hermes_local.tools.registry import ToolRegistry
 
 

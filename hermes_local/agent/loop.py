@@ -50,8 +50,8 @@ from hermes_local.events import (
 from hermes_local.llm import DEFAULT_STOP, LLM, CallOptions, common_prefix_length
 from hermes_local.outcome import ToolResult
 from hermes_local.prompts import Segments, render
+from hermes_local.tools.builtin.interaction import FINAL_ANSWER, final_answer
 from hermes_local.tools.execution import Executor
-from hermes_local.tools.interaction import FINAL_ANSWER, final_answer
 
 EventSink = Callable[[Event], None]
 FINAL_ANSWER_REQUEST = (

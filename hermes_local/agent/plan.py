@@ -29,9 +29,9 @@ from hermes_local.events import Applied, Event, Proposal, RunStart, ToolFinished
 from hermes_local.outcome import ToolResult
 from hermes_local.sandbox.workspace import PinnedWorkspace
 from hermes_local.textsafe import terminal_safe
-from hermes_local.tools.builtins import MEMO_FILE
+from hermes_local.tools.builtin.files import current_bytes
+from hermes_local.tools.builtin.memory import MEMO_FILE
 from hermes_local.tools.execution import Executor
-from hermes_local.tools.files import current_bytes
 from hermes_local.tools.registry import ToolContext, ToolFailure
 
 FILE_TOOLS = ("write_file", "append_to_memo")  # proposals whose effect on a file is known before they run

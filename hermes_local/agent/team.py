@@ -1,7 +1,7 @@
 """A team (issue 30): delegations as child sessions, their envelopes, and the specialists' own models.
 
-`Team.delegate` is the runner behind the `delegate` tool (`tools/delegate.py`). A sub-run is an ordinary `Agent`
-run, built by `make_agent` (the front door, `runtime/assemble.py`, from the parent run's wiring: the profile's
+`Team.delegate` is the runner behind the `delegate` tool (`tools/builtin/delegate.py`). A sub-run is an ordinary
+`Agent` run, built by `make_agent` (the front door, `runtime/assemble.py`, from the parent run's wiring: the profile's
 tools, instructions and step limit, the parent's labelled approver, sandbox and workspace), logged as a session of
 its own whose id is derived from the parent's and the call (`<parent>.<agent>-<digest>`), whose first event names
 the parent and the call, while the parent's log gets a `Delegation` event when it starts and ends. Asked again for
@@ -31,7 +31,7 @@ from hermes_local.profiles import DELEGATE, AgentProfile
 from hermes_local.session import SessionLog, new_session_id, read_events, sessions_dir
 from hermes_local.textsafe import terminal_safe
 from hermes_local.tools.approval import Approver
-from hermes_local.tools.delegate import Envelope, Status, delegate_tool, labelled_approver
+from hermes_local.tools.builtin.delegate import Envelope, Status, delegate_tool, labelled_approver
 from hermes_local.tools.registry import ToolRegistry
 from hermes_local.tools.toolsets import parse_spec
 

@@ -1,8 +1,8 @@
 """The user's verdict on a recorded run, as an exported case carries it, and suites built from rated runs.
 
 `origin_of(events, session_id)` says where a case came from: the session, the user's verdict and note (`sessions
-rate`), whether the run was undone (`tools/undo.was_undone`: its checkpoints hold an undo not redone) and which of
-the files it wrote the user changed later (`changed_by_user`: the current content, read through the tools'
+rate`), whether the run was undone (`tools/effects/undo.was_undone`: its checkpoints hold an undo not redone) and
+which of the files it wrote the user changed later (`changed_by_user`: the current content, read through the tools'
 confinement, differs from what the run left: the last `write_file` content, compared by value or, when the log
 abbreviated it, by the call's digest; each `append_to_memo` line must still be in the memo; a plan-only run counts
 the proposals `sessions apply` carried out). After an undo the files it restored count as changed too.
@@ -24,10 +24,10 @@ from hermes_local.events import Applied, Event, Proposal, RunStart, ToolFinished
 from hermes_local.outcome import arguments_digest
 from hermes_local.sandbox.workspace import PinnedWorkspace
 from hermes_local.session import last_rating, list_sessions, read_events
-from hermes_local.tools.builtins import MEMO_FILE
-from hermes_local.tools.files import current_bytes
+from hermes_local.tools.builtin.files import current_bytes
+from hermes_local.tools.builtin.memory import MEMO_FILE
+from hermes_local.tools.effects.undo import was_undone
 from hermes_local.tools.registry import ToolContext, ToolFailure
-from hermes_local.tools.undo import was_undone
 
 ABBREVIATED = "characters; full text in this step's assistant event]"
 MAX_USER_LINES = 3  # lines of the user's own edit a regression case checks for, per file

@@ -22,6 +22,6 @@ __all__ = [
 
 
 def default_registry() -> ToolRegistry:
-    from hermes_local.tools.builtins import BUILTIN_TOOLS
+    from hermes_local.tools.builtin import BUILTIN_TOOLS
 
     return ToolRegistry(BUILTIN_TOOLS)

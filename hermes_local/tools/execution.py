@@ -20,10 +20,10 @@ approved or run: it succeeds as a proposal (`approval` "proposed") telling the m
 (deny_tools still refuse it). `run_grouped` runs one
 turn's calls: consecutive read calls concurrently (a bounded pool), every other call alone and in
 order, results in the order of the calls. Does not parse model output or talk to the LLM, and
-does not sandbox tools: confinement is each tool's job (see `tools/confined.py`). With a checkpoint `Recorder`
+does not sandbox tools: confinement is each tool's job (see `tools/effects/confined.py`). With a checkpoint `Recorder`
 (`checkpoints`), every write or dangerous call runs as one recorded call: what it changes in the workspace
-is kept before it changes it (`tools/checkpoints.py`; a tool module's or MCP server's call is bracketed by two
-workspace scans, `tools/snapshot.py`).
+is kept before it changes it (`tools/effects/checkpoints.py`; a tool module's or MCP server's call is bracketed by two
+workspace scans, `tools/effects/snapshot.py`).
 """
 
 from __future__ import annotations
@@ -44,10 +44,10 @@ from pydantic import ValidationError
 
 from hermes_local.errors import HermesError
 from hermes_local.outcome import ToolResult, arguments_digest
-from hermes_local.tools import snapshot
 from hermes_local.tools.approval import ApprovalRequest, Approver
 from hermes_local.tools.cache import ResultCache
-from hermes_local.tools.checkpoints import Recorder
+from hermes_local.tools.effects import snapshot
+from hermes_local.tools.effects.checkpoints import Recorder
 from hermes_local.tools.limits import clip_text
 from hermes_local.tools.registry import Tool, ToolContext, ToolFailure, ToolRegistry
 
@@ -73,7 +73,7 @@ class Executor:
     _done_writes: dict[str, ToolResult] = field(default_factory=dict)
     cache: ResultCache = field(default_factory=ResultCache)
     _unknown: set[str] = field(default_factory=set)  # digests of started calls whose outcome is unknown
-    checkpoints: Recorder | None = None  # records what each write/dangerous call changes (tools/checkpoints.py)
+    checkpoints: Recorder | None = None  # records what each write/dangerous call changes (tools/effects/checkpoints.py)
 
     def concurrent(self, name: str) -> bool:
         """Whether a call to this tool may run at the same time as other read calls of its turn."""

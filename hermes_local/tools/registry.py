@@ -26,6 +26,7 @@ from hermes_local.errors import UserError
 from hermes_local.outcome import ErrorKind, Provenance
 from hermes_local.sandbox.policy import SandboxPolicy
 from hermes_local.sandbox.workspace import PinnedWorkspace
+from hermes_local.tools.traits import Traits
 
 Permission = Literal["read", "write", "dangerous"]
 AskUser = Callable[[str], str]  # a question -> the person's reply ("" when there is none)
@@ -96,8 +97,10 @@ class Tool:
     # The argument that names a workspace file the tool writes (write_file: "path"): a file that runs code
     # later (`execute_later_files`) always asks first.
     writes_path: str | None = None
-    # The hash of the definition its server gave (MCP tools; `tools/mcp_pins.py`): a changed one is refused.
+    # The hash of the definition its server gave (MCP tools; `tools/mcp/pins.py`): a changed one is refused.
     pin: str | None = None
+    # What the guards, the plan, routing and the evals know about it without running it (`tools/traits.py`).
+    traits: Traits = field(default_factory=Traits)
 
     def schema(self) -> dict[str, Any]:
         """OpenAI/Hermes function signature shown to the model inside <tools>."""
@@ -170,13 +173,14 @@ def tool(
     reaches: Callable[[dict[str, Any]], str | None] | None = None,
     writes_path: str | None = None,
     validator: Callable[[Any], Any] | None = None,
+    traits: Traits | None = None,
 ) -> Any:
     """Decorator: `@tool` or `@tool(permission="write", timeout=10)`. Returns the `Tool`.
 
     `volatile` read tools are never cached; `cache_ttl` (seconds) lets a read tool's results be
     reused across runs; `exclusive` tools never run concurrently with other calls of the same turn.
     `provenance="trusted"` declares results that hold no outside text (the agent's own values, the
-    user's words); `fresh_after_untrusted`, `reaches` and `writes_path`: see `Tool`.
+    user's words); `fresh_after_untrusted`, `reaches` and `writes_path`: see `Tool`; `traits`: `tools/traits.py`.
     `validator(args)` checks the arguments together (a pydantic "after" model validator: `args` has one
     attribute per parameter; raise ValueError("start must be before end")); its error goes back to the
     model like any invalid argument.
@@ -218,6 +222,7 @@ def tool(
             fresh_after_untrusted=fresh_after_untrusted,
             reaches=reaches,
             writes_path=writes_path,
+            traits=traits or Traits(),
         )
 
     return wrap(function) if function is not None else wrap
@@ -272,7 +277,7 @@ class ToolRegistry:
         if not isinstance(t, Tool):
             raise TypeError(f"{t!r} is not a Tool; decorate the function with @tool")
         if t.input_schema is not None:  # a schema given as is (MCP): validation must never fetch a remote $ref
-            from hermes_local.tools.mcp_listing import SchemaRefused, check_refs
+            from hermes_local.tools.schemas import SchemaRefused, check_refs
 
             try:
                 check_refs(t.name, t.input_schema)

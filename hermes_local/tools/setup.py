@@ -17,11 +17,11 @@ from hermes_local.sandbox import procs
 from hermes_local.sandbox.policy import SandboxPolicy
 from hermes_local.sandbox.workspace import PinnedWorkspace
 from hermes_local.tools.approval import Approver
+from hermes_local.tools.builtin.shell import SANDBOXED_TOOLS
 from hermes_local.tools.cache import ResultCache
+from hermes_local.tools.effects.snapshot import open_recorder, shell_notes
 from hermes_local.tools.execution import Executor
 from hermes_local.tools.registry import FactStore, ToolContext, ToolRegistry
-from hermes_local.tools.shell import SANDBOXED_TOOLS
-from hermes_local.tools.snapshot import open_recorder, shell_notes
 
 
 def tool_context(

@@ -28,7 +28,6 @@ from pydantic import ConfigDict, Field, create_model
 
 from hermes_local.errors import UserError
 from hermes_local.profiles import DELEGATE
-from hermes_local.tools.interaction import FINAL_ANSWER
 from hermes_local.tools.registry import Tool, ToolRegistry
 
 OPEN_TOOLSET = "open_toolset"
@@ -187,7 +186,7 @@ def toolset_catalog(registry: ToolRegistry, *, without: tuple[str, ...] = ()) ->
 
 def router_catalog(registry: ToolRegistry) -> dict[str, str]:
     """The toolsets a team's router model chooses among: every one but `final_answer`, which `narrow` always keeps."""
-    return toolset_catalog(registry, without=(FINAL_ANSWER,))
+    return toolset_catalog(registry, without=tuple(t.name for t in registry if t.traits.ends_run))
 
 
 def narrow(registry: ToolRegistry, toolsets: list[str] | tuple[str, ...]) -> ToolRegistry:
@@ -197,7 +196,7 @@ def narrow(registry: ToolRegistry, toolsets: list[str] | tuple[str, ...]) -> Too
     keep, missing = set(), dict(registry.left_out)
     for group, names in groups(registry).items():
         for name in names:
-            if group in toolsets or name == FINAL_ANSWER:
+            if group in toolsets or _ends_run(registry, name):
                 keep.add(name)
             else:
                 missing[name] = f"is in the {group} toolset, which the router left out of this task (chosen: {chosen})"
@@ -205,6 +204,11 @@ def narrow(registry: ToolRegistry, toolsets: list[str] | tuple[str, ...]) -> Too
     out = registry.subset([n for n in registry.names() if n in keep])
     out.left_out = missing
     return out
+
+
+def _ends_run(registry: ToolRegistry, name: str) -> bool:
+    t = registry.get(name)
+    return t is not None and t.traits.ends_run
 
 
 def route(registry: ToolRegistry, max_tools_in_prompt: int) -> PromptPlan:

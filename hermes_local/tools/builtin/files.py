@@ -1,6 +1,6 @@
 """File tools confined to the workspace: `read_file`, `list_dir`, `write_file`.
 
-Every access goes through `tools/confined.py` (walked and opened relative to directory fds, no
+Every access goes through `tools/effects/confined.py` (walked and opened relative to directory fds, no
 symlink or `..` leads out, no re-walk after the check), so nothing outside the workspace is read,
 listed or written. `read_file` returns a page of lines (`offset`, `limit`; at most about
 `ctx.output_cap` characters) of a UTF-8 text file, says how to read on when the page is cut, never
@@ -21,7 +21,7 @@ import os
 import stat
 
 from hermes_local.outcome import ToolResult
-from hermes_local.tools.confined import Location, display, locate, open_leaf, write_atomically
+from hermes_local.tools.effects.confined import Location, display, locate, open_leaf, write_atomically
 from hermes_local.tools.registry import ToolContext, ToolFailure, tool
 
 MAX_LIST_ENTRIES = 200

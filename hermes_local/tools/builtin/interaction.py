@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from hermes_local.outcome import ToolResult
 from hermes_local.tools.registry import Tool, ToolContext, tool
+from hermes_local.tools.traits import Traits
 
 NO_USER = "no user available: proceed on a stated assumption (say in the answer what you assumed)"
 FINAL_ANSWER = "final_answer"
@@ -34,7 +35,7 @@ def ask_user(question: str, ctx: ToolContext) -> ToolResult:
     return ToolResult.success(reply, f"ask_user: the user replied {reply[:80]!r}")
 
 
-@tool(name=FINAL_ANSWER, volatile=True, provenance="trusted")
+@tool(name=FINAL_ANSWER, volatile=True, provenance="trusted", traits=Traits(ends_run=True))
 def final_answer(answer: str) -> str:
     """Give the final answer to the user's goal and end the task. Call this once the goal is met.
 

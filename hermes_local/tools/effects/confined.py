@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hermes_local.sandbox.protect import Protected, covering, protected
-from hermes_local.tools import checkpoints
+from hermes_local.tools.effects import checkpoints
 from hermes_local.tools.registry import ToolContext, ToolFailure
 
 MAX_SYMLINKS = 40

@@ -11,7 +11,7 @@ When the command exits, or when the time limit is reached, everything it started
 background child that still holds the output pipes can neither hang the agent nor outlive the call.
 The command starts in the run's pinned workspace through its fd (`sandbox/workspace.py`); a workspace
 swapped since the run was accepted is refused. Inside a recorded call the workspace is scanned before and
-after the command, so its changes can be shown and undone (`tools/snapshot.py`). Afterwards,
+after the command, so its changes can be shown and undone (`tools/effects/snapshot.py`). Afterwards,
 set-user/group-ID bits it left on workspace files are removed (a note says which). Output is read with
 `select` as it arrives and only a head and a tail are kept in memory. A command stopped by a resource
 limit is reported as `tool_error` naming the limit. This is a `dangerous` tool: it needs approval.
@@ -32,8 +32,8 @@ from hermes_local.outcome import ToolResult
 from hermes_local.sandbox.policy import Limits, SandboxPolicy, sandboxed_command
 from hermes_local.sandbox.procs import spawn
 from hermes_local.sandbox.workspace import PinnedWorkspace
-from hermes_local.tools import snapshot
-from hermes_local.tools.confined import workspace_root
+from hermes_local.tools.effects import snapshot
+from hermes_local.tools.effects.confined import workspace_root
 from hermes_local.tools.limits import HeadTailBuffer
 from hermes_local.tools.registry import ToolContext, ToolFailure, tool
 
