@@ -282,9 +282,9 @@ class Agent:
         self.executor.cache.invalidate()  # the per-run result cache starts empty
         # Decide before generating: a goal that needs a tool starts with the call grammar on (the trigger
         # pre-fired), so no free text is generated only for the answer guard to throw away.
-        first_tool = self.answers.tool_to_name(memory, result) if first_step == 1 else None
+        first_tool = self.answers.tool_needed(memory, result) if first_step == 1 else None
         failures, force_tool = 0, first_tool is not None
-        if first_tool:  # say which tool, as a bounce would: the grammar forces a call, the note picks it
+        if first_tool is not None:  # say which tool, as a bounce would: the grammar forces a call, the note picks it
             memory.add_user_note(1, Segments.untrusted(first_step_note(first_tool)))
         try:
             for step in range(first_step, limit + 1):

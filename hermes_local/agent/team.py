@@ -32,6 +32,7 @@ from hermes_local.session import SessionLog, new_session_id, read_events, sessio
 from hermes_local.textsafe import terminal_safe
 from hermes_local.tools.approval import Approver
 from hermes_local.tools.builtin.delegate import Envelope, Status, delegate_tool, labelled_approver
+from hermes_local.tools.builtin.interaction import FINAL_ANSWER
 from hermes_local.tools.registry import ToolRegistry
 from hermes_local.tools.toolsets import parse_spec
 
@@ -133,7 +134,7 @@ def profile_tools(profile: AgentProfile) -> list[str]:
     """The `--tools` selection of a profile without `delegate` (offered apart); one of only `delegate` keeps
     `final_answer` (an empty selection would mean every tool)."""
     spec = parse_spec(profile.tools)
-    return [t for t in spec if t != DELEGATE] or (["final_answer"] if spec else [])
+    return [t for t in spec if t != DELEGATE] or ([FINAL_ANSWER] if spec else [])
 
 
 def offer_delegate(

@@ -20,10 +20,11 @@ approved or run: it succeeds as a proposal (`approval` "proposed") telling the m
 (deny_tools still refuse it). `run_grouped` runs one
 turn's calls: consecutive read calls concurrently (a bounded pool), every other call alone and in
 order, results in the order of the calls. Does not parse model output or talk to the LLM, and
-does not sandbox tools: confinement is each tool's job (see `tools/effects/confined.py`). With a checkpoint `Recorder`
-(`checkpoints`), every write or dangerous call runs as one recorded call: what it changes in the workspace
-is kept before it changes it (`tools/effects/checkpoints.py`; a tool module's or MCP server's call is bracketed by two
-workspace scans, `tools/effects/snapshot.py`).
+does not sandbox tools: confinement is each tool's job (see `tools/effects/confined.py`). With a checkpoint
+`Recorder` (`checkpoints`), every write or dangerous call runs as one recorded call: what it changes in the
+workspace is kept before it changes it (`tools/effects/checkpoints.py`); the call of a tool that does not
+checkpoint itself (`Traits.checkpoints_itself`: a tool module's, an MCP server's) is bracketed by two workspace
+scans (`tools/effects/snapshot.py`).
 """
 
 from __future__ import annotations
@@ -175,7 +176,7 @@ class Executor:
             )
         recording = self.checkpoints.call(t.name) if self.checkpoints and t.permission != "read" else None
         with recording or contextlib.nullcontext():  # the tool's thread inherits the call being recorded
-            if recording is not None and snapshot.needs_scan(t.function):  # it writes by its own means
+            if recording is not None and not t.traits.checkpoints_itself:  # it writes by its own means
                 with snapshot.scanned(self.context.pin, self.context.workspace):
                     result = cap_result(self._run(t, args), self.context.output_cap)
             else:

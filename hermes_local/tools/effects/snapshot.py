@@ -159,20 +159,6 @@ def snapshot_states(rec_store: Any, sha: str) -> dict[str, State]:
     return states
 
 
-# Built-in tools record through the confined write path themselves (files, memo), bracket themselves
-# (run_shell), or never write the workspace (the web, the database read, long-term memory, questions).
-SELF_RECORDING_MODULES = frozenset(
-    f"hermes_local.{m}"
-    for m in ("tools.builtin.files", "tools.builtin.clock", "tools.builtin.memory", "tools.builtin.shell",
-              "tools.builtin.web", "tools.builtin.database", "tools.builtin.interaction", "longterm")
-)  # fmt: skip
-
-
-def needs_scan(function: Any) -> bool:
-    """Whether a write/dangerous tool's changes can only be seen by scanning (a tool module's, an MCP server's)."""
-    return getattr(function, "__module__", "") not in SELF_RECORDING_MODULES
-
-
 @contextlib.contextmanager
 def scanned(pin: PinnedWorkspace | None, workspace: os.PathLike[str] | str) -> Iterator[None]:
     """Bracket a call whose tool writes by its own means with two scans, like run_shell (inside a recorded call)."""
