@@ -19,7 +19,6 @@ NO_USER = "no user available: proceed on a stated assumption (say in the answer 
 FINAL_ANSWER = "final_answer"
 
 
-
 USER = Toolset("user", "ask the user a question; end the run with the final answer")
 
 

@@ -370,4 +370,3 @@ def _before_change(
         mode = int((after or {}).get("mode") or before.get("mode") or 0o644)
         after = file_state(rec.store, data, mode, rec.file_limit, durable=False)  # the new content: for diff
     rec.record(call, [{"path": path, "before": before, "after": after}])
-
