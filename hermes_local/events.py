@@ -1,5 +1,5 @@
 """The typed facts of a run: the `Event` classes, each defined once (and `ToolOutcome`, re-exported from
-`tools/outcome.py`: the one record of a tool call).
+the ground module `outcome.py`: the one record of a tool call).
 
 The agent emits events; the session log writes them (`to_dict`), and everything that reads a run back — resume, the
 terminal printer, `sessions show`, evaluation, session export, the service's event stream — gets the same objects from
@@ -14,8 +14,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from hermes_local.tools.outcome import LOGGED_ARGUMENT_CHARS as LOGGED_ARGUMENT_CHARS  # re-exported
-from hermes_local.tools.outcome import ToolOutcome, abbreviate_arguments
+from hermes_local.outcome import LOGGED_ARGUMENT_CHARS as LOGGED_ARGUMENT_CHARS  # re-exported
+from hermes_local.outcome import ToolOutcome, abbreviate_arguments
 
 
 class Event:

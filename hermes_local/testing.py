@@ -33,8 +33,8 @@ from hermes_local.engines.replay import ReplayLLM, WordTokenizer, tool_call_text
 from hermes_local.errors import ReplayExhausted
 from hermes_local.events import ToolOutcome
 from hermes_local.llm import DEFAULT_OPTIONS, LLM, CallOptions, Completion, TokenCallback
+from hermes_local.outcome import ToolResult
 from hermes_local.runtime import Model, RunSpec, Sinks, start_run
-from hermes_local.tools.registry import ToolResult
 
 __all__ = [
     "PacedLLM",

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from hermes_local.sandbox.policy import SandboxPolicy, bwrap_status
 from hermes_local.tools import Approver, Executor, ToolContext, default_registry
-from hermes_local.tools.checkpoints import CheckpointStore, Recorder
+from hermes_local.tools.effects.checkpoints import CheckpointStore, Recorder
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from sandbox_overhead import median_ms  # noqa: E402 - the same median as the sandbox's overhead

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 
 from hermes_local.sandbox.policy import SandboxPolicy, bwrap_status, sandbox_env, sandboxed_command
-from hermes_local.tools.shell import run_captured
+from hermes_local.tools.builtin.shell import run_captured
 
 
 def median_ms(fn: Callable[[], object], n: int) -> float:

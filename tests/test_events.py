@@ -27,6 +27,7 @@ from hermes_local.events import (
     Unknown,
     event_from_dict,
 )
+from hermes_local.outcome import ToolResult
 from hermes_local.session import (
     SessionLog,
     describe_event,
@@ -37,7 +38,6 @@ from hermes_local.session import (
 )
 from hermes_local.testing import tool_call_text as call
 from hermes_local.testing import write_replay
-from hermes_local.tools.registry import ToolResult
 
 runner = CliRunner()
 HOSTILE = "a\u2028b\u2029c\x85d\x0be\x0cf\x1cg\x1dh\x1ei\ud800j\udfffk\x1b[31m\u202el\n"

@@ -261,7 +261,7 @@ EXERCISED: dict[str, str] = {
     + "test_run_now_and_the_daemon_run_a_schedule_as_a_session",
     "hermes-local sessions diff ID [--step N]": "tests/cli/test_undo.py::test_diff_and_undo_from_another_folder",
     "hermes-local sessions undo ID [--to-step N]": "tests/cli/test_undo.py::test_diff_and_undo_from_another_folder "
-    "tests/tools/test_checkpoints.py::test_undo_to_a_step_keeps_the_earlier_steps",
+    "tests/tools/effects/test_checkpoints.py::test_undo_to_a_step_keeps_the_earlier_steps",
     "hermes-local checkpoints info | clear": "tests/cli/test_undo.py::test_diff_and_undo_from_another_folder",
     "python scripts/checkpoint_overhead.py": SCRIPTS,
     "hermes-local stats --since 7d": "tests/evals/test_stats.py::test_stats_count_runs_outcomes_tools_and_approvals",

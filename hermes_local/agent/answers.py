@@ -1,6 +1,6 @@
 """The answer guard: whether a reply without tool calls may end the run, or goes back to the model once.
 
-`AnswerGuard.tool_to_name` is the guard's own test (`guards.needs_tool`: the goal needs a tool and none has
+`AnswerGuard.tool_needed` is the guard's own test (`guards.tool_needed`: the goal needs a tool and none has
 answered yet); the loop also uses it to start step 1 with the call grammar on. `answer_or_bounce` takes a reply
 without calls: the answer, or one bounce with a note naming the tool (and an empty or made-up-result reply is
 sent back once; the second ends the run with stopped "empty"). `bounce_final_answer` does the same for a
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from hermes_local.agent.guards import bounce_note, needs_tool
+from hermes_local.agent.guards import bounce_note, tool_needed
 from hermes_local.agent.memory import Memory
 from hermes_local.agent.result import AgentConfig, RunResult
 from hermes_local.agent.resume import STOPPED_CALLS
@@ -20,8 +20,8 @@ from hermes_local.agent.turn import bounce_final_answers
 from hermes_local.calls.parse import ParseResult, ToolCall
 from hermes_local.events import Event, Guarded
 from hermes_local.prompts import Segments
-from hermes_local.tools.interaction import FINAL_ANSWER
-from hermes_local.tools.registry import ToolRegistry
+from hermes_local.tools.builtin.interaction import FINAL_ANSWER
+from hermes_local.tools.registry import Tool, ToolRegistry
 
 
 @dataclass
@@ -37,7 +37,7 @@ class AnswerGuard:
         must call a tool). An empty reply, or one that was only a made-up tool result, is never an answer:
         sent back once, and the second ends the run with stopped="empty"."""
         if parsed.text.strip():
-            tool = self.tool_to_name(memory, result)
+            tool = self.tool_needed(memory, result)
             if tool is None:
                 result.answer, result.stopped = parsed.text, "answer"
                 return None
@@ -48,9 +48,10 @@ class AnswerGuard:
                 result.error = "the model gave an empty reply again after it was asked for an answer"
                 return None
             reason = "echoed" if parsed.echoed else "empty"
-            tool = self.tool_to_name(memory, result, again=True)
-        result.guarded.append({"step": step, "reason": reason, "tool": tool})
-        self.on_event(Guarded(step, tool or "", parsed.text, reason))
+            tool = self.tool_needed(memory, result, again=True)
+        name = tool.name if tool else None
+        result.guarded.append({"step": step, "reason": reason, "tool": name})
+        self.on_event(Guarded(step, name or "", parsed.text, reason))
         memory.add_reply(step, parsed)
         memory.add_user_note(step, Segments.untrusted(bounce_note(tool, reason)))
         return tool is not None
@@ -65,7 +66,7 @@ class AnswerGuard:
         """
         if not calls or errors or any(c.name != FINAL_ANSWER for c in calls):
             return False
-        tool = self.tool_to_name(memory, result)
+        tool = self.tool_needed(memory, result)
         if tool is None:
             return False
         outcomes = bounce_final_answers(step, calls, tool, result, self.on_event)
@@ -73,7 +74,7 @@ class AnswerGuard:
         memory.add_tool_results(step, outcomes)
         return True
 
-    def tool_to_name(self, memory: Memory, result: RunResult, *, again: bool = False) -> str | None:
+    def tool_needed(self, memory: Memory, result: RunResult, *, again: bool = False) -> Tool | None:
         """The tool to name when bouncing this tool-less answer, or None to accept it (`again`: even when an
         answer was already bounced once)."""
         if not self.config.answer_guard or self.config.tool_choice == "none" or (result.guarded and not again):
@@ -82,4 +83,4 @@ class AnswerGuard:
             # a tool answered (a denial is an answer too: bouncing cannot change it), or a resumed run's
             # call was cut off by a crash or a cancel: the model did reach for the tool
             return None
-        return needs_tool(memory.goal, self.registry())
+        return tool_needed(memory.goal, self.registry())

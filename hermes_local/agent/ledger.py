@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from hermes_local.events import ToolOutcome
+from hermes_local.tools.builtin.interaction import FINAL_ANSWER
 
 KEY_ARGUMENTS = ("path", "sql", "url", "command", "question", "fact", "content", "answer")
 FINDING_CHARS = 90
@@ -128,7 +129,7 @@ def episode_record(
     """The run's episode for long-term memory: goal, answer, how it stopped, the key findings (at most 5), the
     files written (`writes`: tool name -> its path argument), the tools used, and whether a write was denied
     or untrusted content was read (which mark the episode failed / untrusted)."""
-    real = [o for o in outcomes if o.name not in ("final_answer", "invalid_tool_call")]
+    real = [o for o in outcomes if o.name not in (FINAL_ANSWER, "invalid_tool_call")]
     written = {o.arguments.get(writes[o.name]) for o in real if o.ok and o.name in writes}
     return {
         "goal": goal,

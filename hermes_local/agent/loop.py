@@ -48,10 +48,10 @@ from hermes_local.events import (
     TurnAdded,
 )
 from hermes_local.llm import DEFAULT_STOP, LLM, CallOptions, common_prefix_length
+from hermes_local.outcome import ToolResult
 from hermes_local.prompts import Segments, render
+from hermes_local.tools.builtin.interaction import FINAL_ANSWER, final_answer
 from hermes_local.tools.execution import Executor
-from hermes_local.tools.interaction import FINAL_ANSWER, final_answer
-from hermes_local.tools.registry import ToolResult
 
 EventSink = Callable[[Event], None]
 FINAL_ANSWER_REQUEST = (
@@ -282,9 +282,9 @@ class Agent:
         self.executor.cache.invalidate()  # the per-run result cache starts empty
         # Decide before generating: a goal that needs a tool starts with the call grammar on (the trigger
         # pre-fired), so no free text is generated only for the answer guard to throw away.
-        first_tool = self.answers.tool_to_name(memory, result) if first_step == 1 else None
+        first_tool = self.answers.tool_needed(memory, result) if first_step == 1 else None
         failures, force_tool = 0, first_tool is not None
-        if first_tool:  # say which tool, as a bounce would: the grammar forces a call, the note picks it
+        if first_tool is not None:  # say which tool, as a bounce would: the grammar forces a call, the note picks it
             memory.add_user_note(1, Segments.untrusted(first_step_note(first_tool)))
         try:
             for step in range(first_step, limit + 1):

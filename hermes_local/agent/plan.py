@@ -2,8 +2,9 @@
 
 `plan_of(events)` reads a plan-only session back: its workspace (from `RunStart`), its `Proposal`s in order
 and how far an earlier `sessions apply` got (`Applied` events). `proposed_changes` simulates the proposed
-file writes in order on the current contents (`write_file` replaces, `append_to_memo` appends its memo line
-exactly as the tool does) and `change_lines` renders them as unified diffs (size and hash for what is not
+file writes in order on the current contents, as each built-in declares its effect (`Traits.file_effect`:
+`write_file` replaces, `append_to_memo` appends its memo line exactly as the tool does) and `change_lines` renders
+them as unified diffs (size and hash for what is not
 UTF-8 text); `proposal_lines` lists the other proposals with their whole arguments. Every shown line is
 terminal-safe. `apply_proposals` runs the proposals in order through an executor (normal approval), logging
 `Applied` before and after each one: a proposal that finished ok is never run again, and one that a crash cut
@@ -26,14 +27,14 @@ from typing import Any
 
 from hermes_local.errors import UserError
 from hermes_local.events import Applied, Event, Proposal, RunStart, ToolFinished, ToolOutcome
+from hermes_local.outcome import ToolResult
 from hermes_local.sandbox.workspace import PinnedWorkspace
 from hermes_local.textsafe import terminal_safe
-from hermes_local.tools.builtins import MEMO_FILE
+from hermes_local.tools.builtin import file_effect
+from hermes_local.tools.builtin.files import current_bytes
 from hermes_local.tools.execution import Executor
-from hermes_local.tools.files import current_bytes
-from hermes_local.tools.registry import ToolContext, ToolFailure, ToolResult
+from hermes_local.tools.registry import ToolContext, ToolFailure
 
-FILE_TOOLS = ("write_file", "append_to_memo")  # proposals whose effect on a file is known before they run
 MAX_DIFF_LINES = 400  # per file; the rest is counted
 Reader = Callable[[str], bytes | None]  # a workspace path -> its current bytes (None: absent)
 
@@ -99,18 +100,14 @@ class FileChange:
     error: str = ""
 
 
-def _memo_line(arguments: dict[str, Any]) -> bytes:
-    return f"- {' '.join(str(arguments.get('content', '')).split())}\n".encode("utf-8", "surrogateescape")
-
-
 def proposed_changes(proposals: list[Proposal], read: Reader) -> list[FileChange]:
     """The file writes among `proposals`, simulated in order on the current contents (`read`), one per file."""
     changes: dict[str, FileChange] = {}
     for p in proposals:
-        if p.name not in FILE_TOOLS:
+        effect = file_effect(p.name, p.arguments)  # known before the proposal runs
+        if effect is None:
             continue
-        raw = MEMO_FILE if p.name == "append_to_memo" else str(p.arguments.get("path", ""))
-        path = posixpath.normpath(raw.strip() or ".")
+        path = posixpath.normpath(effect.path.strip() or ".")
         change = changes.get(path)
         if change is None:
             try:
@@ -123,10 +120,8 @@ def proposed_changes(proposals: list[Proposal], read: Reader) -> list[FileChange
             change = changes[path] = FileChange(path, before, before or b"")
         if change.error:
             continue
-        if p.name == "write_file":
-            change.after = str(p.arguments.get("content", "")).encode("utf-8", "surrogateescape")
-        else:
-            change.after += _memo_line(p.arguments)
+        data = effect.text.encode("utf-8", "surrogateescape")
+        change.after = change.after + data if effect.append else data
     return list(changes.values())
 
 
@@ -164,7 +159,8 @@ def change_lines(change: FileChange) -> list[str]:
 
 def _brief(p: Proposal, key: str, value: Any) -> Any:
     """A file write's content (shown as its diff) as its size; every other argument whole."""
-    long = p.name in FILE_TOOLS and key == "content" and isinstance(value, str) and len(value) > 80
+    effect = file_effect(p.name, p.arguments)
+    long = effect is not None and key == effect.argument and isinstance(value, str) and len(value) > 80
     return f"<{len(value)} characters>" if long else value
 
 

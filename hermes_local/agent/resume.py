@@ -22,9 +22,9 @@ from hermes_local.events import (
     ToolOutcome,
     TurnAdded,
 )
+from hermes_local.outcome import ToolResult
 from hermes_local.prompts import Segments
 from hermes_local.tools.execution import Executor
-from hermes_local.tools.registry import ToolResult
 
 INTERRUPTED = (
     "interrupted: the previous run was killed while this call was running; started, outcome unknown: "

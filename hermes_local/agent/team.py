@@ -1,7 +1,7 @@
 """A team (issue 30): delegations as child sessions, their envelopes, and the specialists' own models.
 
-`Team.delegate` is the runner behind the `delegate` tool (`tools/delegate.py`). A sub-run is an ordinary `Agent`
-run, built by `make_agent` (the front door, `runtime/assemble.py`, from the parent run's wiring: the profile's
+`Team.delegate` is the runner behind the `delegate` tool (`tools/builtin/delegate.py`). A sub-run is an ordinary
+`Agent` run, built by `make_agent` (the front door, `runtime/assemble.py`, from the parent run's wiring: the profile's
 tools, instructions and step limit, the parent's labelled approver, sandbox and workspace), logged as a session of
 its own whose id is derived from the parent's and the call (`<parent>.<agent>-<digest>`), whose first event names
 the parent and the call, while the parent's log gets a `Delegation` event when it starts and ends. Asked again for
@@ -26,12 +26,14 @@ from hermes_local.agent.loop import Agent, EventSink
 from hermes_local.config import Settings
 from hermes_local.events import Delegation, Event, RunEnd, RunResumed, RunStart, ToolFinished, ToolOutcome
 from hermes_local.llm import LLM
+from hermes_local.outcome import arguments_digest
 from hermes_local.profiles import DELEGATE, AgentProfile
 from hermes_local.session import SessionLog, new_session_id, read_events, sessions_dir
 from hermes_local.textsafe import terminal_safe
 from hermes_local.tools.approval import Approver
-from hermes_local.tools.delegate import Envelope, Status, delegate_tool, labelled_approver
-from hermes_local.tools.registry import ToolRegistry, arguments_digest
+from hermes_local.tools.builtin.delegate import Envelope, Status, delegate_tool, labelled_approver
+from hermes_local.tools.builtin.interaction import FINAL_ANSWER
+from hermes_local.tools.registry import ToolRegistry
 from hermes_local.tools.toolsets import parse_spec
 
 MAX_FINDINGS = 8
@@ -132,7 +134,7 @@ def profile_tools(profile: AgentProfile) -> list[str]:
     """The `--tools` selection of a profile without `delegate` (offered apart); one of only `delegate` keeps
     `final_answer` (an empty selection would mean every tool)."""
     spec = parse_spec(profile.tools)
-    return [t for t in spec if t != DELEGATE] or (["final_answer"] if spec else [])
+    return [t for t in spec if t != DELEGATE] or ([FINAL_ANSWER] if spec else [])
 
 
 def offer_delegate(

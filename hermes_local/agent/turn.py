@@ -19,8 +19,9 @@ from hermes_local.agent.guards import LoopGuard, bounce_note
 from hermes_local.agent.result import RunResult
 from hermes_local.calls.parse import ToolCall
 from hermes_local.events import Event, Guarded, Proposal, ToolCallStarted, ToolFinished, ToolOutcome
+from hermes_local.outcome import ToolResult
 from hermes_local.tools.execution import Executor, run_grouped
-from hermes_local.tools.registry import ToolResult
+from hermes_local.tools.registry import Tool
 
 
 def execute_turn(
@@ -71,13 +72,13 @@ def execute_turn(
 
 
 def bounce_final_answers(
-    step: int, calls: list[ToolCall], tool: str, result: RunResult, on_event: Callable[[Event], None]
+    step: int, calls: list[ToolCall], tool: Tool, result: RunResult, on_event: Callable[[Event], None]
 ) -> list[ToolOutcome]:
     """A turn of only final_answer calls that the answer guard sends back (it names `tool`): the bounce is
     listed in `result.guarded`, each call answered with the corrective note (error_kind `guarded`), appended
     to `result.tool_calls` and reported; the outcomes are returned for the loop to put in memory."""
-    result.guarded.append({"step": step, "reason": "no_tool", "tool": tool})
-    on_event(Guarded(step, tool, str(calls[0].arguments.get("answer", ""))))
+    result.guarded.append({"step": step, "reason": "no_tool", "tool": tool.name})
+    on_event(Guarded(step, tool.name, str(calls[0].arguments.get("answer", ""))))
     bounced = ToolResult.failure("guarded", bounce_note(tool), "answer bounced: a tool is needed first")
     outcomes = [ToolOutcome(step, c.name, c.arguments, bounced) for c in calls]
     for outcome in outcomes:

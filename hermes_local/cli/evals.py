@@ -202,7 +202,7 @@ def workflow_run(
     variables = parse_vars(var)
     settings = settings_from_flags(locals())
     wf = load_workflow(file, tools_modules=tools_module or [], var_overrides=variables, allow_imports=allow_imports)
-    if db is None and not resume and any(step.tool == "query_database" for step in wf.steps):
+    if db is None and not resume and wf.needs("database"):
         fail(f"workflow {wf.name} queries a database: pass --db FILE (for scripts/examples/daily_report.toml create "
              "one first with: python scripts/examples/make_orders_db.py orders.sqlite)")  # fmt: skip
     approver = terminal_approver(settings, yes=yes)

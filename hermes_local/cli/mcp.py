@@ -3,7 +3,7 @@
 Thin: starts the servers of `[mcp.servers.NAME]` the way a run does (`tools.mcp.McpManager`), prints
 one line per server (tools whose definition changed since it was pinned are named: runs leave them out),
 stops them. `mcp trust NAME` shows the current definition of each changed tool of server NAME (or of the
-one tool NAME) and pins it, so runs use it again (`tools/mcp_pins.py`). `app.py` mounts `mcp_app`. Does
+one tool NAME) and pins it, so runs use it again (`tools/mcp/pins.py`). `app.py` mounts `mcp_app`. Does
 not change configuration.
 """
 

@@ -221,7 +221,7 @@ def doctor(
     from hermes_local.models.footprint import estimate_memory, format_memory, physical_memory
     from hermes_local.models.gguf import gguf_info, human_bytes
     from hermes_local.models.registry import registry_rows, resolve
-    from hermes_local.tools import snapshot
+    from hermes_local.tools.effects import snapshot
 
     settings = settings_from_flags(locals())
     if settings.model and settings.model.startswith("replay:"):

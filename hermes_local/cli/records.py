@@ -83,6 +83,7 @@ def agents_list(
 ) -> None:
     """Show each [agents.NAME] profile with the tools it gets; one naming a missing tool or model is refused."""
     from hermes_local.agent.team import profile_tools
+    from hermes_local.profiles import DELEGATE
     from hermes_local.runtime import build_registry, check_team
     from hermes_local.tools.toolsets import parse_spec, select_tools
 
@@ -93,7 +94,7 @@ def agents_list(
         rows = []
         for name, p in settings.agents.items():
             names = select_tools(registry, profile_tools(p), settings.deny_tools, strict=False).names()
-            names += ["delegate"] if "delegate" in parse_spec(p.tools) else []
+            names += [DELEGATE] if DELEGATE in parse_spec(p.tools) else []
             rows.append({"name": name, **p.model_dump(), "resolved_tools": names})
         if as_json:
             typer.echo(json.dumps(rows, indent=2))

@@ -1,4 +1,4 @@
-"""`hermes-local sessions diff|undo ID` and `hermes-local checkpoints info|clear`: thin, over `tools/undo.py`.
+"""`hermes-local sessions diff|undo ID` and `hermes-local checkpoints info|clear`: thin, over `tools/effects/undo.py`.
 
 Mounted from app.py. The workspace comes from the session's checkpoints, so these work from any folder;
 what they print is terminal-safe (file contents are the model's and the tools', never trusted). An undo that
@@ -26,7 +26,7 @@ def sessions_diff(
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per changed path.")] = False,
 ) -> None:
     """Show what a session changed in its workspace: a unified diff for text, size and hash for the rest."""
-    from hermes_local.tools.undo import diff_text, session_diff
+    from hermes_local.tools.effects.undo import diff_text, session_diff
 
     diffs = session_diff(session_id, step)
     if as_json:
@@ -52,7 +52,7 @@ def sessions_undo(
 
     --force also restores files changed since the run; the undo is recorded, and --redo brings the run's
     changes back. Works from any folder: the workspace comes from the session."""
-    from hermes_local.tools.undo import undo_session
+    from hermes_local.tools.effects.undo import undo_session
 
     report = undo_session(session_id, to_step, force=force, redo=redo)
     if as_json:
@@ -75,7 +75,7 @@ def sessions_undo(
 @checkpoints_app.command("info")
 def checkpoints_info() -> None:
     """Where checkpoints live, how big they are, and how many sessions they cover."""
-    from hermes_local.tools.checkpoints import CheckpointStore
+    from hermes_local.tools.effects.checkpoints import CheckpointStore
 
     store = CheckpointStore()
     objects, size = store.size()
@@ -85,7 +85,7 @@ def checkpoints_info() -> None:
 @checkpoints_app.command("clear")
 def checkpoints_clear() -> None:
     """Delete every checkpoint (runs so far can no longer be diffed or undone)."""
-    from hermes_local.tools.checkpoints import CheckpointStore
+    from hermes_local.tools.effects.checkpoints import CheckpointStore
 
     store = CheckpointStore()
     objects, size = store.clear()

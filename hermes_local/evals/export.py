@@ -66,16 +66,17 @@ def session_to_case(
             expected.append({"name": name, "arguments": e.arguments})
             if t.permission == "dangerous" and name not in approve:
                 approve.append(name)
-            path = str(e.arguments.get("path", ""))
-            if name == "read_file" and isinstance(e.data, str) and safe_relative(path):
+            path = str(e.arguments.get(t.traits.reads_path, "")) if t.traits.reads_path else ""
+            if t.traits.reads_path and isinstance(e.data, str) and safe_relative(path):  # a file's text
                 if "truncated" not in e.summary:
                     files.setdefault(path, e.data)
         elif e.error_kind == "permission_denied" and t.permission == "write":
             deny.append(name)
     deny = [n for n in dict.fromkeys(deny) if not any(x["name"] == n for x in expected)]
-    if any(e.name == "query_database" for e in results):
+    declared = [t.traits for e in results if (t := registry.get(e.name)) is not None]
+    if any(traits.needs == "database" for traits in declared):
         warnings.append("the session queried a database: add fixtures.database (SQL statements) so the case can run")
-    if any(e.name == "list_dir" for e in results):
+    if any(traits.lists_path for traits in declared):
         warnings.append("the session listed folders: add the files it saw to fixtures.files")
     answer = end.answer or ""
     case: dict[str, Any] = {"id": case_id, "task": start.goal, "tools": tools}

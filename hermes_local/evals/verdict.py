@@ -1,14 +1,14 @@
 """The user's verdict on a recorded run, as an exported case carries it, and suites built from rated runs.
 
 `origin_of(events, session_id)` says where a case came from: the session, the user's verdict and note (`sessions
-rate`), whether the run was undone (`tools/undo.was_undone`: its checkpoints hold an undo not redone) and which of
-the files it wrote the user changed later (`changed_by_user`: the current content, read through the tools'
-confinement, differs from what the run left: the last `write_file` content, compared by value or, when the log
-abbreviated it, by the call's digest; each `append_to_memo` line must still be in the memo; a plan-only run counts
-the proposals `sessions apply` carried out). After an undo the files it restored count as changed too.
-`regression_checks` turns a bad-rated run into what a better run must do: its read calls, and the lines the user's
-own edits added to its files; `rated_sessions` finds the sessions rated good or bad (`export.py` turns them into a
-suite). Does not run anything (`suite.py` does) and prints nothing.
+rate`), whether the run was undone (`tools/effects/undo.was_undone`: its checkpoints hold an undo not redone) and
+which of the files it wrote the user changed later (`changed_by_user`: the current content, read through the tools'
+confinement, differs from what the run left, as each built-in declares its effect (`Traits.file_effect`): the last
+`write_file` content, compared by value or, when the log abbreviated it, by the call's digest; each `append_to_memo`
+line must still be in the memo; a plan-only run counts the proposals `sessions apply` carried out). After an undo
+the files it restored count as changed too. `regression_checks` turns a bad-rated run into what a better run must
+do: its read calls, and the lines the user's own edits added to its files; `rated_sessions` finds the sessions
+rated good or bad (`export.py` turns them into a suite). Does not run anything (`suite.py` does) and prints nothing.
 """
 
 from __future__ import annotations
@@ -21,12 +21,13 @@ from typing import Any
 
 from hermes_local.errors import UserError
 from hermes_local.events import Applied, Event, Proposal, RunStart, ToolFinished, ToolOutcome
+from hermes_local.outcome import arguments_digest
 from hermes_local.sandbox.workspace import PinnedWorkspace
 from hermes_local.session import last_rating, list_sessions, read_events
-from hermes_local.tools.builtins import MEMO_FILE
-from hermes_local.tools.files import current_bytes
-from hermes_local.tools.registry import ToolContext, ToolFailure, arguments_digest
-from hermes_local.tools.undo import was_undone
+from hermes_local.tools.builtin import file_effect
+from hermes_local.tools.builtin.files import current_bytes
+from hermes_local.tools.effects.undo import was_undone
+from hermes_local.tools.registry import ToolContext, ToolFailure
 
 ABBREVIATED = "characters; full text in this step's assistant event]"
 MAX_USER_LINES = 3  # lines of the user's own edit a regression case checks for, per file
@@ -37,7 +38,8 @@ class Written:
     """What the run left in one file: its whole content, a digest of the call that wrote it, or memo lines."""
 
     content: str | None = None
-    call: tuple[str, dict[str, Any]] | None = None  # (digest, arguments) when the log abbreviated the content
+    # (tool, the argument that carries the content, digest, arguments) when the log abbreviated the content
+    call: tuple[str, str, str, dict[str, Any]] | None = None
     lines: list[str] = field(default_factory=list)  # lines appended (to be found in the file)
 
 
@@ -51,27 +53,27 @@ def _writes(events: list[Event]) -> list[ToolOutcome]:
         elif isinstance(e, Applied) and e.outcome and e.outcome.get("ok") is True and 0 < e.index <= len(proposals):
             p = proposals[e.index - 1]  # its whole arguments
             done.append(ToolOutcome(p.step, p.name, p.arguments, ToolOutcome.from_dict(e.outcome).result))
-    return [o for o in done if o.name in ("write_file", "append_to_memo")]
+    return [o for o in done if file_effect(o.name, o.arguments) is not None]
 
 
 def written_files(events: list[Event]) -> dict[str, Written]:
     """Path (normalised, workspace-relative) -> what the run left there."""
     files: dict[str, Written] = {}
     for o in _writes(events):
-        if o.name == "append_to_memo":
-            line = "- " + " ".join(str(o.arguments.get("content", "")).split())
-            w = files.setdefault(MEMO_FILE, Written())
+        effect = file_effect(o.name, o.arguments)
+        assert effect is not None  # `_writes` keeps only these
+        path = posixpath.normpath(effect.path.strip() or ".")
+        if effect.append:
+            w = files.setdefault(path, Written())
             if w.content is not None:
-                w.content += line + "\n"
+                w.content += effect.text
             else:
-                w.lines.append(line)
+                w.lines.extend(effect.text.splitlines())
             continue
-        path = posixpath.normpath(str(o.arguments.get("path", "")).strip() or ".")
-        content = str(o.arguments.get("content", ""))
-        if content.endswith(ABBREVIATED):
-            files[path] = Written(call=(o.digest, dict(o.arguments)))
+        if effect.text.endswith(ABBREVIATED):
+            files[path] = Written(call=(o.name, effect.argument, o.digest, dict(o.arguments)))
         else:
-            files[path] = Written(content=content)
+            files[path] = Written(content=effect.text)
     return files
 
 
@@ -85,8 +87,8 @@ def _differs(w: Written, current: bytes | None) -> bool:
     if w.content is not None:
         return text != w.content
     if w.call is not None:
-        digest, arguments = w.call
-        return arguments_digest("write_file", arguments | {"content": text}) != digest
+        name, argument, digest, arguments = w.call
+        return arguments_digest(name, arguments | {argument: text}) != digest
     have = set(text.splitlines())
     return any(line not in have for line in w.lines)
 

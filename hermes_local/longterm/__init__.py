@@ -2,14 +2,17 @@
 
 `store.py` keeps them (SQLite: items, an FTS5 index, float32 vectors) and recalls them (`LongTermMemory.hits`);
 `rank.py` holds the ranking pieces (stop words, exact cosine, reciprocal-rank fusion). This face adds the
-`remember` tool, through which the model writes a fact. At the start of a run the agent injects the recalled
-lines once, as a frozen block (never re-retrieved per step, so the prompt prefix stays stable); at the end
-the front door (`runtime/assemble.py`) stores the run's episode. Does not decide what is worth remembering in a fact
-(the model does, through the tool, with a fresh approval after untrusted content) and loads no model.
+`remember` tool, through which the model writes a fact (in the `memory` toolset of `tools/builtin/memory.py`; its
+other traits, on its `@tool`: it needs memory on, and the goal words that call for it). At the start of a run the
+agent injects the recalled lines once, as a frozen block (never re-retrieved per step, so the prompt prefix stays
+stable); at the end the front door (`runtime/assemble.py`) stores the run's episode. Does not decide what is worth
+remembering in a fact (the model does, through the tool, with a fresh approval after untrusted content) and loads no
+model.
 """
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
@@ -24,7 +27,9 @@ from hermes_local.longterm.store import (
     Item,
     LongTermMemory,
 )
+from hermes_local.tools.builtin.memory import MEMORY
 from hermes_local.tools.registry import Tool, ToolContext, ToolFailure, tool
+from hermes_local.tools.traits import Cue, Traits
 
 if TYPE_CHECKING:
     from hermes_local.config import Settings
@@ -43,9 +48,18 @@ __all__ = [
 ]
 
 
+GOAL_WORDS = re.compile(r"\bremember\b|记住")  # call for it
+
+
 # Trusted result (it echoes the fact); a fresh approval after untrusted content, so a file or page cannot
 # plant an instruction that every later run recalls.
-@tool(permission="write", provenance="trusted", fresh_after_untrusted=True)
+@tool(
+    permission="write",
+    provenance="trusted",
+    fresh_after_untrusted=True,
+    # it changes no workspace file: nothing to scan around its calls
+    traits=Traits(toolset=MEMORY, needs="memory", cues=(Cue(90, GOAL_WORDS.search),), checkpoints_itself=True),
+)
 def remember(fact: str, ctx: ToolContext) -> dict:
     """Remember a fact or preference about the user for future sessions.
 

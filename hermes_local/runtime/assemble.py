@@ -26,9 +26,9 @@ from hermes_local.runtime.model import check_tool_use, dialect_for
 from hermes_local.runtime.tools import memory_store
 from hermes_local.sandbox.workspace import PinnedWorkspace
 from hermes_local.tools import Approver, ToolRegistry, default_registry
+from hermes_local.tools.effects.snapshot import steps_to
 from hermes_local.tools.registry import AskUser
 from hermes_local.tools.setup import build_executor, tool_context
-from hermes_local.tools.snapshot import steps_to
 from hermes_local.tools.toolsets import narrow, route, usable_tools
 
 # (the caller's wiring, the specialist's seat) -> its agent, started as a run of its own through `start_run`

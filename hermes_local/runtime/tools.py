@@ -130,7 +130,7 @@ def check_team(registry: ToolRegistry, settings: Settings) -> None:
     `router_model`, for `agents list`, `run` and `serve` before the model loads."""
     from hermes_local.dialects import get_dialect
     from hermes_local.models.registry import check_profile_models
-    from hermes_local.tools.delegate import check_profiles
+    from hermes_local.tools.builtin.delegate import check_profiles
 
     check_profiles(registry, settings)
     check_profile_models(settings)

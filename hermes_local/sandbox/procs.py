@@ -13,7 +13,7 @@ process groups and cages that were still live. `kill_tagged` kills the processes
 carries a tag (`new_tag`), daemons that left their group included. Without bwrap (see `policy.py`) and without a pids
 cgroup, a grandchild that left the process group (`setsid`) can outlive a SIGKILLed agent: that is
 the case the sandbox's PID namespace closes.
-Does not decide what runs or where (`policy.py`, `tools/shell.py`).
+Does not decide what runs or where (`policy.py`, `tools/builtin/shell.py`).
 """
 
 from __future__ import annotations

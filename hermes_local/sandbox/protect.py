@@ -13,7 +13,7 @@ undoes them. `root_only_masks()` hides, for an agent running as root, every file
 "others" may not read (by rule, not by a list). The home is `safety.agent_home()`, the one rule for
 `$HERMES_LOCAL_HOME`. `program_dirs(program)` is the other side: what of a program's own code
 (its virtual environment, its interpreter) must be visible read-only for it to start in the sandbox.
-Refusing file-tool paths is `tools/confined.py`'s job; this module only knows the paths.
+Refusing file-tool paths is `tools/effects/confined.py`'s job; this module only knows the paths.
 """
 
 from __future__ import annotations

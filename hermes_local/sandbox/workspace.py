@@ -2,7 +2,7 @@
 
 `PinnedWorkspace.open(path)` resolves the folder once, opens it (`O_DIRECTORY`) and refuses a folder
 that is, or lies inside, the agent's own state or code (`protect.py`). Every later use goes through the
-fd: the file tools walk from it (`tools/confined.py`), the sandbox binds it with bwrap's `--bind-fd`
+fd: the file tools walk from it (`tools/effects/confined.py`), the sandbox binds it with bwrap's `--bind-fd`
 (`policy.py`), an unsandboxed command or server starts in it through `/proc/PID/fd/N` (`cwd`), and an
 argv-only caller (an MCP stdio client) gets `launcher()`, a `/bin/sh` prefix that opens that magic
 link as fd 3 for `--bind-fd 3`. `check()` refuses a run whose folder was swapped (moved away, or

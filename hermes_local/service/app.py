@@ -4,7 +4,7 @@ Routes: `POST /v1/runs` (`"plan": true`: plan-only), `POST /v1/runs/{id}/rating`
 `GET /v1/runs`, `GET /v1/runs/{id}`,
 `GET /v1/runs/{id}/events` (SSE, resumable with `Last-Event-ID`; the model's streamed text comes as `token`
 events), `POST /v1/runs/{id}/approvals`, `POST /v1/runs/{id}/cancel`, `GET /v1/runs/{id}/diff` (`?step=N`),
-`POST /v1/runs/{id}/undo` (checkpoints, `tools/undo.py`; refused with 409 while the run is queued or running),
+`POST /v1/runs/{id}/undo` (checkpoints, `tools/effects/undo.py`; refused with 409 while the run is queued or running),
 `GET /v1/health`, `POST /v1/chat/completions`, `GET /v1/models`, and the web page at `/` with the read-only routes
 it uses (`GET /v1/ui`, `/v1/status`, `/v1/sessions[/{id}]`: `page.py`). Every route is a thin call into
 `runs.RunManager`, `openai_compat` or `page`; user mistakes (`HermesError`, and bodies that fail validation)
@@ -220,7 +220,7 @@ def create_app(
 
     @api.get("/v1/runs/{run_id}/diff")
     def run_diff(run_id: str, request: Request, step: int | None = None) -> dict[str, Any]:
-        from hermes_local.tools.undo import diff_text, session_diff
+        from hermes_local.tools.effects.undo import diff_text, session_diff
 
         run = own_run(run_id, request)
         diffs = session_diff(run.id, step)
@@ -228,7 +228,7 @@ def create_app(
 
     @api.post("/v1/runs/{run_id}/undo")
     def run_undo(run_id: str, body: UndoRequest, request: Request) -> dict[str, Any]:
-        from hermes_local.tools.undo import undo_session
+        from hermes_local.tools.effects.undo import undo_session
 
         run = own_run(run_id, request)
         if run.status not in FINISHED:

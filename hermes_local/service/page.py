@@ -150,7 +150,7 @@ def session(manager: RunManager, credential: str, session_id: str) -> dict[str, 
 
 def _diff(session_id: str) -> str:
     """What the session changed in its workspace, as `sessions diff` shows it ("" without checkpoints)."""
-    from hermes_local.tools.undo import diff_text, session_diff
+    from hermes_local.tools.effects.undo import diff_text, session_diff
 
     try:
         return diff_text(session_diff(session_id))

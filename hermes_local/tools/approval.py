@@ -37,9 +37,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hermes_local.outcome import ToolResult
 from hermes_local.sandbox.protect import EXECUTE_LATER_FILES
 from hermes_local.textsafe import collapse_runs, terminal_safe
-from hermes_local.tools.registry import Tool, ToolResult
+from hermes_local.tools.registry import Tool
 
 # Longer views are not shown (nobody reviews them): a terminal denies the call instead.
 MAX_VIEW_CHARS = 20_000

@@ -18,7 +18,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from hermes_local.tools.registry import Tool, ToolResult, arguments_digest
+from hermes_local.outcome import ToolResult, arguments_digest
+from hermes_local.tools.registry import Tool
 
 
 @dataclasses.dataclass

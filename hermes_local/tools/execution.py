@@ -20,10 +20,11 @@ approved or run: it succeeds as a proposal (`approval` "proposed") telling the m
 (deny_tools still refuse it). `run_grouped` runs one
 turn's calls: consecutive read calls concurrently (a bounded pool), every other call alone and in
 order, results in the order of the calls. Does not parse model output or talk to the LLM, and
-does not sandbox tools: confinement is each tool's job (see `tools/confined.py`). With a checkpoint `Recorder`
-(`checkpoints`), every write or dangerous call runs as one recorded call: what it changes in the workspace
-is kept before it changes it (`tools/checkpoints.py`; a tool module's or MCP server's call is bracketed by two
-workspace scans, `tools/snapshot.py`).
+does not sandbox tools: confinement is each tool's job (see `tools/effects/confined.py`). With a checkpoint
+`Recorder` (`checkpoints`), every write or dangerous call runs as one recorded call: what it changes in the
+workspace is kept before it changes it (`tools/effects/checkpoints.py`); the call of a tool that does not
+checkpoint itself (`Traits.checkpoints_itself`: a tool module's, an MCP server's) is bracketed by two workspace
+scans (`tools/effects/snapshot.py`).
 """
 
 from __future__ import annotations
@@ -43,12 +44,13 @@ from typing import Any, TypeVar
 from pydantic import ValidationError
 
 from hermes_local.errors import HermesError
-from hermes_local.tools import snapshot
+from hermes_local.outcome import ToolResult, arguments_digest
 from hermes_local.tools.approval import ApprovalRequest, Approver
 from hermes_local.tools.cache import ResultCache
-from hermes_local.tools.checkpoints import Recorder
+from hermes_local.tools.effects import snapshot
+from hermes_local.tools.effects.checkpoints import Recorder
 from hermes_local.tools.limits import clip_text
-from hermes_local.tools.registry import Tool, ToolContext, ToolFailure, ToolRegistry, ToolResult, arguments_digest
+from hermes_local.tools.registry import Tool, ToolContext, ToolFailure, ToolRegistry
 
 # Extra time given to a tool past its own limit, so tools that enforce `ctx.timeout` themselves report first.
 ABANDON_GRACE = 1.0
@@ -72,7 +74,7 @@ class Executor:
     _done_writes: dict[str, ToolResult] = field(default_factory=dict)
     cache: ResultCache = field(default_factory=ResultCache)
     _unknown: set[str] = field(default_factory=set)  # digests of started calls whose outcome is unknown
-    checkpoints: Recorder | None = None  # records what each write/dangerous call changes (tools/checkpoints.py)
+    checkpoints: Recorder | None = None  # records what each write/dangerous call changes (tools/effects/checkpoints.py)
 
     def concurrent(self, name: str) -> bool:
         """Whether a call to this tool may run at the same time as other read calls of its turn."""
@@ -174,7 +176,7 @@ class Executor:
             )
         recording = self.checkpoints.call(t.name) if self.checkpoints and t.permission != "read" else None
         with recording or contextlib.nullcontext():  # the tool's thread inherits the call being recorded
-            if recording is not None and snapshot.needs_scan(t.function):  # it writes by its own means
+            if recording is not None and not t.traits.checkpoints_itself:  # it writes by its own means
                 with snapshot.scanned(self.context.pin, self.context.workspace):
                     result = cap_result(self._run(t, args), self.context.output_cap)
             else:

@@ -1,19 +1,18 @@
-"""`@tool`, the `Tool` record, result envelopes and the `ToolRegistry`.
+"""`@tool`, the `Tool` record, the `ToolContext` a tool sees and the `ToolRegistry`.
 
 `@tool` turns a typed, docstring-documented function into a tool: a JSON schema for the model and a
 pydantic model that validates arguments before the function runs. A parameter annotated
 `ToolContext` is injected, never shown to the model. Every outcome is a `ToolResult` envelope
-`{"ok", "data" | "error", "error_kind", "summary"}`, and carries its `provenance`: "trusted" for the
-user's own words and the agent's own values (the clock, what a write did), "untrusted" for anything read
-from outside (files, query rows, shell output, web bodies, MCP results), the tool's `provenance` stamped on
-every result it produced by the executor. This module does not decide approval policy or
-run the agent loop; see `tools/execution.py` for how a call is checked and run.
+(`hermes_local/outcome.py`), and carries its `provenance`: "trusted" for the user's own words and the
+agent's own values (the clock, what a write did), "untrusted" for anything read from outside (files, query
+rows, shell output, web bodies, MCP results), the tool's `provenance` stamped on every result it produced by
+the executor. This module does not decide approval policy or run the agent loop; see `tools/execution.py`
+for how a call is checked and run.
 """
 
 from __future__ import annotations
 
 import inspect
-import json
 import re
 import typing
 from collections.abc import Callable, Iterable
@@ -24,26 +23,12 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel, ConfigDict, create_model
 
 from hermes_local.errors import UserError
+from hermes_local.outcome import ErrorKind, Provenance
 from hermes_local.sandbox.policy import SandboxPolicy
 from hermes_local.sandbox.workspace import PinnedWorkspace
+from hermes_local.tools.traits import Traits
 
 Permission = Literal["read", "write", "dangerous"]
-# Where a result's content came from: "trusted" (the user, the agent itself) or "untrusted" (data from outside
-# that may carry instructions: files, rows, command output, web pages, MCP servers). See tools/approval.py.
-Provenance = Literal["trusted", "untrusted"]
-ErrorKind = Literal[
-    "invalid_arguments", "permission_denied", "timeout", "not_found", "tool_error", "loop", "truncated", "guarded"
-]
-
-
-def arguments_digest(name: str, arguments: dict[str, Any]) -> str:
-    """A stable hash of a call (tool name + arguments): identifies a finished write across a resume."""
-    import hashlib
-
-    blob = json.dumps([name, arguments], sort_keys=True, default=str, ensure_ascii=True)
-    return hashlib.sha256(blob.encode("ascii")).hexdigest()[:32]
-
-
 AskUser = Callable[[str], str]  # a question -> the person's reply ("" when there is none)
 
 
@@ -83,52 +68,6 @@ class ToolFailure(Exception):
 
 
 @dataclass
-class ToolResult:
-    """The envelope of one tool call's outcome; `approval` says how it was allowed (not shown to the model)."""
-
-    ok: bool
-    summary: str
-    data: Any = None
-    error: str | None = None
-    error_kind: ErrorKind | None = None
-    approval: str = ""
-    cached: bool = False  # an earlier identical call's result, returned without running the tool again
-    # Unknown origin counts as untrusted; the executor stamps the tool's own `provenance` on what it returns,
-    # and its own refusals (`failure`: not found, invalid arguments, denied) are trusted text.
-    provenance: Provenance = "untrusted"
-
-    @classmethod
-    def success(cls, data: Any, summary: str) -> ToolResult:
-        return cls(ok=True, data=data, summary=summary)
-
-    @classmethod
-    def failure(cls, kind: ErrorKind, error: str, summary: str | None = None) -> ToolResult:
-        return cls(ok=False, error=error, error_kind=kind, summary=summary or f"{kind}: {error}", provenance="trusted")
-
-    @classmethod
-    def from_envelope(cls, d: dict[str, Any]) -> ToolResult:
-        """The result from its envelope (as logged); extra keys are ignored; no `provenance` reads as untrusted."""
-        return cls(
-            bool(d.get("ok")),
-            str(d.get("summary", "")),
-            d.get("data"),
-            d.get("error"),
-            d.get("error_kind"),
-            str(d.get("approval") or ""),
-            bool(d.get("cached")),
-            "trusted" if d.get("provenance") == "trusted" else "untrusted",
-        )
-
-    def envelope(self) -> dict[str, Any]:
-        if self.ok:
-            return {"ok": True, "data": self.data, "summary": self.summary}
-        return {"ok": False, "error": self.error, "error_kind": self.error_kind, "summary": self.summary}
-
-    def to_json(self) -> str:
-        return json.dumps(self.envelope(), ensure_ascii=False, default=str)
-
-
-@dataclass
 class Tool:
     """A callable tool: name, description, argument model, permission and limits."""
 
@@ -158,8 +97,10 @@ class Tool:
     # The argument that names a workspace file the tool writes (write_file: "path"): a file that runs code
     # later (`execute_later_files`) always asks first.
     writes_path: str | None = None
-    # The hash of the definition its server gave (MCP tools; `tools/mcp_pins.py`): a changed one is refused.
+    # The hash of the definition its server gave (MCP tools; `tools/mcp/pins.py`): a changed one is refused.
     pin: str | None = None
+    # What the guards, the plan, routing and the evals know about it without running it (`tools/traits.py`).
+    traits: Traits = field(default_factory=Traits)
 
     def schema(self) -> dict[str, Any]:
         """OpenAI/Hermes function signature shown to the model inside <tools>."""
@@ -232,13 +173,14 @@ def tool(
     reaches: Callable[[dict[str, Any]], str | None] | None = None,
     writes_path: str | None = None,
     validator: Callable[[Any], Any] | None = None,
+    traits: Traits | None = None,
 ) -> Any:
     """Decorator: `@tool` or `@tool(permission="write", timeout=10)`. Returns the `Tool`.
 
     `volatile` read tools are never cached; `cache_ttl` (seconds) lets a read tool's results be
     reused across runs; `exclusive` tools never run concurrently with other calls of the same turn.
     `provenance="trusted"` declares results that hold no outside text (the agent's own values, the
-    user's words); `fresh_after_untrusted`, `reaches` and `writes_path`: see `Tool`.
+    user's words); `fresh_after_untrusted`, `reaches` and `writes_path`: see `Tool`; `traits`: `tools/traits.py`.
     `validator(args)` checks the arguments together (a pydantic "after" model validator: `args` has one
     attribute per parameter; raise ValueError("start must be before end")); its error goes back to the
     model like any invalid argument.
@@ -280,6 +222,7 @@ def tool(
             fresh_after_untrusted=fresh_after_untrusted,
             reaches=reaches,
             writes_path=writes_path,
+            traits=traits or Traits(),
         )
 
     return wrap(function) if function is not None else wrap
@@ -334,7 +277,7 @@ class ToolRegistry:
         if not isinstance(t, Tool):
             raise TypeError(f"{t!r} is not a Tool; decorate the function with @tool")
         if t.input_schema is not None:  # a schema given as is (MCP): validation must never fetch a remote $ref
-            from hermes_local.tools.mcp_listing import SchemaRefused, check_refs
+            from hermes_local.tools.schemas import SchemaRefused, check_refs
 
             try:
                 check_refs(t.name, t.input_schema)

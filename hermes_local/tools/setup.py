@@ -18,10 +18,9 @@ from hermes_local.sandbox.policy import SandboxPolicy
 from hermes_local.sandbox.workspace import PinnedWorkspace
 from hermes_local.tools.approval import Approver
 from hermes_local.tools.cache import ResultCache
+from hermes_local.tools.effects.snapshot import open_recorder, shell_notes
 from hermes_local.tools.execution import Executor
 from hermes_local.tools.registry import FactStore, ToolContext, ToolRegistry
-from hermes_local.tools.shell import SANDBOXED_TOOLS
-from hermes_local.tools.snapshot import open_recorder, shell_notes
 
 
 def tool_context(
@@ -58,6 +57,6 @@ def build_executor(
     approver.trust_content = approver.trust_content or settings.trust_content
     approver.execute_later = list(settings.execute_later_files)
     recorder = open_recorder(session_id, context, settings.checkpoint_max_mb)
-    approver.notes = lambda t: shell_notes(context.sandbox, recorder) if t.name in SANDBOXED_TOOLS else ""
+    approver.notes = lambda t: shell_notes(context.sandbox, recorder) if t.traits.sandboxed else ""
     cache = ResultCache(ttl=dict(settings.cache_ttl), store=home_dir() / "cache")
     return Executor(registry=registry, context=context, approver=approver, cache=cache, plan=plan, checkpoints=recorder)

@@ -1,11 +1,11 @@
 """Which tools the model sees: toolsets (named groups), `--tools` selection, and routing for many tools.
 
-Built-in toolsets are `files`, `db`, `shell`, `web`, `memory` and `time`; each MCP server is a toolset
-named after it and each `--tools-module` file one named after the file. `select_tools` keeps the
-tools named by `--tools` / config `tools` (toolset or tool names; empty = all) minus `deny_tools`,
-so denied tools are absent from the prompt and the grammar, not just refused; `unusable` names the
-built-ins that cannot work in a run (`query_database` without `--db`, `http_get` without an allowed
-host, `ask_user` with nobody to ask), which are left out the same way. When more than
+A built-in tool names its toolset on its own definition (`Traits.toolset`: `files`, `db`, `shell`, `web`,
+`memory`, `time`, `user`); each MCP server is a toolset named after it and each `--tools-module` file one named
+after the file. `select_tools` keeps the tools named by `--tools` / config `tools` (toolset or tool names; empty =
+all) minus `deny_tools`, so denied tools are absent from the prompt and the grammar, not just refused; `unusable`
+names the built-ins that cannot work in a run because it lacks what they declare they need (`Traits.needs`: a
+database, an allowed host, someone to ask), which are left out the same way. When more than
 `max_tools_in_prompt` tools remain, `route()` offers only `open_toolset` plus one line per toolset in
 the system prompt (a toolset's line names at most `NAMES_PER_TOOLSET` tools, so a server listing
 thousands of tools cannot make the prompt overflow); calling `open_toolset(toolset)` returns that
@@ -28,26 +28,18 @@ from pydantic import ConfigDict, Field, create_model
 
 from hermes_local.errors import UserError
 from hermes_local.profiles import DELEGATE
-from hermes_local.tools.interaction import FINAL_ANSWER
 from hermes_local.tools.registry import Tool, ToolRegistry
+from hermes_local.tools.traits import Need, Traits
 
 OPEN_TOOLSET = "open_toolset"
-BUILTIN_GROUPS: dict[str, tuple[tuple[str, ...], str]] = {
-    "files": (("read_file", "list_dir", "write_file"), "read, list and write files in the workspace"),
-    "db": (("query_database",), "read-only SQL on the user's SQLite database"),
-    "shell": (("run_shell",), "run a shell command in the workspace"),
-    "web": (("http_get",), "fetch a URL from an allow-listed host"),
-    "memory": (("append_to_memo", "remember"), "note things in memo.md or remember facts across sessions"),
-    "time": (("get_current_time",), "the current local date and time"),
-    "user": (("ask_user", "final_answer"), "ask the user a question; end the run with the final answer"),
+# What enables a built-in tool that cannot work without something the user gives (`Traits.needs`, issue 27): left
+# out of the prompt and the grammar when it is missing, and said so in `tools list`.
+NEEDS: dict[Need, str] = {
+    "database": "needs a database: pass --db FILE",
+    "host": "needs an allowed host: pass --allow-host HOST or set allow_hosts in config.toml",
+    "person": "needs someone to ask: only a run at a terminal (run, chat) can ask the user",
 }
-# Built-in tools that cannot work without something the user gives, and what enables each (issue 27): left out
-# of the prompt and the grammar when it is missing, and said so in `tools list`.
-NEEDS: dict[str, str] = {
-    "query_database": "needs a database: pass --db FILE",
-    "http_get": "needs an allowed host: pass --allow-host HOST or set allow_hosts in config.toml",
-    "ask_user": "needs someone to ask: only a run at a terminal (run, chat) can ask the user",
-}
+MEMORY_OFF = "is off: long-term memory is off (`memory on`, or drop --no-memory)"
 ROUTING_NOTE = (
     "Tools are grouped in toolsets, listed below one per line. To see the full description and arguments "
     f"of a toolset's tools, call {OPEN_TOOLSET} with its name. You may call any listed tool directly when "
@@ -65,10 +57,8 @@ def group_of(registry: ToolRegistry, name: str) -> str:
     if source.startswith("module:"):
         spec = source[len("module:") :]
         return Path(spec).stem if spec.endswith(".py") else spec.rsplit(".", 1)[-1]
-    for group, (names, _) in BUILTIN_GROUPS.items():
-        if name in names:
-            return group
-    return "other"
+    t = registry.get(name)
+    return t.traits.toolset.name if t is not None and t.traits.toolset is not None else "other"
 
 
 def groups(registry: ToolRegistry) -> dict[str, list[str]]:
@@ -127,8 +117,8 @@ def usable_tools(
     left out is in `left_out` (a call to it is told why), and `on_notice` hears of those `spec` asked for by name."""
     chosen = select_tools(registry, spec, deny, strict=False)
     missing = unusable(chosen, db=db, hosts=hosts, person=person)
-    if not memory and "remember" in chosen.names():
-        missing["remember"] = "is off: long-term memory is off (`memory on`, or drop --no-memory)"
+    if not memory:
+        missing |= {t.name: MEMORY_OFF for t in chosen if t.traits.needs == "memory"}
     for name, why in missing.items():
         if on_notice is not None and set(parse_spec(spec)) & {name, group_of(chosen, name)}:
             on_notice(f"{name} is left out of this run: it {why}")  # asked for by --tools: say why it is not there
@@ -140,11 +130,13 @@ def usable_tools(
 def unusable(registry: ToolRegistry, *, db: bool, hosts: bool, person: bool) -> dict[str, str]:
     """The built-in tools of `registry` that cannot work in this run -> why, naming what enables them
     (`db`: a database was given, `hosts`: an allowed host, `person`: someone to ask)."""
-    have = {"query_database": db, "http_get": hosts, "ask_user": person}
+    have: dict[Need, bool] = {"database": db, "host": hosts, "person": person}
     return {
-        name: NEEDS[name]
-        for name, ok in have.items()
-        if not ok and registry.get(name) is not None and registry.source(name) == "builtin"
+        t.name: NEEDS[need]
+        for need, ok in have.items()
+        if not ok
+        for t in registry
+        if t.traits.needs == need and registry.source(t.name) == "builtin"
     }
 
 
@@ -171,11 +163,12 @@ def toolset_lines(registry: ToolRegistry) -> list[str]:
 def toolset_catalog(registry: ToolRegistry, *, without: tuple[str, ...] = ()) -> dict[str, str]:
     """Toolset -> its tool names and what it is for, leaving out the tools in `without` (and a toolset they empty)."""
     out = {}
+    builtin = {t.traits.toolset.name: t.traits.toolset.about for t in registry if _builtin_toolset(registry, t)}
     for group, every in groups(registry).items():
         names = [n for n in every if n not in without]
         if not names:
             continue
-        about = BUILTIN_GROUPS[group][1] if group in BUILTIN_GROUPS else ""
+        about = builtin.get(group, "")
         if not about and registry.source(names[0]).startswith("mcp:"):
             about = f"tools of the {group} MCP server"
         shown = ", ".join(names[:NAMES_PER_TOOLSET])
@@ -185,9 +178,13 @@ def toolset_catalog(registry: ToolRegistry, *, without: tuple[str, ...] = ()) ->
     return out
 
 
+def _builtin_toolset(registry: ToolRegistry, t: Tool) -> bool:
+    return t.traits.toolset is not None and registry.source(t.name) == "builtin"
+
+
 def router_catalog(registry: ToolRegistry) -> dict[str, str]:
     """The toolsets a team's router model chooses among: every one but `final_answer`, which `narrow` always keeps."""
-    return toolset_catalog(registry, without=(FINAL_ANSWER,))
+    return toolset_catalog(registry, without=tuple(t.name for t in registry if t.traits.ends_run))
 
 
 def narrow(registry: ToolRegistry, toolsets: list[str] | tuple[str, ...]) -> ToolRegistry:
@@ -197,7 +194,7 @@ def narrow(registry: ToolRegistry, toolsets: list[str] | tuple[str, ...]) -> Too
     keep, missing = set(), dict(registry.left_out)
     for group, names in groups(registry).items():
         for name in names:
-            if group in toolsets or name == FINAL_ANSWER:
+            if group in toolsets or _ends_run(registry, name):
                 keep.add(name)
             else:
                 missing[name] = f"is in the {group} toolset, which the router left out of this task (chosen: {chosen})"
@@ -205,6 +202,11 @@ def narrow(registry: ToolRegistry, toolsets: list[str] | tuple[str, ...]) -> Too
     out = registry.subset([n for n in registry.names() if n in keep])
     out.left_out = missing
     return out
+
+
+def _ends_run(registry: ToolRegistry, name: str) -> bool:
+    t = registry.get(name)
+    return t is not None and t.traits.ends_run
 
 
 def route(registry: ToolRegistry, max_tools_in_prompt: int) -> PromptPlan:
@@ -237,4 +239,5 @@ def open_toolset_tool(registry: ToolRegistry) -> Tool:
         permission="read",
         repeatable=True,
         provenance="trusted",  # the configured tools' own schemas, as the system prompt shows them
+        traits=Traits(steers_run=True),  # it opens a toolset: never the tool a goal needs
     )

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from hermes_local.errors import UserError, one_line
 from hermes_local.prompts import BoundedSandbox, TemplateBudget, render_bounded, within_budget
 from hermes_local.tools import ToolRegistry
+from hermes_local.tools.traits import Need
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 MAX_STEPS = 500  # a workflow's steps; a longer file is refused at load (3,000 steps ran for minutes, unbounded)
@@ -67,6 +68,10 @@ class Workflow:
 
     def step(self, step_id: str) -> StepSpec:
         return next(s for s in self.steps if s.id == step_id)
+
+    def needs(self, need: Need) -> bool:
+        """Whether a step calls a tool that needs `need` to work (`Traits.needs`, e.g. a database)."""
+        return any((t := self.registry.get(s.tool or "")) is not None and t.traits.needs == need for s in self.steps)
 
 
 def _add_days(value: Any, days: int) -> str:

@@ -8,7 +8,7 @@ from pathlib import Path
 from hermes_local.config import load_settings
 from hermes_local.testing import ScriptedLLM, build_agent, tool_call_text
 from hermes_local.tools import Approver, ToolContext, default_registry, tool
-from hermes_local.tools.interaction import NO_USER, ask_user
+from hermes_local.tools.builtin.interaction import NO_USER, ask_user
 
 call = tool_call_text
 NOTES = "\n".join(["Weekly notes"] + [f"item {i}: nothing new" for i in range(38)] + ["The meeting moved to 3 pm."])

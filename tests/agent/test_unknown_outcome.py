@@ -115,10 +115,10 @@ def test_a_write_cut_off_by_a_kill_is_not_run_again_and_the_model_is_told(tmp_pa
 
 
 def test_on_a_terminal_the_person_is_asked_and_no_means_not_run(tmp_path: Path, workspace: Path) -> None:
+    from hermes_local.outcome import arguments_digest
     from hermes_local.tools import Approver, Executor, ToolContext, ToolRegistry
     from hermes_local.tools.execution import UNKNOWN_NOTE
     from hermes_local.tools.modules import load_tools_module
-    from hermes_local.tools.registry import arguments_digest
 
     (tmp_path / "invoice_tools.py").write_text(TOOLS)
     registry = ToolRegistry(load_tools_module(str(tmp_path / "invoice_tools.py")))

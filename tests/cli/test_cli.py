@@ -182,7 +182,7 @@ def test_only_models_download_may_reach_the_hub(monkeypatch: pytest.MonkeyPatch)
 def test_terminal_progress_uses_the_session_show_lines(capsys: pytest.CaptureFixture[str]) -> None:
     from hermes_local.cli.terminal import TerminalPrinter
     from hermes_local.events import RunEnd, StepStart, Token, ToolCallStarted, ToolFinished, ToolOutcome
-    from hermes_local.tools.registry import ToolResult
+    from hermes_local.outcome import ToolResult
 
     printer = TerminalPrinter(stream_tokens=True)
     printer(StepStart(1))

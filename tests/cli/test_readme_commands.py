@@ -28,7 +28,7 @@ from hermes_local.session import SessionLog, list_sessions, read_records
 from hermes_local.testing import tool_call_text as call
 from hermes_local.testing import write_replay
 from tests.models.test_download import online, start_hub  # noqa: F401 - `online` is a fixture, asked for by name
-from tests.tools.test_mcp import TIME_SERVER, write_config
+from tests.tools.mcp.test_mcp import TIME_SERVER, write_config
 
 ROOT = Path(__file__).resolve().parents[2]
 TASK = "What time is it?"

@@ -18,7 +18,7 @@ from hermes_local.config import load_settings
 from hermes_local.evals.cases import load_cases
 from hermes_local.evals.suite import eval_tools, run_once
 from hermes_local.testing import ScriptedLLM, tool_call_text, write_replay
-from tests.tools.test_mcp import BROKEN_SERVER, TIME_SERVER, write_config
+from tests.tools.mcp.test_mcp import BROKEN_SERVER, TIME_SERVER, write_config
 
 runner = CliRunner()
 TEST_SERVER = str(Path(__file__).parents[1] / "fixtures" / "mcp_test_server.py")

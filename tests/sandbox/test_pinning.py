@@ -73,8 +73,8 @@ def test_a_pinned_workspace_is_used_through_its_fd_after_a_swap(roots: dict[str,
         with pytest.raises(Exception, match="changed after the run was accepted"):
             build_agent(llm, load_settings({}), workspace=pin)
         from hermes_local.tools import ToolContext
-        from hermes_local.tools.files import read_file
-        from hermes_local.tools.shell import run_shell
+        from hermes_local.tools.builtin.files import read_file
+        from hermes_local.tools.builtin.shell import run_shell
 
         ctx = ToolContext(workspace=roots["b"], pin=pin)
         assert "b's own file" in str(read_file.function(path="secret.txt", ctx=ctx).data)  # never the outside

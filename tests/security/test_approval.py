@@ -20,14 +20,15 @@ from typing import Any
 import pytest
 
 from hermes_local.tools.approval import MAX_VIEW_CHARS, approval_view
-from hermes_local.tools.builtins import run_shell, write_file
+from hermes_local.tools.builtin.files import write_file
+from hermes_local.tools.builtin.shell import run_shell
 
 _CHILD = textwrap.dedent(
     """
     import json, sys
     from hermes_local.cli.asker import ask_approval
     from hermes_local.tools import Approver
-    from hermes_local.tools.builtins import BUILTIN_TOOLS
+    from hermes_local.tools.builtin import BUILTIN_TOOLS
     tools = {t.name: t for t in BUILTIN_TOOLS}
     name, args = sys.argv[1], json.loads(sys.argv[2])
     print("RESULT", Approver(ask=ask_approval).decide(tools[name], args), flush=True)

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from hermes_local.outcome import ToolResult
 from hermes_local.tools import Approver, Executor, ToolContext, default_registry
-from hermes_local.tools.registry import ToolResult
 
 
 def query(db: Path, sql: str, **args: object) -> ToolResult:

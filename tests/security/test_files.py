@@ -1,7 +1,7 @@
 """Hostile workspaces against the file tools: links, hard links, FIFOs, odd names and a live swap race.
 
 Real files, real links and a real second process; the tools are called through the executor exactly
-as the agent calls them. Every test here failed on the code before `tools/confined.py`.
+as the agent calls them. Every test here failed on the code before `tools/effects/confined.py`.
 """
 
 from __future__ import annotations
@@ -261,7 +261,7 @@ def test_leaf_symlink_swap_race_never_reads_or_writes_outside(arena: dict[str, P
 def test_list_dir_of_a_huge_folder_reads_a_bounded_number_of_entries(
     arena: dict[str, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from hermes_local.tools import files
+    from hermes_local.tools.builtin import files
 
     monkeypatch.setattr(files, "MAX_SCAN", 50)
     for i in range(120):

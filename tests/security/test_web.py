@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from hermes_local.outcome import ToolResult
 from hermes_local.tools import Approver, Executor, ToolContext, default_registry
-from hermes_local.tools.registry import ToolResult
 from tests.conftest import loopback_http_server
 
 BODY = b"caf\\xe9 \\ud800 \\u202e done \xe9"

@@ -28,7 +28,7 @@ from hermes_local.engines.replay import tool_call_text, write_replay
 from hermes_local.session import read_events, session_path, sessions_dir
 from hermes_local.testing import ScriptedLLM
 from hermes_local.tools.approval import approval_view
-from hermes_local.tools.shell import run_shell
+from hermes_local.tools.builtin.shell import run_shell
 from tests.fixtures.service_server import free_port, http, served, sse_events, wait_status
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,10 +10,11 @@ from hermes_local.config import load_settings
 from hermes_local.testing import ScriptedLLM, build_agent
 from hermes_local.tools import Approver, Executor, ToolContext, default_registry
 from hermes_local.tools.approval import ApprovalRequest
-from hermes_local.tools.builtins import append_to_memo, get_current_time
+from hermes_local.tools.builtin.clock import get_current_time
+from hermes_local.tools.builtin.files import write_file
+from hermes_local.tools.builtin.memory import append_to_memo
+from hermes_local.tools.builtin.shell import run_shell
 from hermes_local.tools.execution import denial_message
-from hermes_local.tools.files import write_file
-from hermes_local.tools.shell import run_shell
 
 
 class Asker:

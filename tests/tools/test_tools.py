@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from hermes_local.tools import Approver, Executor, ToolContext, ToolRegistry, ToolResult, default_registry, tool
-from hermes_local.tools.builtins import BUILTIN_TOOLS
-from hermes_local.tools.confined import locate
+from hermes_local.tools.builtin import BUILTIN_TOOLS
+from hermes_local.tools.effects.confined import locate
 from hermes_local.tools.execution import cap_result
 from hermes_local.tools.limits import HeadTailBuffer, clip_text
 from hermes_local.tools.registry import ToolFailure

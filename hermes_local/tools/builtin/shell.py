@@ -11,10 +11,12 @@ When the command exits, or when the time limit is reached, everything it started
 background child that still holds the output pipes can neither hang the agent nor outlive the call.
 The command starts in the run's pinned workspace through its fd (`sandbox/workspace.py`); a workspace
 swapped since the run was accepted is refused. Inside a recorded call the workspace is scanned before and
-after the command, so its changes can be shown and undone (`tools/snapshot.py`). Afterwards,
+after the command, so its changes can be shown and undone (`tools/effects/snapshot.py`). Afterwards,
 set-user/group-ID bits it left on workspace files are removed (a note says which). Output is read with
 `select` as it arrives and only a head and a tail are kept in memory. A command stopped by a resource
-limit is reported as `tool_error` naming the limit. This is a `dangerous` tool: it needs approval.
+limit is reported as `tool_error` naming the limit. This is a `dangerous` tool: it needs approval. Its traits
+(the `shell` toolset, the goal words that call for it, a command in the sandbox that scans around itself) are on
+its `@tool`.
 """
 
 from __future__ import annotations
@@ -22,27 +24,30 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import selectors
 import signal
 import subprocess
 import time
 
 from hermes_local.errors import UserError
+from hermes_local.outcome import ToolResult
 from hermes_local.sandbox.policy import Limits, SandboxPolicy, sandboxed_command
 from hermes_local.sandbox.procs import spawn
 from hermes_local.sandbox.workspace import PinnedWorkspace
-from hermes_local.tools import snapshot
-from hermes_local.tools.confined import workspace_root
+from hermes_local.tools.effects import snapshot
+from hermes_local.tools.effects.confined import workspace_root
 from hermes_local.tools.limits import HeadTailBuffer
-from hermes_local.tools.registry import ToolContext, ToolFailure, ToolResult, tool
+from hermes_local.tools.registry import Tool, ToolContext, ToolFailure, tool
+from hermes_local.tools.traits import Cue, Toolset, Traits
 
 _log = logging.getLogger(__name__)
 # After the command exits, how long background children may keep the pipes open before they are killed.
 EXIT_GRACE = 0.2
-# Tools whose calls run through the sandbox (the approval prompt says so).
-SANDBOXED_TOOLS = frozenset({"run_shell"})
 # Files whose ctime is this much before the command started still count as its own (coarse file clocks).
 STRIP_MARGIN_NS = 2_000_000_000
+SHELL = Toolset("shell", "run a shell command in the workspace")
+GOAL_WORDS = re.compile(r"\b(run|execute)\b.*\b(command|script|shell)\b|\bshell\b|运行命令|执行")  # call for it
 
 
 def run_captured(
@@ -158,7 +163,12 @@ def warn_unsandboxed(ctx: ToolContext, policy: SandboxPolicy) -> None:
         (ctx.notice or _log.warning)(f"warning: run_shell runs WITHOUT a sandbox: {why}")
 
 
-@tool(permission="dangerous", repeatable=True)
+@tool(
+    permission="dangerous",
+    repeatable=True,
+    # sandboxed: the approval prompt says how the command runs; it brackets itself with the workspace scans
+    traits=Traits(toolset=SHELL, cues=(Cue(30, GOAL_WORDS.search),), sandboxed=True, checkpoints_itself=True),
+)
 def run_shell(command: str, ctx: ToolContext) -> ToolResult:
     """Run a shell command in the workspace; returns exit code, stdout and stderr.
 
@@ -225,3 +235,6 @@ def run_shell(command: str, ctx: ToolContext) -> ToolResult:
         first = " ".join(stdout.split())[:80]
         summary += f": {first}"
     return ToolResult.success(data, summary)
+
+
+TOOLS: list[Tool] = [run_shell]  # the family's tools, in the registry's order

@@ -12,9 +12,9 @@ from typer.testing import CliRunner
 
 from hermes_local.cli.app import app
 from hermes_local.config import McpServerConfig
-from hermes_local.tools.mcp_launch import McpStartError, stdio_parameters
+from hermes_local.tools.mcp.launch import McpStartError, stdio_parameters
 
-SERVER = Path(__file__).parents[1] / "fixtures" / "mcp_test_server.py"
+SERVER = Path(__file__).parents[2] / "fixtures" / "mcp_test_server.py"
 
 
 @pytest.fixture

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hermes_local.sandbox.protect import Protected, covering, protected
-from hermes_local.tools import checkpoints
+from hermes_local.tools.effects import checkpoints
 from hermes_local.tools.registry import ToolContext, ToolFailure
 
 MAX_SYMLINKS = 40
@@ -178,9 +178,7 @@ def _open_root(ctx: ToolContext) -> int:
 
 
 @contextlib.contextmanager
-def locate(
-    ctx: ToolContext, raw: str, *, create_parents: bool = False, follow_leaf: bool = True
-) -> Iterator[Location]:
+def locate(ctx: ToolContext, raw: str, *, create_parents: bool = False, follow_leaf: bool = True) -> Iterator[Location]:
     """Walk `raw` inside the workspace; yields the leaf's parent fd (closed on exit). See the module doc.
 
     `follow_leaf=False` (undo's) stops at a symlink that is the last component instead of following it."""

@@ -12,10 +12,10 @@ after a crash the file holds the old or the new content and the checkpoint resto
 
 `Recorder` is one run's (or one undo's) recording; `Executor` makes it current around each write or dangerous
 call (`Recorder.call`, a context variable that follows the tool into its thread), and the one write path every
-file tool uses (`tools/confined.py`: `write_atomically`, `append_line`, folders created on the way,
-`remove_leaf`) calls `before_change` here. `run_shell` records through `tools/snapshot.py`. Retention
+file tool uses (`tools/effects/confined.py`: `write_atomically`, `append_line`, folders created on the way,
+`remove_leaf`) calls `before_change` here. `run_shell` records through `tools/effects/snapshot.py`. Retention
 (`prune`) removes the oldest sessions' records first, then the objects nothing refers to. Does not
-restore or diff anything (`tools/undo.py`) and never follows a workspace path itself: it gets dir fds.
+restore or diff anything (`tools/effects/undo.py`) and never follows a workspace path itself: it gets dir fds.
 """
 
 from __future__ import annotations
@@ -370,4 +370,3 @@ def _before_change(
         mode = int((after or {}).get("mode") or before.get("mode") or 0o644)
         after = file_state(rec.store, data, mode, rec.file_limit, durable=False)  # the new content: for diff
     rec.record(call, [{"path": path, "before": before, "after": after}])
-

@@ -25,7 +25,7 @@ from hermes_local.testing import tool_call_text, write_replay
 from hermes_local.tools import Approver, Executor, ToolContext, ToolRegistry
 from hermes_local.tools.mcp import McpManager
 
-RAW_SERVER = str(Path(__file__).parents[1] / "fixtures" / "mcp_raw_server.py")
+RAW_SERVER = str(Path(__file__).parents[2] / "fixtures" / "mcp_raw_server.py")
 OK_TOOL = {"name": "echo", "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}}}
 
 
@@ -97,7 +97,7 @@ def test_a_remote_ref_is_refused_at_listing_and_nothing_is_fetched(
 
 
 def test_validation_never_retrieves_even_when_the_listing_check_is_bypassed(listener: tuple[int, list[str]]) -> None:
-    from hermes_local.tools.mcp_results import arguments_model
+    from hermes_local.tools.mcp.results import arguments_model
 
     port, seen = listener
     schema = {"type": "object", "properties": {"x": {"$ref": f"http://127.0.0.1:{port}/schema.json"}}}
@@ -109,7 +109,7 @@ def test_validation_never_retrieves_even_when_the_listing_check_is_bypassed(list
 
 def test_a_registry_refuses_a_given_schema_with_a_remote_ref_in_one_line() -> None:
     from hermes_local.errors import UserError
-    from hermes_local.tools.mcp_results import arguments_model
+    from hermes_local.tools.mcp.results import arguments_model
     from hermes_local.tools.registry import Tool
 
     schema = {"type": "object", "properties": {"x": {"$ref": "https://example.invalid/s.json"}}}

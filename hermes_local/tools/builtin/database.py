@@ -20,19 +20,22 @@ as a mistake in the SQL.
 A database in WAL mode is opened `immutable=1` when it has no `-wal` file (nothing unmerged, no
 writer), because `mode=ro` would leave new `-wal`/`-shm` files next to the user's file; when a
 `-wal` file exists it is opened `mode=ro` (that file is already there; SQLite may add the `-shm` index
-if a crashed writer left none). Does not open any file
-other than `ctx.db_path` and does not decide who may call it.
+if a crashed writer left none). Its traits (the `db` toolset; it needs a database; the goal words that call for
+it) are on its `@tool`. Does not open any file other than `ctx.db_path` and does not decide who may call it.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import time
 from pathlib import Path
 from typing import Any
 
-from hermes_local.tools.registry import ErrorKind, ToolContext, ToolFailure, ToolResult, tool
+from hermes_local.outcome import ErrorKind, ToolResult
+from hermes_local.tools.registry import Tool, ToolContext, ToolFailure, tool
+from hermes_local.tools.traits import Cue, Toolset, Traits
 
 MAX_ROWS = 1000
 QUERY_SECONDS = 10.0
@@ -63,6 +66,13 @@ _READ_PRAGMAS = {
     "quick_check",
     "foreign_key_check",
 }
+DB = Toolset("db", "read-only SQL on the user's SQLite database")
+# The goal words that call for it: a database with its words (a source first), or rows of business data (weaker:
+# after a named file, folder or URL).
+DB_STRONG = re.compile(r"\b(database|sql|sqlite|db|query|queries|tables?|schema)\b|数据库|查询")
+DB_WEAK = re.compile(
+    r"\b(rows?|customers?|orders?|sales|revenue|records?|invoices?|products?|top \d+)\b|订单|客户|销售|表格"
+)
 _NAME_PRAGMAS = {"table_info", "table_xinfo", "index_list", "index_info", "index_xinfo", "foreign_key_list"}
 _DENIED_FUNCTIONS = {"load_extension", "readfile", "writefile", "edit", "fts3_tokenizer"}
 _ALLOWED_ACTIONS = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_RECURSIVE}
@@ -202,7 +212,14 @@ def _explain(exc: sqlite3.Error, seconds: float) -> ToolFailure:
     )
 
 
-@tool
+@tool(
+    traits=Traits(
+        toolset=DB,
+        needs="database",
+        cues=(Cue(10, DB_STRONG.search), Cue(70, DB_WEAK.search)),
+        call_hint="call query_database with one SELECT statement",
+    )
+)
 def query_database(sql: str, ctx: ToolContext, limit: int = 100, offset: int = 0) -> ToolResult:
     """Run one read-only SQLite query on the user's database (pages with offset).
 
@@ -286,3 +303,6 @@ def query_database(sql: str, ctx: ToolContext, limit: int = 100, offset: int = 0
     if shown:
         summary += f"; first: {json.dumps(shown[0], ensure_ascii=False, default=str)[:80]}"
     return ToolResult.success(data, summary)
+
+
+TOOLS: list[Tool] = [query_database]  # the family's tools, in the registry's order

@@ -3,7 +3,7 @@
 `stdio_parameters()` is the one place a stdio server's argv, environment and working directory are built
 (the sandbox wraps it there); `check_url()` refuses a streamable-HTTP url that is not http(s) or whose host
 is neither loopback nor in `allow_hosts`. Both raise `McpStartError`, one line for the user. Does not start,
-talk to or stop a server (see `mcp.py`), and does not convert results (see `mcp_results.py`).
+talk to or stop a server (see `manager.py`), and does not convert results (see `results.py`).
 """
 
 from __future__ import annotations

@@ -11,14 +11,24 @@ decides approval, runs the loop or writes to a terminal.
 
 from __future__ import annotations
 
-from hermes_local.tools.registry import Tool, ToolContext, ToolResult, tool
+from hermes_local.outcome import ToolResult
+from hermes_local.tools.registry import Tool, ToolContext, tool
+from hermes_local.tools.traits import Toolset, Traits
 
 NO_USER = "no user available: proceed on a stated assumption (say in the answer what you assumed)"
 FINAL_ANSWER = "final_answer"
 
 
+USER = Toolset("user", "ask the user a question; end the run with the final answer")
 
-@tool(volatile=True, exclusive=True, timeout=600, provenance="trusted")  # the user's own words
+
+@tool(  # the user's own words
+    volatile=True,
+    exclusive=True,
+    timeout=600,
+    provenance="trusted",
+    traits=Traits(toolset=USER, needs="person", steers_run=True),
+)
 def ask_user(question: str, ctx: ToolContext) -> ToolResult:
     """Ask the user a question when the goal is ambiguous and return the reply.
 
@@ -33,7 +43,12 @@ def ask_user(question: str, ctx: ToolContext) -> ToolResult:
     return ToolResult.success(reply, f"ask_user: the user replied {reply[:80]!r}")
 
 
-@tool(name=FINAL_ANSWER, volatile=True, provenance="trusted")
+@tool(
+    name=FINAL_ANSWER,
+    volatile=True,
+    provenance="trusted",
+    traits=Traits(toolset=USER, steers_run=True, ends_run=True),
+)
 def final_answer(answer: str) -> str:
     """Give the final answer to the user's goal and end the task. Call this once the goal is met.
 
@@ -43,4 +58,4 @@ def final_answer(answer: str) -> str:
     return answer
 
 
-INTERACTION_TOOLS: list[Tool] = [ask_user]
+TOOLS: list[Tool] = [ask_user]  # the registry's built-ins; `final_answer` is offered by the loop when required

@@ -29,12 +29,12 @@ from hermes_local.testing import build_agent, tool_call_text, write_replay
 from hermes_local.tools import Approver, Executor, ToolContext, ToolRegistry
 from hermes_local.tools.mcp import McpManager
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "fixtures"))
+sys.path.insert(0, str(Path(__file__).parents[2] / "fixtures"))
 from tests.fixtures import mcp_test_server  # noqa: E402
 
 call = tool_call_text
 runner = CliRunner()
-TEST_SERVER = str(Path(__file__).parents[1] / "fixtures" / "mcp_test_server.py")
+TEST_SERVER = str(Path(__file__).parents[2] / "fixtures" / "mcp_test_server.py")
 # trusted: the user believes its annotations, so read-only tools are `read` (an untrusted server's floor is `write`)
 TIME_SERVER = {
     "command": sys.executable,
@@ -180,7 +180,7 @@ def test_timeout_and_resource_results(workspace: Path, notes_url: str) -> None:
         assert ex.execute("notes__add", {"a": 1, "b": 1}).data == 2  # the connection is still usable
     finally:
         m.close()
-    from hermes_local.tools.mcp_results import to_tool_result
+    from hermes_local.tools.mcp.results import to_tool_result
 
     result = types.CallToolResult(
         content=[

@@ -23,8 +23,8 @@ from hermes_local.sandbox.policy import bwrap_status
 from hermes_local.session import SessionLog
 from hermes_local.testing import ScriptedLLM, build_agent, tool_call_text
 from hermes_local.tools import Approver, Executor, ToolContext, ToolRegistry, default_registry, tool
-from hermes_local.tools.checkpoints import CheckpointStore, Recorder
-from hermes_local.tools.undo import diff_text, session_diff, undo_session
+from hermes_local.tools.effects.checkpoints import CheckpointStore, Recorder
+from hermes_local.tools.effects.undo import diff_text, session_diff, undo_session
 
 call = tool_call_text
 BWRAP_WORKS, BWRAP_WHY = bwrap_status()
@@ -176,9 +176,9 @@ def test_retention_drops_the_oldest_sessions_first(workspace: Path) -> None:
 KILLED_WRITER = """
 import sys
 from pathlib import Path
-from hermes_local.tools.checkpoints import CheckpointStore, Recorder
-from hermes_local.tools.confined import locate
-from hermes_local.tools import confined
+from hermes_local.tools.effects.checkpoints import CheckpointStore, Recorder
+from hermes_local.tools.effects.confined import locate
+from hermes_local.tools.effects import confined
 from hermes_local.tools.registry import ToolContext
 
 real_replace = confined.os.replace
@@ -198,7 +198,7 @@ with rec.call("write_file"), locate(ToolContext(workspace=workspace), "big.txt")
 def test_kill_9_during_a_large_write_leaves_the_old_file_and_undo_restores_it(workspace: Path) -> None:
     old = b"old content\n" * 100_000
     (workspace / "big.txt").write_bytes(old)
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3])}
     proc = subprocess.Popen(
         [sys.executable, "-c", KILLED_WRITER, str(workspace)], stdout=subprocess.PIPE, env=env, text=True
     )
@@ -250,7 +250,7 @@ def test_a_workflow_run_is_checkpointed_per_step(tmp_path: Path, workspace: Path
 
 def test_a_command_killed_between_its_scans_is_undone_from_the_first_scan(workspace: Path) -> None:
     from hermes_local.sandbox.workspace import PinnedWorkspace
-    from hermes_local.tools import snapshot
+    from hermes_local.tools.effects import snapshot
 
     (workspace / "kept.txt").write_text("kept\n")
     rec = Recorder(CheckpointStore(), "cut-session", str(workspace.resolve()), step=1)
@@ -265,8 +265,8 @@ def test_a_command_killed_between_its_scans_is_undone_from_the_first_scan(worksp
 
 
 def test_the_approval_prompt_and_doctor_say_what_run_shell_recording_cannot_restore(workspace: Path) -> None:
-    from hermes_local.tools.shell import run_shell
-    from hermes_local.tools.snapshot import doctor_line
+    from hermes_local.tools.builtin.shell import run_shell
+    from hermes_local.tools.effects.snapshot import doctor_line
 
     settings = load_settings({})
     with SessionLog() as log, build_agent(ScriptedLLM([]), settings, workspace=workspace, session_id=log.id) as agent:
@@ -285,7 +285,7 @@ def stamp(ctx: ToolContext) -> str:
 
 
 def test_a_module_tool_and_an_mcp_server_that_write_by_their_own_means_are_recorded(tmp_path: Path) -> None:
-    from tests.tools.test_mcp import manager
+    from tests.tools.mcp.test_mcp import manager
 
     repo = tmp_path / "repo"
     repo.mkdir()

@@ -32,8 +32,16 @@ from typing import Any
 from hermes_local.errors import UserError
 from hermes_local.sandbox.policy import SandboxPolicy
 from hermes_local.sandbox.workspace import PinnedWorkspace
-from hermes_local.tools.checkpoints import Call, CheckpointStore, Recorder, State, current, read_state, same_state
-from hermes_local.tools.confined import Shield, workspace_root
+from hermes_local.tools.effects.checkpoints import (
+    Call,
+    CheckpointStore,
+    Recorder,
+    State,
+    current,
+    read_state,
+    same_state,
+)
+from hermes_local.tools.effects.confined import Shield, workspace_root
 from hermes_local.tools.registry import ToolContext
 
 MAX_ENTRIES = 100_000  # names one scan looks at; beyond, the rest of the workspace is not recorded
@@ -151,20 +159,6 @@ def snapshot_states(rec_store: Any, sha: str) -> dict[str, State]:
     return states
 
 
-# Built-in tools record through the confined write path themselves (files, memo), bracket themselves
-# (run_shell), or never write the workspace (the web, the database read, long-term memory, questions).
-SELF_RECORDING_MODULES = frozenset(
-    f"hermes_local.{m}"
-    for m in ("tools.files", "tools.builtins", "tools.shell", "tools.web", "tools.database", "tools.interaction",
-              "longterm")
-)  # fmt: skip
-
-
-def needs_scan(function: Any) -> bool:
-    """Whether a write/dangerous tool's changes can only be seen by scanning (a tool module's, an MCP server's)."""
-    return getattr(function, "__module__", "") not in SELF_RECORDING_MODULES
-
-
 @contextlib.contextmanager
 def scanned(pin: PinnedWorkspace | None, workspace: os.PathLike[str] | str) -> Iterator[None]:
     """Bracket a call whose tool writes by its own means with two scans, like run_shell (inside a recorded call)."""
@@ -215,7 +209,7 @@ def shell_notes(sandbox: SandboxPolicy, rec: Recorder | None) -> str:
 
 def doctor_line(max_mb: int) -> str:
     """`doctor`'s line on checkpoints: on or off, the store's size, and what run_shell's recording can restore."""
-    from hermes_local.tools.checkpoints import FILE_MAX_BYTES, CheckpointStore
+    from hermes_local.tools.effects.checkpoints import FILE_MAX_BYTES, CheckpointStore
 
     if max_mb <= 0:
         return "OFF (checkpoint_max_mb = 0): what runs change cannot be shown or undone"

@@ -1,4 +1,4 @@
-"""Show and undo what a session changed in its workspace, from its checkpoints (`tools/checkpoints.py`).
+"""Show and undo what a session changed in its workspace, from its checkpoints (`tools/effects/checkpoints.py`).
 
 `session_diff(ID, step=N)` lists each changed path with its state before and after (the whole run, or
 step N), `diff_text` renders that as a unified diff for text and size/hash lines for binary files and
@@ -10,7 +10,7 @@ whose previous content was not kept (over the size limits), and it removes no fo
 other files. The undo is recorded in the same session as a new step, so `redo=True` (undo to before the
 last undo) brings the run's changes back. It holds the session log's lock (no undo while the run or a
 resume still writes). The workspace comes from the session's records, so both work from any folder;
-every access goes through the workspace's pinned fd and `tools/confined.py`. Does not print.
+every access goes through the workspace's pinned fd and `tools/effects/confined.py`. Does not print.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from typing import Any
 from hermes_local.errors import UserError
 from hermes_local.sandbox.protect import agent_home
 from hermes_local.sandbox.workspace import PinnedWorkspace
-from hermes_local.tools.checkpoints import (
+from hermes_local.tools.effects.checkpoints import (
     ABSENT,
     CheckpointStore,
     Recorder,
@@ -36,9 +36,9 @@ from hermes_local.tools.checkpoints import (
     read_state,
     same_state,
 )
-from hermes_local.tools.confined import locate, make_node, remove_leaf, write_atomically
+from hermes_local.tools.effects.confined import locate, make_node, remove_leaf, write_atomically
+from hermes_local.tools.effects.snapshot import changes_between, scan, snapshot_states
 from hermes_local.tools.registry import ToolContext, ToolFailure
-from hermes_local.tools.snapshot import changes_between, scan, snapshot_states
 
 MAX_DIFF_BYTES = 1_000_000  # text files larger than this are described, not diffed
 

@@ -1,14 +1,15 @@
 """File tools confined to the workspace: `read_file`, `list_dir`, `write_file`.
 
-Every access goes through `tools/confined.py` (walked and opened relative to directory fds, no
+Every access goes through `tools/effects/confined.py` (walked and opened relative to directory fds, no
 symlink or `..` leads out, no re-walk after the check), so nothing outside the workspace is read,
 listed or written. `read_file` returns a page of lines (`offset`, `limit`; at most about
 `ctx.output_cap` characters) of a UTF-8 text file, says how to read on when the page is cut, never
 holds more than a page in memory, and refuses binary files and non-regular files (FIFOs, devices);
 `write_file` replaces a file atomically (a temporary file in the same directory, then a rename by
 dir fd) and refuses non-regular and hard-linked files; `current_bytes` reads a file whole for the code that
-shows what a write would change. Approval, timeouts and result capping are
-the executor's job (`tools/execution.py`), not this module's.
+shows what a write would change. Their traits (the `files` toolset, the goal words that call for each: a file named
+to read from, a folder to list, a file to write; what a write does to its file) are declared here, on each `@tool`.
+Approval, timeouts and result capping are the executor's job (`tools/execution.py`), not this module's.
 """
 
 from __future__ import annotations
@@ -18,15 +19,56 @@ import io
 import itertools
 import json
 import os
+import re
 import stat
+from typing import Any
 
-from hermes_local.tools.confined import Location, display, locate, open_leaf, write_atomically
-from hermes_local.tools.registry import ToolContext, ToolFailure, ToolResult, tool
+from hermes_local.outcome import ToolResult
+from hermes_local.tools.effects.confined import Location, display, locate, open_leaf, write_atomically
+from hermes_local.tools.registry import Tool, ToolContext, ToolFailure, tool
+from hermes_local.tools.traits import FILE_IN_GOAL, Cue, FileEffect, Toolset, Traits
 
 MAX_LIST_ENTRIES = 200
 MAX_SCAN = 20_000  # entries read from one folder at most
 MAX_WRITE_BYTES = 5_000_000
 _BINARY_PROBE = 8192
+FILES = Toolset("files", "read, list and write files in the workspace")
+
+# The goal words that call for these tools (lowercased goal, English and Chinese): a file named to read from
+# (unless the goal brings its text along), a folder to list, a file to write into.
+FILE_NAME = re.compile(FILE_IN_GOAL)
+WRITE_VERB = re.compile(r"\b(write|save|create|put|store|export|append|record|copy|make)\b|写入|写进|保存|创建")
+# A file name right after "into/to/as/called/named" (or a write verb) is where the result goes, not a source.
+TARGET = re.compile(
+    rf"(?:\b(?:into|to|as|called|named|onto|write|save|create)\s+|写入|写进|保存到|存到|保存)\s*"
+    rf"(?:a\s+|the\s+|my\s+|file\s+)*({FILE_IN_GOAL})"
+)
+LIST = re.compile(
+    r"\b(list|show|what'?s in|what is in|contents of)\b.*\b(files|folders?|director(?:y|ies)|workspace)\b|"
+    r"\b(folders?|director(?:y|ies)|ls)\b|目录|文件夹|工作区"
+)
+READ = re.compile(r"\b(read|contents?|summari[sz]e|summary of|open|look at|check)\b|文件|读取|内容|笔记")
+# A goal that brings its own text ("Summarise this: ...", text piped in on further lines) reads no file for it.
+INLINE_TEXT = re.compile(r"\b(this|these|the following|below|text|it)\s*:\s*\S|\n\s*\S|(这段|以下)[^:：]*[:：]")
+
+
+def source_files(goal: str) -> list[str]:
+    """File names the goal reads from: every named file that is not where a result is written."""
+    targets = {m.group(1) for m in TARGET.finditer(goal)} if WRITE_VERB.search(goal) else set()
+    return [name for name in FILE_NAME.findall(goal) if name not in targets]
+
+
+def _reads_a_file(goal: str) -> bool:
+    return bool(source_files(goal)) or (bool(READ.search(goal)) and not INLINE_TEXT.search(goal))
+
+
+def _writes_a_file(goal: str) -> bool:
+    return bool(WRITE_VERB.search(goal)) and bool(FILE_NAME.search(goal) or re.search(r"\bfile\b", goal))
+
+
+def _written(arguments: dict[str, Any]) -> FileEffect:
+    """`write_file`'s effect: the file at `path` replaced by `content`."""
+    return FileEffect(str(arguments.get("path", "")), str(arguments.get("content", "")))
 
 
 def _must_exist(loc: Location) -> os.stat_result:
@@ -38,7 +80,14 @@ def _must_exist(loc: Location) -> os.stat_result:
     return info
 
 
-@tool
+@tool(
+    traits=Traits(
+        toolset=FILES,
+        cues=(Cue(60, _reads_a_file),),
+        call_hint="call read_file with the file's path",
+        reads_path="path",
+    )
+)
 def read_file(path: str, ctx: ToolContext, offset: int = 1, limit: int | None = None) -> ToolResult:
     """Read a workspace text file by lines (a cut page says how to read on).
 
@@ -145,7 +194,7 @@ def _kind(mode: int) -> str:
     return "file" if stat.S_ISREG(mode) else "other"
 
 
-@tool
+@tool(traits=Traits(toolset=FILES, cues=(Cue(50, LIST.search),), lists_path="path"))
 def list_dir(ctx: ToolContext, path: str = ".") -> ToolResult:
     """List a workspace folder: name, type and size of each entry.
 
@@ -188,7 +237,19 @@ def list_dir(ctx: ToolContext, path: str = ".") -> ToolResult:
     return ToolResult.success(data, f"list_dir {name}: {count} entries")
 
 
-@tool(permission="write", repeatable=True, provenance="trusted", writes_path="path")
+@tool(
+    permission="write",
+    repeatable=True,
+    provenance="trusted",
+    writes_path="path",
+    traits=Traits(
+        toolset=FILES,
+        cues=(Cue(100, _writes_a_file),),
+        call_hint="call write_file with the path and the full content",
+        file_effect=_written,
+        checkpoints_itself=True,  # through effects/confined.py's write path
+    ),
+)
 def write_file(path: str, content: str, ctx: ToolContext) -> ToolResult:
     """Create or replace a text file in the workspace.
 
@@ -213,6 +274,9 @@ def write_file(path: str, content: str, ctx: ToolContext) -> ToolResult:
     return ToolResult.success(
         {"path": name, "bytes": len(data), "created": not existed}, f"write_file {verb} {name} ({len(data)} bytes)"
     )
+
+
+TOOLS: list[Tool] = [read_file, list_dir, write_file]  # the family's tools, in the registry's order
 
 
 def current_bytes(ctx: ToolContext, path: str, limit: int = MAX_WRITE_BYTES) -> bytes | None:

@@ -7,7 +7,7 @@ the session log then treat it like a built-in) and stops every server in `close(
 call into it synchronously. A server that fails to start is reported in one line with its stderr
 tail and left out; a server that crashes mid-call gives that call a `tool_error` and is restarted
 once per run. A stdio server's argv and environment, and the check of an HTTP url, are in
-`mcp_launch.py`; converting results to envelopes lives in `mcp_results.py`. Does not decide
+`launch.py`; converting results to envelopes lives in `results.py`. Does not decide
 approval, does not choose which tools the model sees (see `toolsets.py`).
 """
 
@@ -25,13 +25,14 @@ from pathlib import Path
 from typing import Any
 
 from hermes_local.config import McpServerConfig
+from hermes_local.outcome import ToolResult
 from hermes_local.sandbox.policy import SandboxPolicy
 from hermes_local.sandbox.procs import TAG_VARIABLE, kill_tagged, new_tag
-from hermes_local.tools.mcp_launch import McpStartError, Workspace, check_url, stdio_parameters
-from hermes_local.tools.mcp_listing import listed_tools, network_warnings, quiet_sdk_logs
-from hermes_local.tools.mcp_pins import PinStore, definition_hash
-from hermes_local.tools.mcp_results import arguments_model, clean_schema, open_world, permission_for, to_tool_result
-from hermes_local.tools.registry import Tool, ToolResult
+from hermes_local.tools.mcp.launch import McpStartError, Workspace, check_url, stdio_parameters
+from hermes_local.tools.mcp.listing import listed_tools, network_warnings, quiet_sdk_logs
+from hermes_local.tools.mcp.pins import PinStore, definition_hash
+from hermes_local.tools.mcp.results import arguments_model, clean_schema, open_world, permission_for, to_tool_result
+from hermes_local.tools.registry import Tool
 
 STDERR_TAIL = 400  # characters of a server's stderr quoted when it fails
 STOP_TIMEOUT = 8.0  # the SDK closes stdin, waits 2 s, then SIGTERM, 2 s, then SIGKILL
@@ -261,7 +262,7 @@ class McpServer:
             return ToolResult.failure("tool_error", f"{crashed}. {note}", summary=f"MCP server {self.name} crashed")
 
     def as_tools(self, notice: Notice | None = None) -> list[Tool]:
-        """The allowed tools, one per name, those with a schema we can apply (see `mcp_listing.listed_tools`)."""
+        """The allowed tools, one per name, those with a schema we can apply (see `listing.listed_tools`)."""
         specs = listed_tools(self.name, self.tools, self.config.tools, notice or (lambda line: None))
         return [self._tool(spec) for spec in specs]
 
@@ -337,7 +338,7 @@ class McpManager:
                 self.on_notice(f"{server.error}; continuing without its tools")
 
     def tools(self) -> list[tuple[Tool, str]]:
-        """(tool, source) for every running server's allowed tools whose definition matches its pin (mcp_pins.py)."""
+        """(tool, source) for every running server's allowed tools whose definition matches its pin (pins.py)."""
         self.start()
         running = [s for s in self.servers.values() if s.status == "running"]
         found = [(t, f"mcp:{s.name}") for s in running for t in s.as_tools(self.on_notice)]

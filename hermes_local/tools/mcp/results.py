@@ -8,7 +8,7 @@ its permission but never lower it below the server's floor: its `permission` set
 `read` for a server marked `trusted = true` (a lying readOnlyHint cannot skip approval). `open_world`: a
 tool not marked `openWorldHint: false` (MCP's default is open) needs a fresh approval after untrusted content.
 `arguments_model` validates the model's arguments against the server's JSON schema before any call.
-Does not talk to servers (see `mcp.py`).
+Does not talk to servers (see `manager.py`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, model_validator
 
 from hermes_local.config import McpServerConfig
-from hermes_local.tools.registry import Permission, ToolResult
+from hermes_local.outcome import ToolResult
+from hermes_local.tools.registry import Permission
 
 _RANK: dict[Permission, int] = {"read": 0, "write": 1, "dangerous": 2}
 
@@ -61,10 +62,10 @@ def clean_schema(schema: dict[str, Any] | None) -> dict[str, Any]:
 def arguments_model(name: str, schema: dict[str, Any]) -> type[BaseModel]:
     """A pydantic model that accepts exactly what `schema` accepts (checked with jsonschema) and dumps it back.
 
-    The check resolves local refs only and bounds pattern matching in time (`mcp_listing.bounded_validator`);
-    `mcp_listing.check_schema` has refused the schemas it could not apply safely.
+    The check resolves local refs only and bounds pattern matching in time (`tools/schemas.bounded_validator`);
+    `tools/schemas.check_schema` has refused the schemas it could not apply safely.
     """
-    from hermes_local.tools.mcp_listing import bounded_validator, validation_errors
+    from hermes_local.tools.schemas import bounded_validator, validation_errors
 
     validator = bounded_validator(schema)
 

@@ -5,20 +5,26 @@ lookup. The host is taken from the parsed URL (so `http://allowed@evil/` is `evi
 redirect is checked against the same list, and proxies from the environment are ignored. The body
 is read only up to a cap and decoded with its declared charset only when that is an ordinary text
 encoding (never `unicode_escape`, `utf-7` and the like, which can produce lone surrogates or control
-characters); `[::1]` in `allow_hosts` matches the IPv6 loopback. Does not send cookies, credentials
-or anything but a plain GET.
+characters); `[::1]` in `allow_hosts` matches the IPv6 loopback. Its traits (the `web` toolset; it needs an
+allowed host; the goal words that call for it) are on its `@tool`. Does not send cookies, credentials or anything
+but a plain GET.
 """
 
 from __future__ import annotations
 
 import codecs
+import re
 import urllib.error
 import urllib.request
 from urllib.parse import urlsplit
 
-from hermes_local.tools.registry import ToolContext, ToolFailure, ToolResult, tool
+from hermes_local.outcome import ToolResult
+from hermes_local.tools.registry import Tool, ToolContext, ToolFailure, tool
+from hermes_local.tools.traits import Cue, Toolset, Traits
 
 USER_AGENT = "hermes-local"
+WEB = Toolset("web", "fetch a URL from an allow-listed host")
+GOAL_WORDS = re.compile(r"https?://|\b(web ?page|website|url|download|fetch)\b|网页|网站|链接")  # call for it
 
 
 def _host_allowed(url: str, allow_hosts: list[str]) -> tuple[bool, str]:
@@ -89,7 +95,18 @@ def reached_host(arguments: dict) -> str | None:
         return None
 
 
-@tool(permission="dangerous", repeatable=True, reaches=reached_host)
+@tool(
+    permission="dangerous",
+    repeatable=True,
+    reaches=reached_host,
+    traits=Traits(
+        toolset=WEB,
+        needs="host",
+        cues=(Cue(20, GOAL_WORDS.search),),
+        call_hint="call http_get with the URL",
+        checkpoints_itself=True,  # it changes no workspace file
+    ),
+)
 def http_get(url: str, ctx: ToolContext) -> ToolResult:
     """HTTP GET a URL (only hosts the user allowed).
 
@@ -125,3 +142,6 @@ def http_get(url: str, ctx: ToolContext) -> ToolResult:
     data = {"url": url, "status": status, "content_type": content_type, "body": text, "truncated": truncated}
     summary = f"http_get {host}: HTTP {status}, {len(body)} bytes" + (" (truncated)" if truncated else "")
     return ToolResult.success(data, summary)
+
+
+TOOLS: list[Tool] = [http_get]  # the family's tools, in the registry's order
