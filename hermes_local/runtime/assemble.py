@@ -114,9 +114,7 @@ def assemble(wiring: RunWiring, seat: Seat) -> Agent:
     agent = Agent(llm, executor, config, on_event=on_event, recall=recall, dialect=dialect)
     if remembering and not role.name:  # the run's own episode; a specialist's sub-run is part of it
         failed = settings.memory_failed == "mark"
-        agent.learn = partial(
-            longterm.add_episode, session_id=seat.session_id, keep_failed=failed, on_error=notice
-        )
+        agent.learn = partial(longterm.add_episode, session_id=seat.session_id, keep_failed=failed, on_error=notice)
     agent.closers.append(longterm.close)
     agent.closers.append(RunWatch().end)  # a safety setting lowered on disk meanwhile waits for a person's yes
     try:
@@ -127,4 +125,3 @@ def assemble(wiring: RunWiring, seat: Seat) -> Agent:
             f"the system prompt does not render ({type(exc).__name__}: {exc}); check {home_dir() / 'prompts'}"
         ) from exc
     return agent
-

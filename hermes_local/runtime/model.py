@@ -136,8 +136,6 @@ def check_tool_use(dialect: Dialect, settings: Settings) -> None:
         )
 
 
-
-
 @dataclass
 class Model:
     """A run's model and its prompt format. `llm` None: not loaded yet (`deferred`); `load()` loads it once, after
