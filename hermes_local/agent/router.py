@@ -116,7 +116,7 @@ def route(task: str, settings: Settings, llm: LLM, dialect: Dialect, catalog: Ca
     candidates, kind = [*settings.agents, MANAGER], "router_model" if settings.router_model else settings.router
     if kind == "rules":
         chosen, _, reason = route_rules(task, settings.agents)
-    else:  # `llm` is the run's model, or the router model (runtime.team_role)
+    else:  # `llm` is the run's model, or the router model (RunHandle._route)
         chosen, _, reason = route_model(task, settings.agents, llm, dialect)
     if kind != "router_model" or catalog is None:
         return Routed(kind, chosen, candidates, reason)

@@ -17,7 +17,7 @@ from hermes_local.runtime.model import (
     load_tokenizer,
 )
 from hermes_local.runtime.run import LOCAL_OWNER, RunHandle, RunSpec, Sinks, start_run
-from hermes_local.runtime.tools import build_registry, check_team, memory_store, role_catalog, team_role
+from hermes_local.runtime.tools import build_registry, check_team, memory_store, role_catalog
 
 __all__ = [
     "LOCAL_OWNER",
@@ -37,5 +37,4 @@ __all__ = [
     "memory_store",
     "role_catalog",
     "start_run",
-    "team_role",
 ]

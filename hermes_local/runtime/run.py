@@ -26,16 +26,18 @@ from typing import Any
 from hermes_local.agent.loop import Agent, EventSink
 from hermes_local.agent.memory import Memory
 from hermes_local.agent.result import RunResult
+from hermes_local.agent.router import front
 from hermes_local.agent.team import ModelShelf, Role
 from hermes_local.config import Settings, load_settings
+from hermes_local.dialects import Dialect
 from hermes_local.events import Event, Token
 from hermes_local.llm import LLM
 from hermes_local.runtime.assemble import RunWiring, Seat, assemble
 from hermes_local.runtime.model import Model, dialect_for, load_llm
-from hermes_local.runtime.tools import build_registry, check_team, team_role
+from hermes_local.runtime.tools import build_registry, check_team, role_catalog
 from hermes_local.sandbox.workspace import PinnedWorkspace
 from hermes_local.session import SessionLog
-from hermes_local.tools import Approver, Executor, ToolRegistry
+from hermes_local.tools import Approver, Executor, ToolRegistry, default_registry
 from hermes_local.tools.registry import AskUser
 
 LOCAL_OWNER = "local"  # the person at this machine's terminal (the CLI, a library caller)
@@ -165,10 +167,7 @@ class RunHandle:
         assert self.pin is not None and self.registry is not None
         role = spec.role or Role(session=self.session.id if self.session is not None else "")
         if spec.team and spec.role is None:  # the router picks who takes it (a resumed run keeps its logged pick)
-            dialect = model.dialect or dialect_for(self.settings, llm)
-            person = spec.ask_user is not None  # a router model chooses among the toolsets this run can use
-            args = (spec.task, self.settings, llm, dialect, role.session, self.emit, list(spec.logged))
-            role = team_role(*args, tools=self.registry, db=spec.db is not None, person=person)
+            role = self._route(llm, model.dialect or dialect_for(self.settings, llm), role.session)
         seat = Seat(self.registry, spec.approver, self.emit, role, model.dialect, spec.instructions, self.session_id)
         if self._caller is not None:  # a specialist: its caller's wiring, in the workspace pin checked above
             return assemble(replace(self._caller, pin=self.pin), seat)
@@ -176,6 +175,23 @@ class RunHandle:
         self._closers.append(shelf.clear)
         wiring = RunWiring(llm, self.settings, self.pin, shelf, spec.db, spec.ask_user, spec.on_notice, spec.plan)
         return assemble(replace(wiring, spawn=self._spawn), seat)
+
+    def _route(self, llm: LLM, dialect: Dialect, session: str) -> Role:
+        """Who takes a `--team` task (`agent.router.front`: the router's pick, or the one the log already holds).
+        With `router_model`, a second small model loaded beside the main one (its own engine) picks, and also picks
+        the toolsets the chosen role needs among those this run can use (its registry, its database, whether
+        someone can answer `ask_user`), which its prompt is then narrowed to."""
+        spec, settings = self.spec, self.settings
+        if settings.router_model and not spec.logged:
+            small = settings.model_copy(update={"model": settings.router_model, "n_ctx": 2048, "parallel": 1})
+            llm = load_llm(small)
+            dialect = dialect_for(small, llm)
+        tools, db, person = self.registry or default_registry(), spec.db is not None, spec.ask_user is not None
+
+        def catalog(chosen: str) -> dict[str, str]:
+            return role_catalog(settings, tools, chosen, db=db, person=person)
+
+        return front(spec.task, settings, llm, dialect, session, self.emit, list(spec.logged), catalog)
 
     def _spawn(self, caller: RunWiring, seat: Seat) -> Agent:
         """A specialist's run, started through the door with its caller's wiring: the same workspace (its pin

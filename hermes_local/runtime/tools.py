@@ -3,8 +3,8 @@ router at the front of a `--team` run.
 
 `build_registry` gathers the built-ins, `remember`, `--tools-module` tools and the configured MCP servers (started
 here, stopped when the registry closes). `check_team` refuses a profile that names a missing tool, toolset, model or
-dialect before any model loads; `team_role` asks the router who takes a team's task. Used by `run.py` (every run) and
-by the commands that list tools or profiles. Does not build the agent or print.
+dialect before any model loads; `role_catalog` is what a router model chooses toolsets among. Used by `run.py` (every
+run) and by the commands that list tools or profiles. Does not build the agent or print.
 """
 
 from __future__ import annotations
@@ -13,15 +13,10 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hermes_local.agent.loop import EventSink
-from hermes_local.agent.router import front
 from hermes_local.agent.team import Role, apply_profile
 from hermes_local.config import Settings
-from hermes_local.dialects import Dialect
 from hermes_local.engines import load_embedder
 from hermes_local.errors import UserError
-from hermes_local.llm import LLM
-from hermes_local.runtime.model import dialect_for, load_llm
 from hermes_local.sandbox.policy import SandboxPolicy
 from hermes_local.sandbox.workspace import PinnedWorkspace
 from hermes_local.tools import ToolRegistry, default_registry
@@ -85,34 +80,6 @@ def memory_store(settings: Settings, path: Path | None = None) -> LongTermMemory
     from hermes_local.longterm import open_memory
 
     return open_memory(settings, load_embedder, path)
-
-
-def team_role(
-    task: str,
-    settings: Settings,
-    llm: LLM,
-    dialect: Dialect,
-    session: str,
-    sink: EventSink,
-    logged: list | None = None,
-    *,
-    tools: ToolRegistry | None = None,
-    db: bool = False,
-    person: bool = False,
-) -> Role:
-    """Who takes a `--team` task (`agent.router.front`: the router's pick, or the one `logged` holds), for cli, service
-    and eval. With `router_model`, a second small model loaded beside the main one (its own engine) picks, and also
-    picks the toolsets the chosen role needs among those it would see of `tools` (the run's registry; `db`: a
-    database was given, `person`: someone can answer `ask_user`), which its prompt is then narrowed to."""
-    if settings.router_model and not logged:
-        small = settings.model_copy(update={"model": settings.router_model, "n_ctx": 2048, "parallel": 1})
-        llm = load_llm(small)
-        dialect = dialect_for(small, llm)
-
-    def catalog(chosen: str) -> dict[str, str]:
-        return role_catalog(settings, tools or default_registry(), chosen, db=db, person=person)
-
-    return front(task, settings, llm, dialect, session, sink, logged or [], catalog)
 
 
 def role_catalog(

@@ -19,9 +19,9 @@ from hermes_local.cli.app import app
 from hermes_local.config import load_settings
 from hermes_local.dialects import select_dialect
 from hermes_local.events import LLMCall, Routed, RunEnd, RunStart
-from hermes_local.runtime import build_registry, team_role
-from hermes_local.session import SessionLog, read_events, read_records, sessions_dir
-from hermes_local.testing import ScriptedLLM, build_agent, tool_call_text, write_replay
+from hermes_local.runtime import Model, RunSpec, Sinks, build_registry, start_run
+from hermes_local.session import read_events, read_records, sessions_dir
+from hermes_local.testing import ScriptedLLM, tool_call_text, write_replay
 from hermes_local.tools import Approver
 from tests.agent.test_team import PROFILES, delegate_call, run_team, write_profiles
 
@@ -199,17 +199,14 @@ def test_the_big_models_first_prompt_carries_only_the_chosen_toolsets(tmp_path: 
     settings = load_settings({"agents": PROFILES, "router_model": f"replay:{router}", "answer_guard": False})
     registry = build_registry((), settings)
     seen: list[Any] = []
-    session = SessionLog()
-    role = team_role("Note the time in t.md", settings, ScriptedLLM([]), select_dialect("hermes"), session.id,
-                     seen.append, tools=registry)  # fmt: skip
-    (routed,) = seen
-    assert routed.toolsets == ["time", "files"] and role.toolsets == ("time", "files")  # in the catalog's order
-    assert "db" not in routed.reason  # no --db: the database toolset was not among the candidates
     llm = ScriptedLLM([tool_call_text("append_to_memo", text="x"), "No memo here."])
-    agent = build_agent(llm, settings, workspace=workspace, registry=registry, role=role, on_event=session,
-                        approver=Approver(allow=["append_to_memo"]), session_id=session.id)  # fmt: skip
-    with agent, session:
-        result = agent.run("Note the time in t.md")
+    spec = RunSpec(task="Note the time in t.md", settings=settings, workspace=workspace, tools=registry, team=True,
+                   approver=Approver(allow=["append_to_memo"]))  # fmt: skip
+    with start_run(spec, Model(llm, select_dialect("hermes")), Sinks(display=seen.append)) as handle:
+        result = handle.run()
+    (routed,) = [e for e in seen if isinstance(e, Routed)]
+    assert routed.toolsets == ["time", "files"]  # in the catalog's order
+    assert "db" not in routed.reason  # no --db: the database toolset was not among the candidates
     first = llm.prompt_texts[0]
     assert '"read_file"' in first and '"write_file"' in first and '"get_current_time"' in first
     assert '"delegate"' in first  # the manager still delegates
