@@ -292,6 +292,11 @@ def describe_reply(e: AssistantText) -> str:
     return "\n".join(lines) if lines else "   (the model wrote nothing)"
 
 
+# The kinds a terminal shows as they happen (`describe_event` lines), a team run's routing and delegations included.
+SHOWN_LIVE: tuple[type[Event], ...] = (StepStart, LLMCall, ToolCallStarted, ToolFinished, RehearsedCall, Guarded)
+SHOWN_LIVE += (BudgetWarning, Compaction, Routed, Delegation)
+
+
 def describe_event(e: Event) -> str | None:
     """One terminal-safe line for an event (None for kinds not worth showing, such as tokens)."""
     if isinstance(e, RunStart):

@@ -18,27 +18,10 @@ from typing import TextIO
 
 from hermes_local.agent.team import ChildEvent
 from hermes_local.calls.thoughts import ReplyStream
-from hermes_local.events import (
-    AssistantText,
-    BudgetWarning,
-    Compaction,
-    Delegation,
-    Event,
-    Guarded,
-    LLMCall,
-    Reasoning,
-    RehearsedCall,
-    Routed,
-    StepStart,
-    Token,
-    ToolCallStarted,
-    ToolFinished,
-)
-from hermes_local.session import describe_event
+from hermes_local.events import AssistantText, Event, LLMCall, Reasoning, StepStart, Token
+from hermes_local.session import SHOWN_LIVE, describe_event
 from hermes_local.textsafe import terminal_safe
 
-SHOWN_LIVE: tuple[type[Event], ...] = (StepStart, LLMCall, ToolCallStarted, ToolFinished, RehearsedCall, Guarded)
-SHOWN_LIVE += (BudgetWarning, Compaction, Routed, Delegation)  # a team run: the routing, each delegation
 DIM, NORMAL = "\x1b[2m", "\x1b[22m"
 
 

@@ -24,6 +24,7 @@ from hermes_local.calls.thoughts import KNOWN_THOUGHTS, THINK, Markers
 from hermes_local.llm import LLM
 from hermes_local.prompts import Segment, Segments, render, to_tokens
 
+ToolDef = dict[str, Any]  # one tool's JSON schema as offered to the model
 Message = dict[str, Any]  # {"role": "system" | "user" | "assistant" | "tool", "content": Segments}
 
 
@@ -74,8 +75,12 @@ class Dialect:
         add_generation_prompt: bool = True,
         prefill: str = "",
     ) -> Segments:
-        """The whole prompt as segments; `messages[0]` may be a system message (our rules)."""
-        msgs = list(messages)
+        """The whole prompt as segments; `messages[0]` may be a system message (our rules). `add_generation_prompt`:
+        end in an open assistant turn, begun with `prefill` (framing of ours)."""
+        return self.render_prompt(list(messages), list(tools), add_generation_prompt, prefill)
+
+    def render_prompt(self, msgs: list[Message], tools: list[ToolDef], open_turn: bool, prefill: str) -> Segments:
+        """`render` for this family (default: its own Jinja template); a dialect overrides this, not `render`."""
         if msgs and msgs[0]["role"] == "system":
             system = msgs.pop(0)["content"]
         else:
@@ -86,7 +91,7 @@ class Dialect:
             system=system,
             messages=msgs,
             tools=self.offer(tools) if tools else None,
-            add_generation_prompt=add_generation_prompt,
+            add_generation_prompt=open_turn,
             prefill=Segments((Segment(prefill, True),)) if prefill else "",  # ours, so framing
             **self.context(),
         )

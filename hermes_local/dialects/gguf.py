@@ -30,7 +30,7 @@ import jinja2
 from hermes_local.calls.formats import detect_call_format
 from hermes_local.calls.parse import ParseResult, ToolCall
 from hermes_local.calls.thoughts import KNOWN_THOUGHTS
-from hermes_local.dialects.base import Dialect, Message, dumps
+from hermes_local.dialects.base import Dialect, Message, ToolDef, dumps
 from hermes_local.errors import UserError
 from hermes_local.prompts import BoundedSandbox, Segment, Segments, render_bounded
 
@@ -146,28 +146,21 @@ class GGUFDialect(Dialect):
             segs.append(Segment(dumps(r), False))
         return Segments(segs)
 
-    def render(
-        self,
-        messages: Sequence[Message],
-        tools: Sequence[dict[str, Any]] = (),
-        *,
-        add_generation_prompt: bool = True,
-        prefill: str = "",
-    ) -> Segments:
+    def render_prompt(self, msgs: list[Message], tools: list[ToolDef], open_turn: bool, prefill: str) -> Segments:
         if not self.source:
             raise UserError("this model has no tokenizer.chat_template; pick a format with --dialect NAME")
         if tools and _CONTROL_TEXT.search(dumps(list(tools))):
             raise UserError("a tool definition contains special-token text such as <|...|>; rename or reword it")
         if tools and _PRIVATE_MARKER.search(json.dumps(list(tools), ensure_ascii=False)):
             raise UserError("a tool definition contains private-use characters U+E000-U+E004; remove them")
-        messages = list(messages)
+        messages = msgs
         if tools and not _USES_TOOLS.search(self.source):  # a template without tool support: offer them ourselves
             offer = Segments.untrusted(tool_offer_text(tools))
             if messages and messages[0]["role"] == "system":
                 messages[0] = {"role": "system", "content": offer + Segments.untrusted("\n\n") + messages[0]["content"]}
             else:
                 messages.insert(0, {"role": "system", "content": offer})
-            tools = ()
+            tools = []
         values: list[Segments] = []
         hf_messages = []
         for m in messages:
@@ -187,7 +180,7 @@ class GGUFDialect(Dialect):
                 tools=list(tools) or None,
                 bos_token="",  # hermes-local adds the BOS token itself, as llama.cpp does
                 eos_token=self.eos_token,
-                add_generation_prompt=add_generation_prompt,
+                add_generation_prompt=open_turn,
             )
         except jinja2.TemplateError as exc:
             line = " ".join(str(exc).split())[:200]
