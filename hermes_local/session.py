@@ -316,7 +316,8 @@ def describe_event(e: Event) -> str | None:
         return f"   → {_one_line(e.name, 80)}({_one_line(json.dumps(e.arguments, ensure_ascii=False, default=str))})"
     if isinstance(e, ToolFinished):
         cached = " (cached)" if e.outcome.result.cached else ""
-        return f"     {'✓' if e.outcome.ok else '✗'} {_one_line(e.outcome.summary)}{cached}"
+        rule = f"  [{_one_line(e.outcome.result.rule, 200)}]" if e.outcome.result.rule else ""
+        return f"     {'✓' if e.outcome.ok else '✗'} {_one_line(e.outcome.summary)}{cached}{rule}"
     if isinstance(e, AssistantText):
         return describe_reply(e)
     if isinstance(e, Reasoning):

@@ -21,6 +21,12 @@ model read may be an instruction planted for it. An `http_get` to a host this ru
 to a file that runs code later (`execute_later_files`: git hooks, .envrc, shell rc files, *.pth, CI
 workflows, ...; `Tool.writes_path` names the path argument) always asks, whatever the flags, the policy or
 `trust_content` say, and is denied with nobody to ask (`executes_later`).
+
+Path-scoped rules (`permissions.py`: config `[permissions]`, and `--allow TOOL:GLOB` entries among `allow`) come
+first: a deny rule refuses the call (`denied_by_rule`), an ask rule asks even under `--yes` or `--allow`
+(`needs_approval` with nobody to ask), an allow rule approves (`rule`) unless provenance or a file that runs code
+later asks; the rule that decided is named in the question and in the result (`ToolResult.rule`). A pre_tool hook
+that answers `ask` (`hooks.py`) asks the same way; nothing a hook says approves a call.
 Does not run tools and writes nothing: the asker shows the question.
 """
 
@@ -40,6 +46,7 @@ from typing import Any
 from hermes_local.outcome import ToolResult
 from hermes_local.sandbox.protect import EXECUTE_LATER_FILES
 from hermes_local.textsafe import collapse_runs, terminal_safe
+from hermes_local.tools.permissions import Permissions, Rule, is_rule, parse_rule
 from hermes_local.tools.registry import Tool
 
 # Longer views are not shown (nobody reviews them): a terminal denies the call instead.
@@ -133,11 +140,15 @@ class Approver:
         ask: AskFunction | None = None,
         trust_content: bool = False,
         execute_later: Iterable[str] = EXECUTE_LATER_FILES,
+        rules: Permissions | None = None,
     ) -> None:
         """`ask` is who answers questions (None: nobody, calls not pre-approved are denied); `interactive=False`
         never asks even with an `ask`. `trust_content` and `execute_later`: see the module docstring."""
         self.approve_all = approve_all
-        self.allowed = set(allow)
+        allow = list(allow)
+        self.allowed = {entry for entry in allow if not is_rule(entry)}
+        self.rules = rules or Permissions()  # path-scoped rules; `--allow TOOL:GLOB` entries join them
+        self.rules.extend(parse_rule("allow", entry) for entry in allow if is_rule(entry))
         self.denied = set(deny)
         self.interactive = ask is not None and interactive is not False
         self.ask = ask
@@ -185,31 +196,50 @@ class Approver:
         )
 
     def decide(self, t: Tool, arguments: dict[str, Any], workspace: Path | None = None) -> tuple[bool, str]:
-        """(approved, how): how is read, denied_by_policy, flag, policy, user, no_terminal, needs_allow,
-        timeout, untrusted_content or executes_later. `workspace` lets symlinked paths be resolved."""
+        """(approved, how): see `decision`."""
+        approved, how, _ = self.decision(t, arguments, workspace)
+        return approved, how
+
+    def decision(
+        self, t: Tool, arguments: dict[str, Any], workspace: Path | None = None, *, hook_ask: str = ""
+    ) -> tuple[bool, str, str]:
+        """(approved, how, rule): how is read, denied_by_policy, denied_by_rule, rule, flag, policy, user,
+        no_terminal, needs_allow, needs_approval, timeout, untrusted_content or executes_later; rule is the text of
+        the permission rule that decided or made it ask ("" when none). `workspace` lets symlinked paths be
+        resolved; `hook_ask` is a pre_tool hook's reason for asking ("" when no hook asked)."""
         if t.name in self.denied:
-            return False, "denied_by_policy"
+            return False, "denied_by_policy", ""
+        rule: Rule | None = self.rules.match(t, arguments, workspace) if self.rules else None
+        text = rule.text if rule is not None else ""
+        if rule is not None and rule.kind == "deny":
+            return False, "denied_by_rule", text
+        asks = "" if rule is None or rule.kind != "ask" else f"The rule {text!r} in [permissions] asks for this call."
+        asks = "\n".join(x for x in (asks, hook_ask) if x)
         later = self.later_reason(t, arguments, workspace)
         fresh = "" if later else self.fresh_reason(t, arguments)
-        if not later and not fresh:
+        if not later and not fresh and not asks:
+            if rule is not None and rule.kind == "allow":
+                return True, "rule", text
             if t.permission == "read":
-                return True, "read"
+                return True, "read", ""
             if self.approve_all and t.permission == "write":
-                return True, "flag"
+                return True, "flag", ""
             if t.name in self.allowed:
-                return True, "policy"
+                return True, "policy", ""
         if not self.interactive or self.ask is None:
             if later:
-                return False, "executes_later"
+                return False, "executes_later", text
             if fresh:
-                return False, "untrusted_content"
-            return False, "needs_allow" if t.permission == "dangerous" else "no_terminal"
-        note = "\n".join(text for text in (self.notes(t), later or fresh) if text)
+                return False, "untrusted_content", text
+            if asks:
+                return False, "needs_approval", text
+            return False, "needs_allow" if t.permission == "dangerous" else "no_terminal", text
+        note = "\n".join(x for x in (self.notes(t), later or fresh, asks) if x)
         answer = self.ask(ApprovalRequest(t, dict(arguments), note))
         if answer == "t":
-            return False, "timeout"
-        if answer == "a":
+            return False, "timeout", text
+        if answer == "a" and not asks:  # "always" never outlives a rule or a hook that asks for each call
             self.allowed.add(t.name)
             if fresh:
                 self.fresh_allowed.add(t.name)
-        return answer in ("y", "a"), "user"
+        return answer in ("y", "a"), "user", text

@@ -150,14 +150,13 @@ class Executor:
             if refused is not None:
                 return refused
             self._unknown.discard(key)
-            approved, how = True, "user"
+            approved, how, rule = True, "user", ""
         else:
-            approved, how = self.approver.decide(t, args, self.context.workspace)
+            approved, how, rule = self.approver.decision(t, args, self.context.workspace)
         if not approved:
-            return dataclasses.replace(
-                ToolResult.failure("permission_denied", denial_message(t.name, how)), approval=how
-            )
-        result = self._approved(t, args, arguments, how)
+            denied = ToolResult.failure("permission_denied", denial_message(t.name, how, rule))
+            return dataclasses.replace(denied, approval=how, rule=rule)
+        result = dataclasses.replace(self._approved(t, args, arguments, how), rule=rule)
         self.approver.observe(t, args, result)
         return result
 
@@ -285,8 +284,16 @@ def _validation_message(t: Tool, exc: ValidationError) -> str:
     return f"Invalid arguments for {t.name}: {'; '.join(problems)}. Expected properties: {expected}"
 
 
-def denial_message(name: str, how: str) -> str:
+def denial_message(name: str, how: str, rule: str = "") -> str:
     """The permission_denied text for a call that was not approved, written for the model."""
+    if how == "denied_by_rule":
+        return f"{name} was denied by the user's permission rule {rule!r}. Do not retry it; do without it."
+    if how == "needs_approval":
+        why = f"the user's permission rule {rule!r}" if rule else "a check the user set up"
+        return (
+            f"{name} was denied: {why} asks the user for this call, and there is no terminal to ask. Do not retry; "
+            "finish without it and tell the user which call you wanted."
+        )
     if how == "no_terminal":
         return (
             f"{name} was denied: there is no terminal to ask the user for approval, and the user did not "
