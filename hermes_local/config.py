@@ -24,8 +24,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from hermes_local.errors import UserError, one_line
 from hermes_local.profiles import MAX_DEPTH, Profiles
 from hermes_local.safety import DEFAULT_ENV, EXECUTE_LATER_FILES, agent_home
+from hermes_local.shaping import HookConfig, PermissionsConfig, shaping_lowered, shaping_of
 
 ENV_PREFIX = "HERMES_LOCAL_"
+TABLES = ("mcp", "agents", "permissions", "hooks")  # settings only the config file sets
 T = TypeVar("T")
 MAX_TOOL_TIMEOUT = 86_400.0  # one day: larger values (inf, 1e308) overflow timers and would never fire
 MAX_TIMEOUT = MAX_TOOL_TIMEOUT  # the same bound for engine, approval and MCP timeouts (`inf` is refused at load)
@@ -97,16 +99,6 @@ class McpConfig(BaseModel):
             if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_-]{0,31}", name) or "__" in name:
                 raise ValueError(f"server name {name!r}: use letters, digits, - or _ (no double underscore)")
         return self
-
-
-class PermissionsConfig(BaseModel):
-    """The `[permissions]` table: `TOOL` or `TOOL:GLOB` rules (`tools/permissions.py`); deny beats ask beats allow."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    allow: list[str] = Field(default_factory=list)
-    ask: list[str] = Field(default_factory=list)
-    deny: list[str] = Field(default_factory=list)
 
 
 class Settings(BaseModel):
@@ -208,6 +200,7 @@ class Settings(BaseModel):
     max_tools_in_prompt: int = Field(8, ge=1)  # more enabled tools than this: route through open_toolset
     mcp: McpConfig = Field(default_factory=McpConfig)
     permissions: PermissionsConfig = Field(default_factory=PermissionsConfig)  # path-scoped allow/ask/deny rules
+    hooks: list[HookConfig] = Field(default_factory=list)  # [[hooks]]: commands run on pre_tool, post_tool, ...
     agents: Profiles = Field(default_factory=dict)  # [agents.NAME] specialists offered through `delegate` (issue 30)
     router: str = Field("rules", pattern="^(rules|model)$")  # who takes a --team task: keywords, or one model call
     router_model: str | None = None  # a second, small model (name or GGUF) picking who and which toolsets
@@ -222,7 +215,7 @@ def _env_overrides() -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name, field in Settings.model_fields.items():
         raw = os.environ.get(ENV_PREFIX + name.upper())
-        if raw is None or name in ("mcp", "agents", "permissions"):  # nested tables come from the config file only
+        if raw is None or name in TABLES:  # nested tables come from the config file only
             continue
         if field.annotation in (list[str], list[str] | None, list[float] | None):
             out[name] = [part.strip() for part in raw.split(",") if part.strip()]
@@ -293,10 +286,7 @@ def _safety(path: Path) -> dict[str, Any]:
     out = {k: raw.get(k, defaults[k].get_default(call_default_factory=True)) for k in _SAFETY_KEYS}
     servers = raw.get("mcp", {}).get("servers", {}) if isinstance(raw.get("mcp"), dict) else {}
     out["mcp"] = {str(k): repr(v) for k, v in servers.items()} if isinstance(servers, dict) else {}
-    rules = raw.get("permissions")
-    out["permissions"] = {k: [str(x) for x in v] for k, v in rules.items() if isinstance(v, list)} if isinstance(
-        rules, dict) else {}  # fmt: skip
-    return out
+    return out | shaping_of(raw)
 
 
 def lowered(before: dict[str, Any], now: dict[str, Any]) -> tuple[str, ...]:
@@ -312,11 +302,7 @@ def lowered(before: dict[str, Any], now: dict[str, Any]) -> tuple[str, ...]:
     if SANDBOX_RANK.get(str(now.get("sandbox")), 2) > SANDBOX_RANK.get(str(before.get("sandbox")), 2):
         keys.append("sandbox")
     keys += [k for k in ("allow_tools", "allow_hosts") if names(now, k) - names(before, k)]
-    rules_before, rules_now = before.get("permissions") or {}, now.get("permissions") or {}
-    if set(rules_now.get("allow", [])) - set(rules_before.get("allow", [])) or any(
-        set(rules_before.get(k, [])) - set(rules_now.get(k, [])) for k in ("ask", "deny")
-    ):
-        keys.append("permissions")
+    keys += shaping_lowered(before, now)
     if names(before, "deny_tools") - names(now, "deny_tools"):
         keys.append("deny_tools")
     servers_before, servers_now = before.get("mcp") or {}, now.get("mcp") or {}

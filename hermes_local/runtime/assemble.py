@@ -29,6 +29,7 @@ from hermes_local.tools import Approver, ToolRegistry, default_registry
 from hermes_local.tools.effects.snapshot import steps_to
 from hermes_local.tools.registry import AskUser
 from hermes_local.tools.setup import build_executor, tool_context
+from hermes_local.tools.skills import offer_skills
 from hermes_local.tools.toolsets import narrow, route, usable_tools
 
 # (the caller's wiring, the specialist's seat) -> its agent, started as a run of its own through `start_run`
@@ -96,16 +97,18 @@ def assemble(wiring: RunWiring, seat: Seat) -> Agent:
         return wiring.spawn(caller, own_seat) if wiring.spawn is not None else assemble(caller, own_seat)
 
     offer_delegate(registry, settings, role, specialist, seat.sink, full, lambda: executor.approver)  # built below
+    skills = offer_skills(registry, wiring.pin.path, settings.deny_tools, None if role.name else notice)
     plan = route(registry, settings.max_tools_in_prompt)
     executor = build_executor(
         settings, registry, context, seat.approver, plan=wiring.plan_only, session_id=seat.session_id
     )
-    # The user's standing rules (--instructions / config) first, then routing's note on the tool catalog
-    # (none for a model whose tool_call_format is "none": models.toml says it cannot call tools, it only answers),
-    # then the request's own instructions.
+    # The user's standing rules (--instructions / config) first, then routing's note on the tool catalog and the
+    # skills' catalog (none for a model whose tool_call_format is "none": models.toml says it cannot call tools, it
+    # only answers), then the request's own instructions.
     no_tools = dialect.call_format == "none"
     routing = "" if no_tools else plan.instructions
-    joined = "\n\n".join(text for text in (settings.instructions, routing, instructions) if text)
+    skills = "" if no_tools else skills  # the names and one line of each skill, after the tools (`tools/skills.py`)
+    joined = "\n\n".join(text for text in (settings.instructions, routing, skills, instructions) if text)
     config = settings_for(AgentConfig, settings, instructions=joined, offered_tools=plan.offered)
     if no_tools:
         config.tool_choice = "none"

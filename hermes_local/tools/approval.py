@@ -48,6 +48,7 @@ from hermes_local.sandbox.protect import EXECUTE_LATER_FILES
 from hermes_local.textsafe import collapse_runs, terminal_safe
 from hermes_local.tools.permissions import Permissions, Rule, is_rule, parse_rule
 from hermes_local.tools.registry import Tool
+from hermes_local.tools.skills import PROJECT_DIR, SKILL_FOLDERS
 
 # Longer views are not shown (nobody reviews them): a terminal denies the call instead.
 MAX_VIEW_CHARS = 20_000
@@ -189,6 +190,12 @@ class Approver:
             return ""
         pattern = executes_later(path, self.execute_later, workspace)
         if pattern is None:
+            if executes_later(path, SKILL_FOLDERS, workspace) is not None:
+                return (
+                    f"{terminal_safe(path)} is in the project's skills folder ({PROJECT_DIR}): a skill written there "
+                    "is read as know-how by later runs, so writing it is always asked (it stays untrusted until "
+                    "`hermes-local skills trust NAME`)."
+                )
             return ""
         return (
             f"{terminal_safe(path)} is a file that runs code later, outside any sandbox (it matches "

@@ -225,7 +225,7 @@ class Executor:
             return dataclasses.replace(failed, provenance=t.provenance)
         value = outcome.get("value")
         if isinstance(value, ToolResult):
-            return dataclasses.replace(value, provenance=t.provenance)
+            return value if t.traits.stamps_provenance else dataclasses.replace(value, provenance=t.provenance)
         return dataclasses.replace(ToolResult.success(value, _summarize(t.name, value)), provenance=t.provenance)
 
 
