@@ -35,6 +35,7 @@ from hermes_local.events import (
     Delegation,
     Event,
     Guarded,
+    HookRan,
     LLMCall,
     McpServerFailed,
     Proposal,
@@ -350,6 +351,10 @@ def describe_event(e: Event) -> str | None:
     if isinstance(e, Routed):
         kept = f" with {_one_line(', '.join(e.toolsets), 200) or 'no toolsets'}" if e.toolsets is not None else ""
         return f"routed ({_one_line(e.router, 12)}) to {_one_line(e.chosen, 40)}{kept}: {_one_line(e.reason)}"
+    if isinstance(e, HookRan):
+        why = f": {_one_line(e.reason, 300)}" if e.reason else ""
+        on = f" {_one_line(e.tool, 80)}" if e.tool else ""
+        return f"   hook {_one_line(e.hook, 60)} ({_one_line(e.event, 20)}{on}): {_one_line(e.decision, 10)}{why}"
     if isinstance(e, Delegation):
         who, task = _one_line(e.agent, 40), _one_line(e.task, 200)
         if e.status:

@@ -27,6 +27,7 @@ from hermes_local.runtime.tools import memory_store
 from hermes_local.sandbox.workspace import PinnedWorkspace
 from hermes_local.tools import Approver, ToolRegistry, default_registry
 from hermes_local.tools.effects.snapshot import steps_to
+from hermes_local.tools.hooks import Hooks
 from hermes_local.tools.registry import AskUser
 from hermes_local.tools.setup import build_executor, tool_context
 from hermes_local.tools.skills import offer_skills
@@ -113,12 +114,17 @@ def assemble(wiring: RunWiring, seat: Seat) -> Agent:
     if no_tools:
         config.tool_choice = "none"
     on_event = steps_to(executor.checkpoints, seat.sink)  # the checkpoint recorder learns each call's step
+    if settings.hooks:  # the user's [[hooks]]: run sandboxed on pre_tool, post_tool, stop and session_end
+        executor.hooks = Hooks(settings.hooks, context.sandbox, wiring.pin, seat.session_id or "", seat.sink)
+        on_event = executor.hooks.watch(on_event)
     recall = longterm.recall if remembering else None
     agent = Agent(llm, executor, config, on_event=on_event, recall=recall, dialect=dialect)
     if remembering and not role.name:  # the run's own episode; a specialist's sub-run is part of it
         failed = settings.memory_failed == "mark"
         agent.learn = partial(longterm.add_episode, session_id=seat.session_id, keep_failed=failed, on_error=notice)
     agent.closers.append(longterm.close)
+    if executor.hooks is not None:
+        agent.closers.append(executor.hooks.session_end)
     agent.closers.append(RunWatch().end)  # a safety setting lowered on disk meanwhile waits for a person's yes
     try:
         agent.system_prompt()  # a prompt override that fails to render is the user's to fix, now
