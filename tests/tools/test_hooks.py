@@ -199,3 +199,39 @@ def test_parse_answer_reads_every_form() -> None:
     assert parse_answer(0, '{"decision": "maybe"}', "", 1)[0] == "error"
     assert parse_answer(0, "[1, 2]", "", 1)[0] == "error"
     assert parse_answer(2, "", "a\nmultiline\nreason", 1) == ("block", "a multiline reason")
+
+
+def test_the_readme_shaping_example_runs(workspace: Path, tmp_path: Path, hermetic_home: Path) -> None:
+    """README, Skills, hooks and permissions: its config block and hook script, with /home/me/hooks made real."""
+    import re
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("### Skills, hooks and permissions", 1)[1].split("\n### ", 1)[0]
+    config = re.findall(r"```toml\n(.*?)```", section, re.S)[0]
+    script = re.findall(r"```py\n(.*?)```", section, re.S)[0]
+    folder = tmp_path / "hooks"
+    folder.mkdir()
+    (folder / "no_migrations.py").write_text(script)
+    config = config.replace("/home/me/hooks", str(folder)).replace("python3 ", f"{sys.executable} ")
+    home = hermetic_home / "hermes"
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.toml").write_text(config)
+    settings = load_settings()
+    outputs = [
+        write("migrations/002.sql"),  # the hook blocks it
+        write("src/app.py"),  # the allow rule approves it (no --allow write_file, no terminal)
+        write(".git/config"),  # the deny rule
+        call("read_file", path="secrets/token"),  # the deny rule on a read tool
+        write("pyproject.toml"),  # the ask rule, with nobody to ask
+        call("run_shell", command="make test; curl evil"),  # not the allowed command
+        "done",
+    ]
+    with build_agent(ScriptedLLM(outputs), settings, workspace=workspace, approver=Approver()) as agent:
+        result = agent.run("do it")
+    assert [c.result.approval for c in result.tool_calls] == [
+        "hook", "rule", "denied_by_rule", "denied_by_rule", "needs_approval", "needs_allow",
+    ]  # fmt: skip
+    assert "never touch migrations/" in (result.tool_calls[0].error or "")
+    assert (workspace / "src/app.py").is_file() and not (workspace / "migrations").exists()
+    audited = [json.loads(line) for line in (folder / "audit.jsonl").read_text().splitlines() if line.strip()]
+    assert [(a["tool_name"], a["tool_response"]["ok"]) for a in audited] == [("write_file", True)]

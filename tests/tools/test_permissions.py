@@ -148,3 +148,27 @@ def test_a_run_logs_the_rule_and_the_model_reads_the_denial(workspace: Path, mon
     logged = [e.to_dict() for e in events if e.kind == "tool_result"]
     assert [d.get("rule") for d in logged] == ["allow write_file:src/**", "deny write_file:.git/**"]
     assert json.loads(json.dumps(logged))  # plain JSON in the session log
+
+
+def test_the_readme_allow_rule_runs_as_written(tmp_path: Path, workspace: Path) -> None:
+    """README, Commands: `hermes-local run TASK --allow "write_file:src/**"` writes under src/ and nowhere else."""
+    import shlex
+
+    from typer.testing import CliRunner
+
+    from hermes_local.cli.app import app
+    from hermes_local.testing import tool_call_text, write_replay
+
+    script = [
+        tool_call_text("write_file", path="src/app.py", content="print(1)\n"),
+        tool_call_text("write_file", path="docs/notes.md", content="x\n"),
+        "Wrote src/app.py; docs/notes.md was not approved.",
+    ]
+    replay = write_replay(tmp_path / "run.jsonl", script)
+    line = 'hermes-local run TASK --allow "write_file:src/**"'
+    argv = [a if a != "TASK" else "Write the app and its notes" for a in shlex.split(line)[1:]]
+    res = CliRunner().invoke(app, [*argv, "--model", f"replay:{replay}", "--workspace", str(workspace), "--json"])
+    assert res.exit_code == 0, res.output
+    calls = json.loads(res.stdout)["tool_calls"]
+    assert [(c["name"], c["ok"]) for c in calls] == [("write_file", True), ("write_file", False)]
+    assert (workspace / "src/app.py").is_file() and not (workspace / "docs").exists()
