@@ -295,7 +295,7 @@ def describe_reply(e: AssistantText) -> str:
 
 # The kinds a terminal shows as they happen (`describe_event` lines), a team run's routing and delegations included.
 SHOWN_LIVE: tuple[type[Event], ...] = (StepStart, LLMCall, ToolCallStarted, ToolFinished, RehearsedCall, Guarded)
-SHOWN_LIVE += (BudgetWarning, Compaction, Routed, Delegation)
+SHOWN_LIVE += (BudgetWarning, Compaction, Routed, Delegation, HookRan)
 
 
 def describe_event(e: Event) -> str | None:

@@ -172,3 +172,20 @@ def test_the_readme_allow_rule_runs_as_written(tmp_path: Path, workspace: Path) 
     calls = json.loads(res.stdout)["tool_calls"]
     assert [(c["name"], c["ok"]) for c in calls] == [("write_file", True), ("write_file", False)]
     assert (workspace / "src/app.py").is_file() and not (workspace / "docs").exists()
+
+
+def test_a_library_run_takes_a_scoped_allow_through_its_spec(workspace: Path) -> None:
+    """`RunSpec(overrides={"allow_tools": [...]})`, as `serve --allow` and a schedule's `--allow` give it."""
+    from hermes_local.runtime import Model, RunSpec, start_run
+
+    llm = ScriptedLLM(
+        [
+            '<tool_call>{"name": "write_file", "arguments": {"path": "src/a.py", "content": "1"}}</tool_call>',
+            '<tool_call>{"name": "write_file", "arguments": {"path": "b.py", "content": "2"}}</tool_call>',
+            "done",
+        ]
+    )
+    spec = RunSpec(task="write", workspace=workspace, log=False, overrides={"allow_tools": ["write_file:src/**"]})
+    with start_run(spec, Model(llm)) as handle:
+        result = handle.run()
+    assert [(c.ok, c.result.approval) for c in result.tool_calls] == [(True, "rule"), (False, "no_terminal")]
