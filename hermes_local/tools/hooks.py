@@ -22,11 +22,14 @@ a `HookRan` event in the session log, with the hook's name (`sessions show`, `st
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import selectors
 import shlex
 import subprocess
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -136,16 +139,42 @@ def run_hook(hook: HookConfig, payload: dict[str, Any], policy: SandboxPolicy, p
     )  # fmt: skip
     data = json.dumps(payload, ensure_ascii=False, default=str).encode("utf-8")
     try:
-        out, err = running.proc.communicate(data, timeout=hook.timeout)
-        code: int | None = running.proc.returncode
-    except subprocess.TimeoutExpired:
-        running.kill()
-        out, err = running.proc.communicate()
-        code = None
+        code, out, err = exchange(running.proc, data, hook.timeout)
     finally:
         running.close()
-    text = out[:MAX_OUTPUT].decode("utf-8", "replace")
-    return parse_answer(code, text, err[:MAX_OUTPUT].decode("utf-8", "replace"), hook.timeout)
+    return parse_answer(code, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"), hook.timeout)
+
+
+def exchange(proc: subprocess.Popen, data: bytes, timeout: float) -> tuple[int | None, bytes, bytes]:
+    """Write `data` to the process's stdin and read its stdout and stderr (each kept to `MAX_OUTPUT` bytes, the rest
+    read and dropped) until it exits or `timeout` passes: (exit code or None, stdout, stderr)."""
+
+    def feed() -> None:
+        with contextlib.suppress(OSError, ValueError):  # a hook that does not read its stdin closes the pipe
+            assert proc.stdin is not None
+            proc.stdin.write(data)
+            proc.stdin.close()
+
+    threading.Thread(target=feed, name="hook-stdin", daemon=True).start()
+    kept: dict[Any, bytearray] = {proc.stdout: bytearray(), proc.stderr: bytearray()}
+    deadline = time.monotonic() + timeout
+    with selectors.DefaultSelector() as selector:
+        for pipe in kept:
+            selector.register(pipe, selectors.EVENT_READ)
+        while selector.get_map():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None, bytes(kept[proc.stdout]), bytes(kept[proc.stderr])
+            for key, _ in selector.select(min(left, 0.1)):
+                chunk = os.read(key.fd, 65536)
+                if not chunk:
+                    selector.unregister(key.fileobj)
+                kept[key.fileobj] += chunk[: max(0, MAX_OUTPUT - len(kept[key.fileobj]))]
+    try:
+        code: int | None = proc.wait(max(0.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        code = None
+    return code, bytes(kept[proc.stdout]), bytes(kept[proc.stderr])
 
 
 class Hooks:

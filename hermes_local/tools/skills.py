@@ -160,9 +160,11 @@ def discover(workspace: Path | None = None) -> tuple[list[Skill], list[str]]:
     if workspace is not None:
         roots.append((Path(workspace) / PROJECT_DIR, "project"))
     for root, origin in roots:
-        if not root.is_dir():
-            continue
+        if not root.is_dir() or (origin == "project" and not _inside(root, Path(workspace or "."))):
+            continue  # a project's skills folder that leads out of its workspace is not its own
         for folder in sorted(p for p in root.iterdir() if p.is_dir() and (p / SKILL_FILE).is_file()):
+            if origin == "project" and not _inside(folder / SKILL_FILE, root):
+                continue
             skill = _load(folder, origin, pins)
             if skill is None:
                 checked = f"hermes-local skills check {terminal_safe(str(folder))}"
@@ -172,6 +174,12 @@ def discover(workspace: Path | None = None) -> tuple[list[Skill], list[str]]:
             else:
                 found[skill.name] = skill
     return sorted(found.values(), key=lambda s: s.name), notes
+
+
+def _inside(path: Path, root: Path) -> bool:
+    """Whether `path`, its symlinks resolved, is under `root` (resolved too)."""
+    real, base = os.path.realpath(path), os.path.realpath(root)
+    return real.startswith(base + os.sep)
 
 
 def find(name: str, workspace: Path | None = None) -> Skill:

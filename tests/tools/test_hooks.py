@@ -40,6 +40,7 @@ print(json.dumps({"hookSpecificOutput": {"hookEventName": "PreToolUse", "permiss
     "sleep.py": "import time; time.sleep(30)",
     "garbage.py": "print('hello, I am not JSON')",
     "crash.py": "raise SystemExit(1)",
+    "flood.py": "import sys\nwhile True:\n    sys.stdout.write('y' * 65536)",
     "audit.py": """
 import json, sys
 data = json.load(sys.stdin)
@@ -107,6 +108,7 @@ def test_exit_2_blocks_and_the_model_reads_the_reason(workspace: Path, hooks_dir
         ("sleep.py", 0.5, "did not answer within 0.5 s"),
         ("garbage.py", 10, "not a JSON decision"),
         ("crash.py", 10, "exit status 1"),
+        ("flood.py", 1, "did not answer within 1 s"),  # endless output: kept to 64 kB, cut at the timeout
     ],
 )
 def test_blocks_and_failures_block_the_call(

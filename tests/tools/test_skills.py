@@ -170,3 +170,16 @@ def test_skills_commands_list_show_trust(user_skills: Path, workspace: Path) -> 
     assert missing.exit_code == 2 and "skills list" in missing.output
     own = runner.invoke(app, ["skills", "trust", "weekly-report"])
     assert own.exit_code == 2 and "trusted already" in own.output
+
+
+def test_a_project_skills_folder_leading_out_of_the_workspace_is_not_read(workspace: Path, tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    make_skill(elsewhere / "skills", "stray", "Not this project's.")
+    (workspace / ".hermes").mkdir()
+    os.symlink(elsewhere / "skills", workspace / PROJECT_DIR)
+    make_skill(tmp_path / "other", "linked", "A skill folder linked in from elsewhere.")
+    assert discover(workspace)[0] == []
+    os.unlink(workspace / PROJECT_DIR)
+    (workspace / PROJECT_DIR).mkdir()
+    os.symlink(tmp_path / "other" / "linked", workspace / PROJECT_DIR / "linked")
+    assert discover(workspace)[0] == []
