@@ -108,7 +108,7 @@ def assemble(wiring: RunWiring, seat: Seat) -> Agent:
     # only answers), then the request's own instructions.
     no_tools = dialect.call_format == "none"
     routing = "" if no_tools else plan.instructions
-    skills = "" if no_tools else skills  # the names and one line of each skill, after the tools (`tools/skills.py`)
+    skills = "" if no_tools or settings.tool_choice == "none" else skills  # names and one line each (tools/skills.py)
     joined = "\n\n".join(text for text in (settings.instructions, routing, skills, instructions) if text)
     config = settings_for(AgentConfig, settings, instructions=joined, offered_tools=plan.offered)
     if no_tools:

@@ -192,6 +192,12 @@ def test_stats_count_each_hooks_decisions(workspace: Path, hooks_dir: Path) -> N
     with start_run(spec, Model(llm)) as handle:  # logged, as `hermes-local run` is
         handle.run()
     assert gather()["hooks"] == {"guard": {"allow": 1, "block": 1}}
+    from typer.testing import CliRunner
+
+    from hermes_local.cli.app import app
+
+    shown = CliRunner().invoke(app, ["stats"])
+    assert shown.exit_code == 0 and "hook guard: 1 allow, 1 block" in shown.output
 
 
 def test_parse_answer_reads_every_form() -> None:

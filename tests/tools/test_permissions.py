@@ -148,6 +148,23 @@ def test_a_run_logs_the_rule_and_the_model_reads_the_denial(workspace: Path, mon
     logged = [e.to_dict() for e in events if e.kind == "tool_result"]
     assert [d.get("rule") for d in logged] == ["allow write_file:src/**", "deny write_file:.git/**"]
     assert json.loads(json.dumps(logged))  # plain JSON in the session log
+    from hermes_local.session import describe_event
+
+    shown = [describe_event(e) or "" for e in events if e.kind == "tool_result"]
+    assert shown[0].endswith("[allow write_file:src/**]") and shown[1].endswith("[deny write_file:.git/**]")
+
+
+def test_loosening_rules_or_dropping_a_hook_during_a_run_counts_as_lowering_safety() -> None:
+    from hermes_local.config import lowered
+    from hermes_local.shaping import shaping_of
+
+    before = shaping_of({"permissions": {"deny": ["write_file:.git/**"]}, "hooks": [{"event": "stop", "command": "x"}]})
+    assert lowered(before, before) == ()
+    assert lowered(before, shaping_of({"permissions": {"deny": ["write_file:.git/**"], "allow": ["run_shell"]},
+                                        "hooks": [{"event": "stop", "command": "x"}]})) == ("permissions",)  # fmt: skip
+    assert lowered(before, shaping_of({})) == ("permissions", "hooks")
+    stricter = shaping_of({"permissions": {"deny": ["write_file:.git/**", "run_shell"]}, "hooks": before["hooks"]})
+    assert lowered(before, {**stricter, "hooks": [*before["hooks"], "another"]}) == ()
 
 
 def test_the_readme_allow_rule_runs_as_written(tmp_path: Path, workspace: Path) -> None:
