@@ -9,12 +9,28 @@ them). Ground: imports no district and runs nothing; `config.Settings` holds bot
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 HookEvent = Literal["pre_tool", "post_tool", "stop", "session_end"]
 MAX_HOOK_TIMEOUT = 600.0
+
+
+RULE_TOOL = re.compile(r"[A-Za-z0-9_*?\[\]-]+")
+
+
+def split_rule(text: str) -> tuple[str, str | None]:
+    """`write_file:src/**` -> ("write_file", "src/**"), `run_shell` -> ("run_shell", None); ValueError naming the
+    fix for a malformed rule."""
+    tool, sep, pattern = text.partition(":")
+    tool = tool.strip()
+    if not RULE_TOOL.fullmatch(tool):
+        raise ValueError(f"permission rule {text!r}: write TOOL or TOOL:PATTERN, e.g. write_file:src/**")
+    if sep and not pattern.strip():
+        raise ValueError(f"permission rule {text!r} has an empty pattern after ':'; drop the ':' or add a glob")
+    return tool, pattern.strip() if sep else None
 
 
 class PermissionsConfig(BaseModel):
@@ -25,6 +41,13 @@ class PermissionsConfig(BaseModel):
     allow: list[str] = Field(default_factory=list)
     ask: list[str] = Field(default_factory=list)
     deny: list[str] = Field(default_factory=list)
+
+    @field_validator("allow", "ask", "deny")
+    @classmethod
+    def _rules(cls, value: list[str]) -> list[str]:
+        for text in value:
+            split_rule(text)  # a malformed rule is refused when the settings load, before any model
+        return value
 
 
 class HookConfig(BaseModel):

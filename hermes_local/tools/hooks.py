@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import selectors
 import shlex
 import subprocess
@@ -87,6 +88,12 @@ def parse_answer(code: int | None, stdout: str, stderr: str, timeout: float) -> 
     return decision, _one_line(reason) if isinstance(reason, str) else ""
 
 
+def home_paths(command: str) -> str:
+    """The command with each `~/` that starts a word spelled out: inside the sandbox HOME is its private /tmp."""
+    home = os.path.expanduser("~")
+    return re.sub(r"(?<![^\s'\"=])~/", lambda _: home.rstrip("/") + "/", command)
+
+
 def readable_dirs(command: str) -> list[str]:
     """The folders of the absolute paths a command names (its script), made readable in the sandbox."""
     try:
@@ -121,8 +128,9 @@ def run_hook(hook: HookConfig, payload: dict[str, Any], policy: SandboxPolicy, p
     if refusal:
         return "error", refusal
     sandboxed, _ = policy.in_force()
+    command = home_paths(hook.command)
     argv, env = sandboxed_command(
-        ["/bin/sh", "-c", hook.command],
+        ["/bin/sh", "-c", command],
         workspace=pin.path,
         writable=False,
         env_allow=policy.env_allow,
@@ -130,7 +138,7 @@ def run_hook(hook: HookConfig, payload: dict[str, Any], policy: SandboxPolicy, p
         pdeathsig=False,
         workspace_fd=pin.fd if sandboxed else None,
         tmp_mb=policy.limits.tmp_mb,
-        extra_ro=readable_dirs(hook.command),
+        extra_ro=readable_dirs(command),
         extra_rw=writable_paths(hook.writable),
     )
     running = spawn(

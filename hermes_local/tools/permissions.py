@@ -26,12 +26,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 from hermes_local.errors import UserError
+from hermes_local.shaping import split_rule
 from hermes_local.tools.registry import Tool
 
 RuleKind = Literal["allow", "ask", "deny"]
 ORDER: tuple[RuleKind, ...] = ("deny", "ask", "allow")  # deny wins, then ask, then allow
 SHELL_CONTROL = re.compile(r"[;&|`$<>\n\r\\]|\(|\)")
-NAME = re.compile(r"[A-Za-z0-9_*?\[\]-]+")
 
 
 @dataclass(frozen=True)
@@ -50,13 +50,11 @@ class Rule:
 
 def parse_rule(kind: RuleKind, text: str) -> Rule:
     """`write_file:src/**` -> a Rule; a malformed one is a one-line `UserError` naming the fix."""
-    tool, sep, pattern = text.partition(":")
-    tool = tool.strip()
-    if not NAME.fullmatch(tool):
-        raise UserError(f"permission rule {text!r}: write TOOL or TOOL:PATTERN, e.g. write_file:src/**")
-    if sep and not pattern.strip():
-        raise UserError(f"permission rule {text!r} has an empty pattern after ':'; drop the ':' or add a glob")
-    return Rule(kind, tool, pattern.strip() if sep else None)
+    try:
+        tool, pattern = split_rule(text)
+    except ValueError as exc:
+        raise UserError(str(exc)) from exc
+    return Rule(kind, tool, pattern)
 
 
 def is_rule(entry: str) -> bool:

@@ -243,3 +243,14 @@ def test_the_readme_shaping_example_runs(workspace: Path, tmp_path: Path, hermet
     assert (workspace / "src/app.py").is_file() and not (workspace / "migrations").exists()
     audited = [json.loads(line) for line in (folder / "audit.jsonl").read_text().splitlines() if line.strip()]
     assert [(a["tool_name"], a["tool_response"]["ok"]) for a in audited] == [("write_file", True)]
+
+
+def test_a_hook_under_the_users_home_named_with_a_tilde(workspace: Path) -> None:
+    folder = Path.home() / "my-hooks"  # the hermetic HOME of the tests
+    folder.mkdir()
+    (folder / "audit.py").write_text(SCRIPTS["audit.py"])
+    command = f"{sys.executable} ~/my-hooks/audit.py ~/my-hooks/log.jsonl"
+    hooks = [{"event": "pre_tool", "command": command, "writable": ["~/my-hooks/log.jsonl"]}]
+    result, ran, _ = run_with(workspace, hooks, [write("a.txt"), "ok"])
+    assert ran[0].decision == "allow" and result.tool_calls[0].ok
+    assert json.loads((folder / "log.jsonl").read_text())["tool_name"] == "write_file"

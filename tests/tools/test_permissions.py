@@ -206,3 +206,12 @@ def test_a_library_run_takes_a_scoped_allow_through_its_spec(workspace: Path) ->
     with start_run(spec, Model(llm)) as handle:
         result = handle.run()
     assert [(c.ok, c.result.approval) for c in result.tool_calls] == [(True, "rule"), (False, "no_terminal")]
+
+
+def test_a_malformed_configured_rule_is_refused_when_the_settings_load() -> None:
+    home = Path(os.environ["HERMES_LOCAL_HOME"])
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.toml").write_text('[permissions]\ndeny = ["write file:.git/**"]\n')
+    with pytest.raises(UserError, match="TOOL:PATTERN") as caught:
+        load_settings()
+    assert "\n" not in caught.value.line
