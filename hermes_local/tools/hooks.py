@@ -23,6 +23,7 @@ a `HookRan` event in the session log, with the hook's name (`sessions show`, `st
 from __future__ import annotations
 
 import contextlib
+import fnmatch
 import json
 import os
 import re
@@ -198,8 +199,6 @@ class Hooks:
 
     def _run(self, event: str, payload: dict[str, Any], tool: str = "") -> list[tuple[str, str, str]]:
         """(hook, decision, reason) of each hook for `event` that matches `tool`, in config order; logged."""
-        import fnmatch
-
         base = {
             "hook_event_name": CLAUDE_NAMES[event], "event": event, "session_id": self.session, "step": self.step,
             "cwd": str(self.pin.path), "workspace": str(self.pin.path),
@@ -239,7 +238,7 @@ class Hooks:
         return ("ask", "\n".join(asks)) if asks else ("allow", "")
 
     def post_tool(self, t: Tool, arguments: dict[str, Any], result: ToolResult, *, untrusted: bool) -> ToolResult:
-        """The result the model reads: a blocking hook's reason added to its summary."""
+        """The result the model reads: a blocking hook's reason added to it (its data wrapped, its error extended)."""
         envelope = result.envelope()
         payload = self._call(t, arguments, untrusted) | {"tool_response": envelope, "outcome": envelope}
         notes = [f"hook {label}: {reason or 'blocked'}" for label, decision, reason in self._run(
