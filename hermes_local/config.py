@@ -24,8 +24,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from hermes_local.errors import UserError, one_line
 from hermes_local.profiles import MAX_DEPTH, Profiles
 from hermes_local.safety import DEFAULT_ENV, EXECUTE_LATER_FILES, agent_home
+from hermes_local.shaping import HookConfig, PermissionsConfig, shaping_lowered, shaping_of
 
 ENV_PREFIX = "HERMES_LOCAL_"
+TABLES = ("mcp", "agents", "permissions", "hooks")  # settings only the config file sets
 T = TypeVar("T")
 MAX_TOOL_TIMEOUT = 86_400.0  # one day: larger values (inf, 1e308) overflow timers and would never fire
 MAX_TIMEOUT = MAX_TOOL_TIMEOUT  # the same bound for engine, approval and MCP timeouts (`inf` is refused at load)
@@ -197,6 +199,8 @@ class Settings(BaseModel):
     tools: list[str] = Field(default_factory=list)  # toolsets/tool names offered; empty = all
     max_tools_in_prompt: int = Field(8, ge=1)  # more enabled tools than this: route through open_toolset
     mcp: McpConfig = Field(default_factory=McpConfig)
+    permissions: PermissionsConfig = Field(default_factory=PermissionsConfig)  # path-scoped allow/ask/deny rules
+    hooks: list[HookConfig] = Field(default_factory=list)  # [[hooks]]: commands run on pre_tool, post_tool, ...
     agents: Profiles = Field(default_factory=dict)  # [agents.NAME] specialists offered through `delegate` (issue 30)
     router: str = Field("rules", pattern="^(rules|model)$")  # who takes a --team task: keywords, or one model call
     router_model: str | None = None  # a second, small model (name or GGUF) picking who and which toolsets
@@ -211,7 +215,7 @@ def _env_overrides() -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name, field in Settings.model_fields.items():
         raw = os.environ.get(ENV_PREFIX + name.upper())
-        if raw is None or name in ("mcp", "agents"):  # nested tables come from the config file only
+        if raw is None or name in TABLES:  # nested tables come from the config file only
             continue
         if field.annotation in (list[str], list[str] | None, list[float] | None):
             out[name] = [part.strip() for part in raw.split(",") if part.strip()]
@@ -282,7 +286,7 @@ def _safety(path: Path) -> dict[str, Any]:
     out = {k: raw.get(k, defaults[k].get_default(call_default_factory=True)) for k in _SAFETY_KEYS}
     servers = raw.get("mcp", {}).get("servers", {}) if isinstance(raw.get("mcp"), dict) else {}
     out["mcp"] = {str(k): repr(v) for k, v in servers.items()} if isinstance(servers, dict) else {}
-    return out
+    return out | shaping_of(raw)
 
 
 def lowered(before: dict[str, Any], now: dict[str, Any]) -> tuple[str, ...]:
@@ -298,6 +302,7 @@ def lowered(before: dict[str, Any], now: dict[str, Any]) -> tuple[str, ...]:
     if SANDBOX_RANK.get(str(now.get("sandbox")), 2) > SANDBOX_RANK.get(str(before.get("sandbox")), 2):
         keys.append("sandbox")
     keys += [k for k in ("allow_tools", "allow_hosts") if names(now, k) - names(before, k)]
+    keys += shaping_lowered(before, now)
     if names(before, "deny_tools") - names(now, "deny_tools"):
         keys.append("deny_tools")
     servers_before, servers_now = before.get("mcp") or {}, now.get("mcp") or {}

@@ -224,6 +224,19 @@ class RunEnd(Event):
 
 
 @dataclass
+class HookRan(Event):
+    """A user's hook answered (`tools/hooks.py`): allow, block, ask, or error (it failed; a pre_tool call blocked)."""
+
+    kind: ClassVar[str] = "hook"
+    step: int
+    hook: str  # its name (config `name`, else the command's first word)
+    event: str  # pre_tool | post_tool | stop | session_end
+    tool: str
+    decision: str
+    reason: str = ""
+
+
+@dataclass
 class Routed(Event):
     """A team run's router chose who takes the task (`chosen`: a profile or "manager") among `candidates`, and why;
     `router_model` also chose the `toolsets` its prompt carries (None: every tool of the role; older logs too)."""
@@ -308,7 +321,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
     t.kind: t
     for t in (RunStart, RunResumed, StepStart, TurnAdded, LLMCall, AssistantText, Reasoning, RehearsedCall, Token)
     + (ToolCallStarted, ToolFinished, Guarded, BudgetWarning, Compaction, McpServerFailed, RunEnd)
-    + (Proposal, Applied, Rating, Routed, Delegation)
+    + (Proposal, Applied, Rating, Routed, Delegation, HookRan)
 }
 WORKFLOW_KINDS = frozenset({"workflow_start", "workflow_step", "workflow_end"})
 

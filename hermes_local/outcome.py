@@ -44,6 +44,7 @@ class ToolResult:
     # Unknown origin counts as untrusted; the executor stamps the tool's own `provenance` on what it returns,
     # and its own refusals (`failure`: not found, invalid arguments, denied) are trusted text.
     provenance: Provenance = "untrusted"
+    rule: str = ""  # the permission rule that decided or made it ask (`allow write_file:src/**`), "" when none
 
     @classmethod
     def success(cls, data: Any, summary: str) -> ToolResult:
@@ -65,6 +66,7 @@ class ToolResult:
             str(d.get("approval") or ""),
             bool(d.get("cached")),
             "trusted" if d.get("provenance") == "trusted" else "untrusted",
+            str(d.get("rule") or ""),
         )
 
     def envelope(self) -> dict[str, Any]:
@@ -138,6 +140,7 @@ class ToolOutcome:
             "digest": self.digest,
             "approval": self.result.approval,
             "provenance": self.result.provenance,  # trusted / untrusted: where the result's content came from
+            **({"rule": self.result.rule} if self.result.rule else {}),  # the permission rule that decided
             **({"truncated": True} if self.truncated else {}),
             **self.result.envelope(),
             **({"cached": True} if self.result.cached else {}),

@@ -35,6 +35,7 @@ from hermes_local.events import (
     Delegation,
     Event,
     Guarded,
+    HookRan,
     LLMCall,
     McpServerFailed,
     Proposal,
@@ -294,7 +295,7 @@ def describe_reply(e: AssistantText) -> str:
 
 # The kinds a terminal shows as they happen (`describe_event` lines), a team run's routing and delegations included.
 SHOWN_LIVE: tuple[type[Event], ...] = (StepStart, LLMCall, ToolCallStarted, ToolFinished, RehearsedCall, Guarded)
-SHOWN_LIVE += (BudgetWarning, Compaction, Routed, Delegation)
+SHOWN_LIVE += (BudgetWarning, Compaction, Routed, Delegation, HookRan)
 
 
 def describe_event(e: Event) -> str | None:
@@ -316,7 +317,8 @@ def describe_event(e: Event) -> str | None:
         return f"   → {_one_line(e.name, 80)}({_one_line(json.dumps(e.arguments, ensure_ascii=False, default=str))})"
     if isinstance(e, ToolFinished):
         cached = " (cached)" if e.outcome.result.cached else ""
-        return f"     {'✓' if e.outcome.ok else '✗'} {_one_line(e.outcome.summary)}{cached}"
+        rule = f"  [{_one_line(e.outcome.result.rule, 200)}]" if e.outcome.result.rule else ""
+        return f"     {'✓' if e.outcome.ok else '✗'} {_one_line(e.outcome.summary)}{cached}{rule}"
     if isinstance(e, AssistantText):
         return describe_reply(e)
     if isinstance(e, Reasoning):
@@ -349,6 +351,10 @@ def describe_event(e: Event) -> str | None:
     if isinstance(e, Routed):
         kept = f" with {_one_line(', '.join(e.toolsets), 200) or 'no toolsets'}" if e.toolsets is not None else ""
         return f"routed ({_one_line(e.router, 12)}) to {_one_line(e.chosen, 40)}{kept}: {_one_line(e.reason)}"
+    if isinstance(e, HookRan):
+        why = f": {_one_line(e.reason, 300)}" if e.reason else ""
+        on = f" {_one_line(e.tool, 80)}" if e.tool else ""
+        return f"   hook {_one_line(e.hook, 60)} ({_one_line(e.event, 20)}{on}): {_one_line(e.decision, 10)}{why}"
     if isinstance(e, Delegation):
         who, task = _one_line(e.agent, 40), _one_line(e.task, 200)
         if e.status:

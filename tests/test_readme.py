@@ -275,6 +275,15 @@ EXERCISED: dict[str, str] = {
     'hermes-local run "Find the revenue per region with SQL, then write a report on it" --team --db shop.sqlite': (
         "tests/agent/test_team.py::test_the_readme_team_command_runs_as_written"
     ),
+    # Issue 47 (skills, hooks, permissions).
+    "hermes-local skills list | show NAME | check DIR | trust NAME": "tests/tools/test_skills.py::"
+    "test_skills_commands_list_show_trust tests/tools/test_skills.py::"
+    "test_check_reports_each_front_matter_problem_on_one_line",
+    'hermes-local run TASK --allow "write_file:src/**"': "tests/tools/test_permissions.py::"
+    "test_the_readme_allow_rule_runs_as_written",
+    "python scripts/skills_cost.py": SCRIPTS,
+    "toml: [permissions]": "tests/tools/test_hooks.py::test_the_readme_shaping_example_runs",
+    "py: import json, sys": "tests/tools/test_hooks.py::test_the_readme_shaping_example_runs",
 }
 
 
@@ -364,6 +373,7 @@ def test_the_measurement_scripts_run() -> None:
     lines = [line for line in readme_code_lines() if line.startswith("python scripts/") and "examples" not in line]
     fewer = {"parse_corpus.py": ["--repeat", "2"], "sandbox_overhead.py": ["3"], "bench.py": ["--help"]}
     fewer["checkpoint_overhead.py"] = ["3", "20"]  # rounds, files
+    fewer["skills_cost.py"] = ["--skills", "3"]
     for line in lines:
         script = line.split()[1]
         if script.endswith("download_model.py"):
@@ -374,7 +384,7 @@ def test_the_measurement_scripts_run() -> None:
         )
         assert proc.returncode == 0 and "Traceback" not in proc.stderr, (line, proc.stdout[-2000:], proc.stderr[-2000:])
         assert proc.stdout.strip(), line
-    assert len(lines) == 5
+    assert len(lines) == 6
 
 
 def _serve(line: str, port: int, env: dict[str, str], cwd: Path):

@@ -24,6 +24,7 @@ from hermes_local.cli.records import agents_app, sessions_app, tools_app
 from hermes_local.cli.run import RUN_EXAMPLES, chat, run
 from hermes_local.cli.schedule import schedule_app
 from hermes_local.cli.serve import serve
+from hermes_local.cli.skills import skills_app
 from hermes_local.cli.stats import stats
 from hermes_local.cli.undo import checkpoints_app, sessions_diff, sessions_undo
 from hermes_local.errors import HermesError
@@ -42,6 +43,7 @@ app.add_typer(mcp_app, name="mcp")
 app.add_typer(sessions_app, name="sessions")
 app.add_typer(memory_app, name="memory")
 app.add_typer(agents_app, name="agents")
+app.add_typer(skills_app, name="skills")
 app.command()(doctor)
 app.add_typer(workflow_app, name="workflow")
 app.add_typer(cache_app, name="cache")

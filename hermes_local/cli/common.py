@@ -95,7 +95,12 @@ WorkspaceOpt = Annotated[Path, typer.Option(help="Folder the tools may read and 
 YesOpt = Annotated[
     bool, typer.Option("--yes", "-y", help="Approve write tool calls (dangerous ones need --allow NAME).")
 ]
-AllowOpt = Annotated[list[str] | None, typer.Option(help="Approve this tool without asking (repeatable).")]
+AllowOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        help="Approve this tool without asking, or only where TOOL:GLOB matches, e.g. write_file:src/** (repeatable)."
+    ),
+]
 SessionArg = Annotated[str, typer.Argument(help="A session ID from `sessions list`.")]
 TrustContentOpt = Annotated[
     bool | None,

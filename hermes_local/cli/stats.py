@@ -63,4 +63,7 @@ def _report(f: dict[str, Any], since: str | None) -> str:
             shown = terminal_safe(name[:40]).ljust(width)  # names the model wrote: shown safe and short
             counts = f"{c['calls']:>5} {c['failed']:>5} {c['refused']:>5}"
             lines.append(f"  {shown}  {counts}  {_percent(c['failure_rate'])}")
+    for name, decisions in f.get("hooks", {}).items():  # the user's [[hooks]]: what each decided
+        counted = ", ".join(f"{n} {terminal_safe(d[:10])}" for d, n in sorted(decisions.items()))
+        lines.append(f"hook {terminal_safe(name[:40])}: {counted}")
     return "\n".join(lines)

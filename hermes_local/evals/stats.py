@@ -7,7 +7,8 @@ the log has no end: a crash, a cancel, a run going on), the success rate (answer
 failures (the tool ran and failed) and refusals (not approved), tokens and seconds per run (wall time from
 the run's start line to its end line; model time from its usage), and approvals: asked (a person was asked),
 denied (they said no), timed out (nobody answered), and refused unasked (policy, no terminal, untrusted
-content). `parse_since("7d")` reads the window. Lines that do not parse are skipped (like `sessions show`).
+content), and each hook's decisions (allow, block, ask, error). `parse_since("7d")` reads the window. Lines that
+do not parse are skipped (like `sessions show`).
 Does not print, and reads no workflow sessions (they have no model runs).
 """
 
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from hermes_local.errors import UserError
-from hermes_local.events import Event, RunEnd, RunResumed, RunStart, ToolFinished, event_from_dict
+from hermes_local.events import Event, HookRan, RunEnd, RunResumed, RunStart, ToolFinished, event_from_dict
 from hermes_local.session import sessions_dir
 
 OUTCOMES = ("answer", "max_steps", "error", "empty", "budget", "unfinished")
@@ -47,6 +48,7 @@ class _Run:
     ended: float | None = None
     end: RunEnd | None = None
     tools: list[ToolFinished] = field(default_factory=list)
+    hooks: list[HookRan] = field(default_factory=list)  # the user's hooks' decisions (a session_end's after the end)
 
 
 def _timed_events(path: Path) -> list[tuple[float, Event]]:
@@ -74,6 +76,8 @@ def _runs(path: Path) -> list[_Run]:
     for ts, event in _timed_events(path):
         if isinstance(event, RunStart | RunResumed):
             runs.append(_Run(ts))
+        elif runs and isinstance(event, HookRan):
+            runs[-1].hooks.append(event)
         elif runs and runs[-1].end is None:
             if isinstance(event, ToolFinished):
                 runs[-1].tools.append(event)
@@ -122,7 +126,11 @@ def gather(since: float | None = None, now: float | None = None, folder: Path | 
     tools: dict[str, dict[str, int]] = {}
     approvals = {"asked": 0, "allowed": 0, "denied": 0, "timed_out": 0, "refused_unasked": 0}
     prompt, completion, wall, model = [], [], [], []
+    hooks: dict[str, dict[str, int]] = {}  # hook name -> decision -> count
     for run in runs:
+        for hook in run.hooks:
+            counts = hooks.setdefault(hook.hook, {})
+            counts[hook.decision] = counts.get(hook.decision, 0) + 1
         stopped = str(run.end.stopped) if run.end is not None else "unfinished"
         outcomes[stopped if stopped in outcomes else "error"] += 1
         if run.end is not None:
@@ -158,4 +166,5 @@ def gather(since: float | None = None, now: float | None = None, folder: Path | 
         "tokens_per_run": {"prompt": _spread(prompt), "completion": _spread(completion)},
         "seconds_per_run": {"wall": _spread(wall), "model": _spread(model)},
         "approvals": approvals,
+        "hooks": dict(sorted(hooks.items())),
     }

@@ -27,8 +27,10 @@ from hermes_local.runtime.tools import memory_store
 from hermes_local.sandbox.workspace import PinnedWorkspace
 from hermes_local.tools import Approver, ToolRegistry, default_registry
 from hermes_local.tools.effects.snapshot import steps_to
+from hermes_local.tools.hooks import Hooks
 from hermes_local.tools.registry import AskUser
 from hermes_local.tools.setup import build_executor, tool_context
+from hermes_local.tools.skills import offer_skills
 from hermes_local.tools.toolsets import narrow, route, usable_tools
 
 # (the caller's wiring, the specialist's seat) -> its agent, started as a run of its own through `start_run`
@@ -96,26 +98,33 @@ def assemble(wiring: RunWiring, seat: Seat) -> Agent:
         return wiring.spawn(caller, own_seat) if wiring.spawn is not None else assemble(caller, own_seat)
 
     offer_delegate(registry, settings, role, specialist, seat.sink, full, lambda: executor.approver)  # built below
+    skills = offer_skills(registry, wiring.pin.path, settings.deny_tools, None if role.name else notice)
     plan = route(registry, settings.max_tools_in_prompt)
     executor = build_executor(
         settings, registry, context, seat.approver, plan=wiring.plan_only, session_id=seat.session_id
     )
-    # The user's standing rules (--instructions / config) first, then routing's note on the tool catalog
-    # (none for a model whose tool_call_format is "none": models.toml says it cannot call tools, it only answers),
-    # then the request's own instructions.
+    # The user's standing rules (--instructions / config) first, then routing's note on the tool catalog and the
+    # skills' catalog (none for a model whose tool_call_format is "none": models.toml says it cannot call tools, it
+    # only answers), then the request's own instructions.
     no_tools = dialect.call_format == "none"
     routing = "" if no_tools else plan.instructions
-    joined = "\n\n".join(text for text in (settings.instructions, routing, instructions) if text)
+    skills = "" if no_tools or settings.tool_choice == "none" else skills  # names and one line each (tools/skills.py)
+    joined = "\n\n".join(text for text in (settings.instructions, routing, skills, instructions) if text)
     config = settings_for(AgentConfig, settings, instructions=joined, offered_tools=plan.offered)
     if no_tools:
         config.tool_choice = "none"
     on_event = steps_to(executor.checkpoints, seat.sink)  # the checkpoint recorder learns each call's step
+    if settings.hooks:  # the user's [[hooks]]: run sandboxed on pre_tool, post_tool, stop and session_end
+        executor.hooks = Hooks(settings.hooks, context.sandbox, wiring.pin, seat.session_id or "", seat.sink)
+        on_event = executor.hooks.watch(on_event)
     recall = longterm.recall if remembering else None
     agent = Agent(llm, executor, config, on_event=on_event, recall=recall, dialect=dialect)
     if remembering and not role.name:  # the run's own episode; a specialist's sub-run is part of it
         failed = settings.memory_failed == "mark"
         agent.learn = partial(longterm.add_episode, session_id=seat.session_id, keep_failed=failed, on_error=notice)
     agent.closers.append(longterm.close)
+    if executor.hooks is not None:
+        agent.closers.append(executor.hooks.session_end)
     agent.closers.append(RunWatch().end)  # a safety setting lowered on disk meanwhile waits for a person's yes
     try:
         agent.system_prompt()  # a prompt override that fails to render is the user's to fix, now

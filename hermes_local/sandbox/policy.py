@@ -121,8 +121,10 @@ def bwrap_args(
     extra_ro: Sequence[str] = (),
     workspace_fd: int | None = None,
     tmp_mb: int = TMP_MB,
+    extra_rw: Sequence[str] = (),
 ) -> list[str]:
-    """The bwrap options (without the program) for a sandbox around `workspace`.
+    """The bwrap options (without the program) for a sandbox around `workspace` (`extra_rw`: existing paths
+    bound read-write besides, e.g. a hook's audit log).
 
     With `workspace_fd` (an open directory fd bwrap inherits: a pinned workspace) the workspace is bound
     through it (`--bind-fd`), never by its path. The agent's own state and code (`protect.py`) are masked
@@ -161,7 +163,10 @@ def bwrap_args(
         args += ["--bind-fd" if writable else "--ro-bind-fd", str(workspace_fd), ws]
     else:
         args += ["--bind" if writable else "--ro-bind", ws, ws]
-    args += mask_args([(ws, writable), *((d, False) for d in visible)])  # after every bind: nothing undoes them
+    rw = [os.path.realpath(p) for p in extra_rw if os.path.exists(p)]
+    for path in rw:
+        args += ["--bind", path, path]
+    args += mask_args([(ws, writable), *((d, False) for d in visible), *((p, True) for p in rw)])  # nothing undoes
     args += ["--chdir", ws]
     return args
 
@@ -195,6 +200,7 @@ def sandboxed_command(
     workspace_fd: int | None = None,
     launcher: Sequence[str] = (),
     tmp_mb: int | None = None,
+    extra_rw: Sequence[str] = (),
 ) -> tuple[list[str], dict[str, str]]:
     """(argv, env) that run `argv` in the sandbox (or, with `use_bwrap=False`, only limited and filtered).
 
@@ -227,6 +233,7 @@ def sandboxed_command(
             extra_ro=extra_ro,
             workspace_fd=workspace_fd,
             tmp_mb=tmp_mb,
+            extra_rw=extra_rw,
         )
         prefix += [*options, "--"]
     return [*prefix, *argv], sandbox_env(env_allow, sandboxed=use_bwrap, environ=environ)

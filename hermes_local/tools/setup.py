@@ -20,6 +20,7 @@ from hermes_local.tools.approval import Approver
 from hermes_local.tools.cache import ResultCache
 from hermes_local.tools.effects.snapshot import open_recorder, shell_notes
 from hermes_local.tools.execution import Executor
+from hermes_local.tools.permissions import Permissions
 from hermes_local.tools.registry import FactStore, ToolContext, ToolRegistry
 
 
@@ -56,6 +57,8 @@ def build_executor(
     approver = approver or Approver(allow=settings.allow_tools, deny=settings.deny_tools)
     approver.trust_content = approver.trust_content or settings.trust_content
     approver.execute_later = list(settings.execute_later_files)
+    configured = Permissions.from_lists(**settings.permissions.model_dump())  # [permissions]: path-scoped rules
+    approver.rules.extend(r for r in configured.rules if r not in approver.rules.rules)  # a seat reusing it: once
     recorder = open_recorder(session_id, context, settings.checkpoint_max_mb)
     approver.notes = lambda t: shell_notes(context.sandbox, recorder) if t.traits.sandboxed else ""
     cache = ResultCache(ttl=dict(settings.cache_ttl), store=home_dir() / "cache")

@@ -29,6 +29,7 @@ from pydantic import ConfigDict, Field, create_model
 from hermes_local.errors import UserError
 from hermes_local.profiles import DELEGATE
 from hermes_local.tools.registry import Tool, ToolRegistry
+from hermes_local.tools.skills import OPEN_SKILL
 from hermes_local.tools.traits import Need, Traits
 
 OPEN_TOOLSET = "open_toolset"
@@ -49,7 +50,7 @@ ROUTING_NOTE = (
 
 def group_of(registry: ToolRegistry, name: str) -> str:
     """The toolset a registered tool belongs to (`open_toolset` itself: "routing")."""
-    if name == OPEN_TOOLSET:
+    if name in (OPEN_TOOLSET, OPEN_SKILL):
         return "routing"
     source = registry.source(name)
     if source.startswith("mcp:"):
@@ -65,7 +66,7 @@ def groups(registry: ToolRegistry) -> dict[str, list[str]]:
     """Toolset -> tool names, in registration order."""
     out: dict[str, list[str]] = {}
     for t in registry:
-        if t.name not in (OPEN_TOOLSET, DELEGATE):  # both always offered in full when routed
+        if t.name not in (OPEN_TOOLSET, DELEGATE, OPEN_SKILL):  # always offered in full when routed
             out.setdefault(group_of(registry, t.name), []).append(t.name)
     return out
 
@@ -198,7 +199,7 @@ def narrow(registry: ToolRegistry, toolsets: list[str] | tuple[str, ...]) -> Too
                 keep.add(name)
             else:
                 missing[name] = f"is in the {group} toolset, which the router left out of this task (chosen: {chosen})"
-    keep |= {n for n in registry.names() if n in (OPEN_TOOLSET, DELEGATE)}
+    keep |= {n for n in registry.names() if n in (OPEN_TOOLSET, DELEGATE, OPEN_SKILL)}
     out = registry.subset([n for n in registry.names() if n in keep])
     out.left_out = missing
     return out
@@ -211,11 +212,13 @@ def _ends_run(registry: ToolRegistry, name: str) -> bool:
 
 def route(registry: ToolRegistry, max_tools_in_prompt: int) -> PromptPlan:
     """Flat when few tools are enabled; otherwise register `open_toolset` and offer only it plus the toolset list."""
-    if len(registry) <= max_tools_in_prompt or registry.get(OPEN_TOOLSET) is not None:
+    counted = len(registry) - (registry.get(OPEN_SKILL) is not None)  # open_skill is offered either way
+    if counted <= max_tools_in_prompt or registry.get(OPEN_TOOLSET) is not None:
         return PromptPlan()
     registry.register(open_toolset_tool(registry), source="builtin")
     text = "\n".join([ROUTING_NOTE, "Toolsets:", *toolset_lines(registry)])
-    return PromptPlan(offered=[OPEN_TOOLSET, *([DELEGATE] if registry.get(DELEGATE) else [])], instructions=text)
+    full = [OPEN_TOOLSET, *(name for name in (DELEGATE, OPEN_SKILL) if registry.get(name))]
+    return PromptPlan(offered=full, instructions=text)
 
 
 def open_toolset_tool(registry: ToolRegistry) -> Tool:

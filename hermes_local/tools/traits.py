@@ -83,3 +83,6 @@ class Traits:
     # Its workspace changes are checkpointed by the tool itself (through `effects/confined.py`, or its own scans),
     # or it changes no workspace file: its write or dangerous calls are not bracketed by two workspace scans.
     checkpoints_itself: bool = False
+    # Each result says its own provenance (`open_skill`: a user's skill is trusted, a project's is not); the
+    # executor keeps it instead of stamping the tool's (its failures still get the tool's own).
+    stamps_provenance: bool = False

@@ -179,6 +179,10 @@
         case "budget_warning": line("notice", "budget", d.message); break;
         case "compaction": line("notice", "memory", "compacted through step " + d.through_step); break;
         case "mcp_failed": line("fail", "MCP " + visible(d.server), d.error); break;
+        case "hook": // a user's hook answered (allow, block, ask, error)
+          line(d.decision === "allow" ? "notice" : "fail", "hook " + visible(d.hook),
+            d.event + (d.tool ? " " + d.tool : "") + ": " + d.decision + (d.reason ? " (" + d.reason + ")" : ""));
+          break;
         case "rehearsed_call": line("notice", "not run", d.name + " " + JSON.stringify(d.arguments)); break;
         case "run_end":
           step = null;
