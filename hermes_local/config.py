@@ -72,11 +72,8 @@ class McpServerConfig(BaseModel):
     timeout: float = Field(30.0, gt=0, le=MAX_TIMEOUT, allow_inf_nan=False)  # per call, and for starting the server
     cache: bool = False  # results may be served from a read cache (never unless set)
     sandbox: bool = True  # stdio servers run in the command sandbox (bwrap) unless set false
-    # A sandboxed stdio server has no network, or the whole network (bwrap cannot filter hosts; the host's own
-    # 127.0.0.1 services included): `full_network = true` is that opt-in, and `allow_hosts` (the hosts it is
-    # meant for) is refused without it, so one allowed host never silently means every host.
-    allow_hosts: list[str] = Field(default_factory=list)
-    full_network: bool = False
+    allow_hosts: list[str] = Field(default_factory=list)  # what it is meant for; refused without full_network
+    full_network: bool = False  # a sandboxed stdio server's network: none, or (true) all of it, 127.0.0.1 too
     # Believe its tool annotations all the way down: readOnlyHint may make a tool `read`. Untrusted servers'
     # annotations may only raise a tool above `write` (a lying server cannot skip approval).
     trusted: bool = False
@@ -86,10 +83,10 @@ class McpServerConfig(BaseModel):
         if (self.command is None) == (self.url is None):
             raise ValueError("give either command (stdio) or url (streamable HTTP)")
         if self.command and self.sandbox and self.allow_hosts and not self.full_network:
+            hosts = ", ".join(self.allow_hosts)  # bwrap gives the whole network or none: it cannot filter hosts
             raise ValueError(
-                "allow_hosts would give this sandboxed stdio server the whole network, not only "
-                f"{', '.join(self.allow_hosts)} (the sandbox cannot filter hosts; the host's 127.0.0.1 services "
-                "included): add full_network = true to accept that, or remove allow_hosts"
+                f"allow_hosts would give this stdio server the whole network (host 127.0.0.1 included), "
+                f"not only {hosts}: add full_network = true to accept that, or remove allow_hosts"
             )
         return self
 
