@@ -77,9 +77,9 @@ def _print_rows(rows: list[dict]) -> None:
         typer.echo(
             terminal_safe(
                 f"{row['name']:12} {row['status']:8} {row['tools']:3} tools  {row['transport']:5} {row['target']}"
+                f"  (network: {row['network']})"
             )
         )
-        typer.echo(terminal_safe(f"    network: {row['network']}"))
         if row["error"]:
             typer.echo(terminal_safe(f"    {row['error']}"))
         if row["changed"]:
