@@ -74,15 +74,17 @@ class McpServerConfig(BaseModel):
     timeout: float = Field(30.0, gt=0, le=MAX_TIMEOUT, allow_inf_nan=False)  # per call, and for starting the server
     cache: bool = False  # results may be served from a read cache (never unless set)
     sandbox: bool = True  # stdio servers run in the command sandbox (bwrap) unless set false
-    allow_hosts: list[str] = Field(default_factory=list)  # network for a sandboxed stdio server (none if empty)
-    # Believe its tool annotations all the way down: readOnlyHint may make a tool `read`. Untrusted servers'
-    # annotations may only raise a tool above `write` (a lying server cannot skip approval).
-    trusted: bool = False
+    allow_hosts: list[str] = Field(default_factory=list)  # what it is meant for; refused without full_network
+    full_network: bool = False  # a sandboxed stdio server's network: none, or (true) all of it, 127.0.0.1 too
+    trusted: bool = False  # believe readOnlyHint (may make a tool `read`); untrusted, annotations only raise it
 
     @model_validator(mode="after")
     def _one_transport(self) -> McpServerConfig:
         if (self.command is None) == (self.url is None):
             raise ValueError("give either command (stdio) or url (streamable HTTP)")
+        if self.command and self.sandbox and self.allow_hosts and not self.full_network:  # bwrap: all hosts or none
+            raise ValueError("allow_hosts would give this stdio server the whole network (host 127.0.0.1 included): "
+                             "add full_network = true to accept that, or remove allow_hosts")  # fmt: skip
         return self
 
 

@@ -1,10 +1,10 @@
 """`hermes-local mcp list` and `mcp trust NAME`: the configured MCP servers, and accepting changed tools.
 
-Thin: starts the servers of `[mcp.servers.NAME]` the way a run does (`tools.mcp.McpManager`), prints
-one line per server (tools whose definition changed since it was pinned are named: runs leave them out),
-stops them. `mcp trust NAME` shows the current definition of each changed tool of server NAME (or of the
-one tool NAME) and pins it, so runs use it again (`tools/mcp/pins.py`). `app.py` mounts `mcp_app`. Does
-not change configuration.
+Thin: starts the servers of `[mcp.servers.NAME]` the way a run does (`tools.mcp.McpManager`), prints one line
+per server and the network it reaches (tools whose definition changed since it was pinned are named: runs
+leave them out), stops them. `mcp trust NAME` shows the current definition of each changed tool of server NAME
+(or of the one tool NAME) and pins it, so runs use it again (`tools/mcp/pins.py`). `app.py` mounts `mcp_app`.
+Does not change configuration.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ mcp_app = typer.Typer(help="MCP servers configured under [mcp.servers.NAME] in c
 def mcp_list(as_json: JsonOpt = False) -> None:
     """Start each configured server once and show its status and tool count (then stop them); exit 1 if one fails."""
     from hermes_local.tools.mcp import McpManager
+    from hermes_local.tools.mcp.listing import network_of
 
     settings = load_settings()
     if not settings.mcp.servers:
@@ -58,6 +59,7 @@ def mcp_list(as_json: JsonOpt = False) -> None:
                     "tool_names": [t.name for t in offered],
                     "error": server.error or None,
                     "changed": changed,
+                    "network": network_of(server.config),
                 }
             )
     finally:
@@ -75,6 +77,7 @@ def _print_rows(rows: list[dict]) -> None:
         typer.echo(
             terminal_safe(
                 f"{row['name']:12} {row['status']:8} {row['tools']:3} tools  {row['transport']:5} {row['target']}"
+                f"  (network: {row['network']})"
             )
         )
         if row["error"]:

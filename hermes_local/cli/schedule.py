@@ -3,8 +3,9 @@
 `add NAME --cron "0 8 * * 1-5" TASK|WORKFLOW.toml [--workspace DIR] [--allow TOOL]... [--max-steps N]
 [--tool-choice X] [--instructions TEXT|@FILE] [--db FILE] [--var NAME=VALUE]...` writes the schedule under
 `$HERMES_LOCAL_HOME/schedules/` (a workflow file is checked now and kept by its absolute path); `list [--json]`
-shows each one with its next time and last outcome; `remove NAME` deletes it; `run-now NAME` runs it once at
-once, in this process; `daemon` loads the model and runs the schedules until stopped (`serve` runs them too).
+shows each one with its next time and last outcome (and each broken one: why it does not run); `remove NAME`
+deletes it; `run-now NAME` runs it once at once, in this process; `daemon` loads the model and runs the schedules
+until stopped (`serve` runs them too).
 `--allow` is the schedule's own allow-list: its runs never ask anyone, and every other write/dangerous call is
 denied and reported. Thin: the store is `service/schedules.py`, the firing `service/scheduler.py`.
 """
@@ -105,13 +106,16 @@ def list_schedules(as_json: JsonOpt = False) -> None:
     """Show every schedule: its cron times, next run, last outcome and what it runs."""
     from hermes_local.service import schedules
 
-    found = schedules.load_all(on_skip=notice)
+    found, broken = schedules.scan()
     if as_json:
-        typer.echo(json.dumps([s.listing() for s in found], indent=2))
+        views = [s.listing() for s in found] + [b.listing() for b in broken]
+        typer.echo(json.dumps(sorted(views, key=lambda v: v["name"]), indent=2))
         return
-    if not found:
+    if not found and not broken:
         typer.echo('no schedules; add one with: hermes-local schedule add NAME --cron "0 8 * * 1-5" TASK')
         return
+    for b in broken:
+        typer.echo(terminal_safe(f"{b.name}  BROKEN, not run: {b.line}"))
     for s in found:
         view = s.listing()
         last = f"last {s.last_status} {_when(s.last_started)}" if s.last_status else "never run"

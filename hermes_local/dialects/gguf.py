@@ -61,17 +61,32 @@ def _strftime_now(fmt: str) -> str:
 
 
 @lru_cache(maxsize=8)
-def compile_template(source: str) -> jinja2.Template:
-    """A chat template compiled as transformers does (sandboxed, trim_blocks, lstrip_blocks)."""
+def _compiled(source: str) -> jinja2.Template:
     env = BoundedSandbox(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"])
     env.add_filter("tojson", _tojson)
     env.globals["raise_exception"] = _raise_exception
     env.globals["strftime_now"] = _strftime_now
+    return env.from_string(source)
+
+
+def template_error(source: str) -> str:
+    """Why a chat template does not compile as transformers compiles it, e.g. `line 2: unexpected '}'` ("" if
+    it does)."""
     try:
-        return env.from_string(source)
+        _compiled(source)
+    except jinja2.TemplateSyntaxError as exc:
+        return f"line {exc.lineno}: {' '.join(str(exc.message).split())[:200]}"
     except (jinja2.TemplateError, RecursionError, ValueError) as exc:
-        line = " ".join(str(exc).split())[:200]
-        raise UserError(f"the model's chat template does not compile ({line}); pick a format with --dialect") from None
+        return " ".join(str(exc).split())[:200] or type(exc).__name__
+    return ""
+
+
+def compile_template(source: str) -> jinja2.Template:
+    """A chat template compiled as transformers does (sandboxed, trim_blocks, lstrip_blocks)."""
+    problem = template_error(source)
+    if problem:
+        raise UserError(f"the model's chat template does not compile ({problem}); pick a format with --dialect")
+    return _compiled(source)
 
 
 def _call_dialect(call_format: str) -> Dialect:

@@ -113,6 +113,7 @@ class Case(BaseModel):
     checks: Checks = Field(default_factory=Checks)
     approve: list[str] = Field(default_factory=list)
     deny: list[str] = Field(default_factory=list)
+    deny_calls: list[dict[str, str]] = Field(default_factory=list)  # {name, digest}: calls a bad run made (trust.py)
     max_steps: int | None = Field(None, ge=1)
     tool_choice: Literal["auto", "required", "none"] | None = None
     description: str = ""

@@ -3,7 +3,8 @@
 `session_to_case` turns the session's logged events into a case (task, tools, expected calls and
 answer checks) plus the replay texts that reproduce it, with its `origin` (`verdict.py`: the user's verdict and
 note, whether the run was undone, which of its files the user changed since); a run rated bad keeps only what
-a better run must also do (`verdict.regression_checks`). `append_case` adds a case to a JSONL suite, and
+a better run must also do (`verdict.regression_checks`). A case never carries an approval, and a bad run's
+non-read calls are denied when replayed (`trust.recorded_approvals`). `append_case` adds a case to a JSONL suite, and
 `suite_from_sessions` writes one of every session rated good or bad, with its replay files.
 Does not run anything: `suite.py` runs and scores suites.
 """
@@ -19,6 +20,7 @@ from typing import Any
 from hermes_local.config import load_settings
 from hermes_local.errors import UserError
 from hermes_local.evals.cases import ANSWER_WORDS, safe_relative
+from hermes_local.evals.trust import recorded_approvals
 from hermes_local.evals.verdict import origin_of, rated_sessions, regression_checks, written_files
 from hermes_local.events import AssistantText, Event, RunEnd, RunStart, ToolFinished
 
@@ -42,7 +44,7 @@ def session_to_case(
     tools: list[str] = []
     expected: list[dict[str, Any]] = []
     files: dict[str, str] = {}
-    approve: list[str] = []
+    permission: dict[str, str] = {}  # of each tool the run called: read, write or dangerous
     deny: list[str] = []
     servers = load_settings().mcp.servers  # an MCP tool of a configured server: the eval starts it too
     for e in results:
@@ -51,10 +53,9 @@ def session_to_case(
         server = servers.get(name.partition("__")[0]) if "__" in name else None
         if t is None and server is not None and e.error_kind != "not_found":
             tools += [name] if name not in tools else []
+            permission[name] = server.permission or "write"  # not declared: never counted as a read
             if e.ok:
                 expected.append({"name": name, "arguments": e.arguments})
-                if server.permission == "dangerous" and name not in approve:
-                    approve.append(name)
             continue
         if t is None:
             if name not in tools and e.error_kind != "not_found":
@@ -62,10 +63,9 @@ def session_to_case(
             continue
         if name not in tools:
             tools.append(name)
+        permission[name] = t.permission
         if e.ok:
             expected.append({"name": name, "arguments": e.arguments})
-            if t.permission == "dangerous" and name not in approve:
-                approve.append(name)
             path = str(e.arguments.get(t.traits.reads_path, "")) if t.traits.reads_path else ""
             if t.traits.reads_path and isinstance(e.data, str) and safe_relative(path):  # a file's text
                 if "truncated" not in e.summary:
@@ -91,10 +91,13 @@ def session_to_case(
         checks = regression_checks(checks, written_files(events), edited)
     case["checks"] = checks
     case["origin"] = origin
-    if approve:
-        case["approve"] = approve
+    bad_deny, deny_calls, notes = recorded_approvals(results, permission, origin["verdict"])
+    warnings += notes
+    deny = list(dict.fromkeys([*deny, *bad_deny]))
     if deny:
         case["deny"] = deny
+    if deny_calls:
+        case["deny_calls"] = deny_calls
     steps = int(end.result.get("steps") or 0)
     case["max_steps"] = steps if end.stopped == "max_steps" else max(steps, 8)
     texts = [e.text for e in events if isinstance(e, AssistantText)]

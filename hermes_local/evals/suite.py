@@ -1,7 +1,9 @@
 """Evaluation runs: a suite of cases on a model, scored (`hermes-local eval CASES.jsonl`).
 
 Every run gets a fresh temporary workspace and home dir; write tools in the case's list are approved,
-dangerous ones only when listed in `approve`, and `deny` refuses a tool. `eval_tools` starts the MCP
+dangerous ones only when listed in `approve` and only while the command sandbox is in force, and `deny`
+refuses a tool (`trust.py`: a bad run's recorded calls other than reads are refused too; each refusal is in
+the report). `eval_tools` starts the MCP
 servers of the config once for the whole eval run (not per case: a server's start-up, a second or more,
 would be paid by every case and repeat; the reference servers keep no state between calls) and stops them
 when the run ends; a case names their tools (`time__get_current_time`) in `tools` like built-ins. Their
@@ -34,8 +36,10 @@ from hermes_local.evals.cases import (
     SuiteCase,
     check_run,
 )
+from hermes_local.evals.trust import EvalApprover, denial_lines
 from hermes_local.events import Event, LLMCall, Routed, StepStart, ToolFinished, ToolOutcome
-from hermes_local.tools import Approver, ToolRegistry
+from hermes_local.sandbox.policy import SandboxPolicy
+from hermes_local.tools import ToolRegistry
 
 if TYPE_CHECKING:
     from hermes_local.dialects.base import Dialect
@@ -60,6 +64,7 @@ class RunOutcome:
     seconds: float = 0.0
     routed: str | None = None  # a team case: who the router picked
     routed_right: bool | None = None  # ...and whether it is the case's `specialist` (None: no expectation)
+    denied: list[str] = field(default_factory=list)  # calls the eval refused and why (`trust.denial_lines`)
 
 
 @dataclass
@@ -153,7 +158,12 @@ def run_once(
         workspace.mkdir()
         db = _fixtures(case, root, workspace)
         writes = [t.name for t in sc.registry if t.permission == "write"]
-        approver = Approver(allow=[*writes, *case.approve], deny=case.deny, interactive=False)
+        approver = EvalApprover(
+            allow=[*writes, *case.approve],
+            deny=case.deny,
+            deny_calls=case.deny_calls,
+            sandbox=SandboxPolicy.from_settings(settings),
+        )
         spec = RunSpec(
             task=case.task,
             settings=settings,
@@ -203,7 +213,7 @@ def run_once(
     right = None if routed is None or case.specialist is None else routed == case.specialist
     return RunOutcome(
         not failures, last_step, stopped, answer, calls, failures, failed_step, **usage, seconds=round(seconds, 3),
-        routed=routed, routed_right=right,
+        routed=routed, routed_right=right, denied=denial_lines(calls, approver),
     )  # fmt: skip
 
 
@@ -316,6 +326,7 @@ def suite_report(reports: list[CaseReport], *, cases_file: Path, model: str | No
         "mean_seconds": _mean([run.seconds for run in runs]),
         "routing_accuracy": round(sum(routed) / len(routed), 4) if routed else None,  # team cases naming a specialist
         "routed_runs": len(routed),
+        "denied_calls": sum(len(run.denied) for run in runs),
     }
     return {
         "cases_file": str(cases_file),
@@ -358,6 +369,9 @@ def format_table(reports: list[CaseReport], summary: dict[str, Any]) -> str:
         f"mean {summary['mean_steps']:.2f} steps, {summary['mean_prompt_tokens']:.0f}+"
         f"{summary['mean_completion_tokens']:.0f} tokens, {summary['mean_seconds']:.2f}s per run"
     )
+    denied = [(r.id, line) for r in reports for run in r.runs for line in run.denied]
+    for case_id, line in dict.fromkeys(denied):
+        lines.append(f"{case_id}: {line}")
     if summary.get("routed_runs"):
         lines.append(f"routing accuracy {summary['routing_accuracy']:.0%} of {summary['routed_runs']} routed runs")
     return "\n".join(line.rstrip() for line in lines)

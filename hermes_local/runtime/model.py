@@ -1,7 +1,9 @@
 """The model of a run: `--model` found once, loaded once, and the prompt format it speaks.
 
 `find_model` resolves `--model` once (registry entry, file, GGUF header) into a `ModelSource` that the tokenizer,
-the dialect choice and the engine (`engines.load_engine`, which keeps one loaded model per process) all take.
+the dialect choice and the engine (`engines.load_engine`, which keeps one loaded model per process) all take; a
+GGUF whose chat template does not compile is refused there in one line (model, key, template line) before
+anything loads, unless `--dialect` names a format with its own template.
 `Model` is what `start_run` is given: a loaded LLM with its dialect (`load_model`, the service's shared model, an
 eval's), or one still to load (`Model.deferred`: the CLI checks tools, paths and framing tokens before the
 weights are read). Does not print anything, build tools or run anything.
@@ -15,8 +17,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hermes_local.config import Settings, load_settings
-from hermes_local.dialects import Dialect, require_framing, select_dialect
-from hermes_local.dialects.gguf import GGUFDialect
+from hermes_local.dialects import DIALECT_NAMES, Dialect, require_framing, select_dialect
+from hermes_local.dialects.gguf import GGUFDialect, template_error
 from hermes_local.engines import EngineModel, load_engine
 from hermes_local.engines.replay import is_replay_spec
 from hermes_local.errors import UserError
@@ -62,7 +64,25 @@ def find_model(settings: Settings) -> ModelSource:
     from hermes_local.models.registry import resolve
 
     path, choice, header = resolve(settings.model)
+    problem = template_problem(header)
+    if problem and settings.dialect in (None, "gguf"):
+        formats = "|".join(n for n in DIALECT_NAMES if n != "gguf")
+        raise UserError(
+            f"model {path.name}: its chat template does not parse ({problem}); pass --dialect {formats} to use "
+            "that format's own template instead"
+        )
     return ModelSource(settings.model, choice=choice, path=path, header=header)
+
+
+def template_problem(header: GGUFHeader | None) -> str:
+    """Why one of the GGUF's chat templates (`tokenizer.chat_template`, its named variants) does not compile, as
+    `KEY line N: message` ("" when all compile or there is none). Checked before the model loads."""
+    for key, value in header.metadata.items() if header is not None else ():
+        if (key == "tokenizer.chat_template" or key.startswith("tokenizer.chat_template.")) and isinstance(value, str):
+            error = template_error(value)
+            if error:
+                return f"{key} {error}"
+    return ""
 
 
 def load_llm(
@@ -158,6 +178,9 @@ class Model:
         if self.llm is not None:
             return
         source = find_model(settings)  # resolved once: the tokenizer, the dialect and the weights take it
+        problem = template_problem(source.header)  # only with --dialect: find_model refuses it otherwise
+        if problem and notice is not None:
+            notice(f"the model's chat template does not parse ({problem}); using the {settings.dialect} format's own")
         dialect = dialect_for(settings, load_tokenizer(settings, source), source, check=True)
         check_tool_use(dialect, settings)
         if dialect.call_format == "none" and notice is not None:

@@ -10,9 +10,11 @@ it uses (`GET /v1/ui`, `/v1/status`, `/v1/sessions[/{id}]`: `page.py`). Every ro
 `runs.RunManager`, `openai_compat` or `page`; user mistakes (`HermesError`, and bodies that fail validation)
 become JSON errors
 `{"error": {"message", "type"}}` with 400, 403 (workspace outside the roots; a run started with other
-credentials), 404 (unknown run), 409 (wrong state) or 503 (the run queue is full). A run's routes answer
-only the credentials that started it (`Run.check_owner`). Event streams and the cheap reads run on the
-event loop, so idle streams never starve `/v1/health`. CORS is off unless origins are configured.
+credentials), 404 (unknown run), 409 (wrong state) or 503 (the run queue or the chat queue is full; the chat
+one says when to retry in `Retry-After`). Chat completions wait in their own bounded queue and run on their
+own threads (`chats.py`), so a flood of them never delays the run routes; `/v1/health` has a `chats` section.
+A run's routes answer only the credentials that started it (`Run.check_owner`). Event streams and the cheap
+reads run on the event loop, so idle streams never starve `/v1/health`. CORS is off unless origins are configured.
 `GET /v1/stats?since=7d` is `hermes-local stats --json` (`evals/stats.py`); requests past the per-client rate
 limit get 429 (`ratelimit.py`, outermost). Does
 not bind sockets (see `cli/serve.py`) and holds no agent logic.
@@ -29,7 +31,7 @@ from typing import Any, Literal
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from hermes_local.errors import (
@@ -41,7 +43,7 @@ from hermes_local.errors import (
     UserError,
     WorkspaceForbidden,
 )
-from hermes_local.service import openai_compat, page
+from hermes_local.service import chats, openai_compat, page
 from hermes_local.service.guard import CREDENTIAL_KEY, Guard
 from hermes_local.service.ratelimit import RateLimit
 from hermes_local.service.run import FINISHED, Run, RunRequest
@@ -155,9 +157,13 @@ def create_app(
     `token` and `tokens` are the accepted bearer tokens (none: no token needed); `hosts` the Host names
     answered besides loopback (default: the settings' `serve_hosts`)."""
 
+    workers = manager.parallel if getattr(manager.model, "concurrent", False) else 1
+    chat_queue = chats.ChatQueue(workers=workers, capacity=manager.settings.serve_max_queue)
+
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         yield
+        chat_queue.shutdown()
         manager.shutdown()
 
     api = FastAPI(title="hermes-local", docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan)
@@ -172,7 +178,9 @@ def create_app(
     async def hermes_error(request: Request, exc: HermesError) -> JSONResponse:
         status = _error_status(exc)
         kind = _KINDS.get(status, "invalid_request_error")
-        return JSONResponse({"error": {"message": exc.line, "type": kind}}, status_code=status)
+        retry = getattr(exc, "retry_after", None)  # a full chat queue says when to come back
+        headers = {"Retry-After": str(retry)} if retry else None
+        return JSONResponse({"error": {"message": exc.line, "type": kind}}, status_code=status, headers=headers)
 
     @api.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -237,7 +245,7 @@ def create_app(
 
     @api.get("/v1/health")
     async def health() -> dict[str, Any]:  # on the event loop: answers while every worker thread is busy
-        return manager.health()
+        return manager.health() | {"chats": chat_queue.health()}
 
     @api.get("/v1/stats")
     def stats(since: str | None = None) -> dict[str, Any]:  # `hermes-local stats --json`, from the session logs
@@ -251,20 +259,12 @@ def create_app(
         return {"object": "list", "data": [entry]}
 
     @api.post("/v1/chat/completions", response_model=None)
-    def chat_completions(body: openai_compat.ChatRequest) -> dict[str, Any] | StreamingResponse:
-        s = manager.settings
-        prepared = openai_compat.prepare(
-            body,
-            manager.model,
-            temperature=s.temperature,
-            max_tokens=s.max_tokens,
-            use_grammar=use_grammar,
-            dialect=dialect or openai_compat.DIALECT,
-        )
-        if body.stream:
-            stream = openai_compat.stream_chat(manager.model, body, prepared)
-            return StreamingResponse(stream, media_type="text/event-stream", headers=SSE_HEADERS)
-        return openai_compat.complete_chat(manager.model, body, prepared)
+    async def chat_completions(body: openai_compat.ChatRequest, request: Request) -> Response:
+        s = manager.settings  # queued for the chat workers (chats.py): never on the threads the run routes use
+        return await chats.respond(
+            chat_queue, request, body, manager.model, temperature=s.temperature, max_tokens=s.max_tokens,
+            use_grammar=use_grammar, dialect=dialect or openai_compat.DIALECT,
+        )  # fmt: skip
 
     page.add_routes(api, manager)  # the web page at `/` and the read-only routes it uses (page.py)
     accepted = [t for t in (token, *tokens) if t]

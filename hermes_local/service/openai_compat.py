@@ -9,18 +9,15 @@ untrusted content and never becomes special tokens. `tool_choice`
 for `required` and a named function). The reply is parsed (and repaired) by `calls/parse.py`; calls
 come back as OpenAI `tool_calls` with ids and JSON-string arguments and `finish_reason:
 "tool_calls"`. `stream: true` sends `chat.completion.chunk` deltas: content as it is generated
-(text that may open a `<tool_call>` is held back) and then one tool-call delta per call. Does not
-run tools and does not know about HTTP routes.
+(text that may open a `<tool_call>` is held back) and then one tool-call delta per call (`ChunkStream`).
+Does not run tools, call the model (`chats.py` queues and runs the calls) or know about HTTP routes.
 """
 
 from __future__ import annotations
 
 import json
-import queue
 import secrets
-import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -269,13 +266,8 @@ def _usage(completion: Completion) -> dict[str, int]:
     }
 
 
-def _run(model: Any, p: Prepared, on_token: Any = None) -> Completion:
-    return model.complete(p.tokens, p.options, on_token=on_token)
-
-
-def complete_chat(model: Any, req: ChatRequest, p: Prepared) -> dict[str, Any]:
-    """The `chat.completion` object for a non-streaming request."""
-    completion = _run(model, p)
+def chat_response(req: ChatRequest, p: Prepared, completion: Completion, model_name: str) -> dict[str, Any]:
+    """The `chat.completion` object for a non-streaming request, from its finished completion."""
     content, calls, finish, reasoning = reply_parts(p, completion)
     message: dict[str, Any] = {"role": "assistant", "content": content}
     if reasoning:
@@ -286,7 +278,7 @@ def complete_chat(model: Any, req: ChatRequest, p: Prepared) -> dict[str, Any]:
         "id": "chatcmpl-" + secrets.token_hex(12),
         "object": "chat.completion",
         "created": int(time.time()),
-        "model": req.model or model.description,
+        "model": req.model or model_name,
         "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
         "usage": _usage(completion),
     }
@@ -324,63 +316,64 @@ class _ContentGate:
         return out
 
 
-def stream_chat(model: Any, req: ChatRequest, p: Prepared) -> Iterator[str]:
-    """Server-sent `chat.completion.chunk` lines, ending with `data: [DONE]`."""
-    chunk_id, created = "chatcmpl-" + secrets.token_hex(12), int(time.time())
-    name = req.model or model.description
+class ChunkStream:
+    """Server-sent `chat.completion.chunk` lines for one streamed reply, fed as the model produces it: `first()`,
+    then `piece(text)` for each generated piece, then `finish(completion)` (or `error(exc)`), each ending the
+    stream with `data: [DONE]`. Holds no thread and waits for nothing: `chats.py` feeds it."""
 
-    def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> str:
+    def __init__(self, req: ChatRequest, p: Prepared, model_name: str) -> None:
+        self.req, self.p = req, p
+        self.id, self.created, self.name = (
+            "chatcmpl-" + secrets.token_hex(12),
+            int(time.time()),
+            req.model or model_name,
+        )
+        self.gate = _ContentGate(watch_calls=p.choice != "none", closed=bool(p.prefill), call_open=p.dialect.call_open)
+        self.thoughts = ReplyStream(p.dialect.all_thoughts(), hide_markup=False)  # thoughts: reasoning_content
+        self.sent = ""
+
+    def _chunk(self, delta: dict[str, Any], finish: str | None = None) -> str:
         body = {
-            "id": chunk_id,
+            "id": self.id,
             "object": "chat.completion.chunk",
-            "created": created,
-            "model": name,
+            "created": self.created,
+            "model": self.name,
             "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}],
-            **extra,
         }
         return f"data: {json.dumps(body, ensure_ascii=False)}\n\n"
 
-    pieces: queue.Queue[tuple[str, Any]] = queue.Queue()
+    def first(self) -> str:
+        return self._chunk({"role": "assistant", "content": ""})
 
-    def work() -> None:
-        try:
-            pieces.put(("done", _run(model, p, on_token=lambda piece: pieces.put(("piece", piece)))))
-        except Exception as exc:  # noqa: BLE001 - reported in the stream
-            pieces.put(("error", exc))
+    def piece(self, text: str) -> list[str]:
+        out = []
+        for channel, part in self.thoughts.feed(text):
+            shown = part if channel == "thought" else self.gate.feed(part)
+            if shown and channel == "thought":
+                out.append(self._chunk({"reasoning_content": shown}))
+            elif shown:
+                self.sent += shown
+                out.append(self._chunk({"content": shown}))
+        return out
 
-    threading.Thread(target=work, name="chat-stream", daemon=True).start()
-    gate = _ContentGate(watch_calls=p.choice != "none", closed=bool(p.prefill), call_open=p.dialect.call_open)
-    thoughts = ReplyStream(p.dialect.all_thoughts(), hide_markup=False)  # thoughts go out as reasoning_content
-    yield chunk({"role": "assistant", "content": ""})
-    sent = ""
-    while True:
-        kind, value = pieces.get()
-        if kind == "piece":
-            for channel, part in thoughts.feed(value):
-                out = part if channel == "thought" else gate.feed(part)
-                if out and channel == "thought":
-                    yield chunk({"reasoning_content": out})
-                elif out:
-                    sent += out
-                    yield chunk({"content": out})
-            continue
-        if kind == "error":
-            message = value.line if isinstance(value, UserError) else f"{type(value).__name__}: {value}"
-            yield f"data: {json.dumps({'error': {'message': message, 'type': 'server_error'}})}\n\n"
-            yield "data: [DONE]\n\n"
-            return
-        completion: Completion = value
-        break
-    content, calls, finish, _reasoning = reply_parts(p, completion)
-    if content and content.startswith(sent) and len(content) > len(sent):
-        yield chunk({"content": content[len(sent) :]})
-    for i, call in enumerate(calls):
-        head = {"index": i, "id": call["id"], "type": "function", "function": {"name": call["function"]["name"]}}
-        head["function"]["arguments"] = ""
-        yield chunk({"tool_calls": [head]})
-        yield chunk({"tool_calls": [{"index": i, "function": {"arguments": call["function"]["arguments"]}}]})
-    yield chunk({}, finish)
-    if (req.stream_options or {}).get("include_usage"):
-        body = {"id": chunk_id, "object": "chat.completion.chunk", "created": created, "model": name}
-        yield f"data: {json.dumps(body | {'choices': [], 'usage': _usage(completion)})}\n\n"
-    yield "data: [DONE]\n\n"
+    def error(self, exc: BaseException) -> list[str]:
+        message = exc.line if isinstance(exc, UserError) else f"{type(exc).__name__}: {exc}"
+        return [f"data: {json.dumps({'error': {'message': message, 'type': 'server_error'}})}\n\n", "data: [DONE]\n\n"]
+
+    def finish(self, completion: Completion) -> list[str]:
+        content, calls, finish, _reasoning = reply_parts(self.p, completion)
+        out = []
+        if content and content.startswith(self.sent) and len(content) > len(self.sent):
+            out.append(self._chunk({"content": content[len(self.sent) :]}))
+        for i, call in enumerate(calls):
+            head = {"index": i, "id": call["id"], "type": "function", "function": {"name": call["function"]["name"]}}
+            head["function"]["arguments"] = ""
+            out.append(self._chunk({"tool_calls": [head]}))
+            out.append(
+                self._chunk({"tool_calls": [{"index": i, "function": {"arguments": call["function"]["arguments"]}}]})
+            )
+        out.append(self._chunk({}, finish))
+        if (self.req.stream_options or {}).get("include_usage"):
+            body = {"id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.name}
+            out.append(f"data: {json.dumps(body | {'choices': [], 'usage': _usage(completion)})}\n\n")
+        return [*out, "data: [DONE]\n\n"]

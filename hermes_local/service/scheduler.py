@@ -1,6 +1,7 @@
 """Running schedules unattended: `Scheduler` fires due schedules (in `serve` and in `schedule daemon`).
 
-`tick()` looks at every schedule (`schedules.py`) and starts a thread for each one that is due; `run_forever`
+`tick()` looks at every schedule (`schedules.scan`) and starts a thread for each one that is due; a broken one
+(a file that does not load, a cron with no next time) is skipped and reported once per change of its file; `run_forever`
 ticks every `poll` seconds (and once at once, so a run missed while nothing ran goes at the next start, once,
 and says so). `fire(name)` takes the schedule's lock without waiting (a run of it still going: this one is
 skipped and reported; `run-now` is refused), re-reads the schedule under the lock (another process may have
@@ -47,13 +48,16 @@ class Scheduler:
         self.stopping = threading.Event()
         self._busy: dict[str, float] = {}  # schedule -> the due time reported as skipped (reported once)
         self._threads: list[threading.Thread] = []
+        self._broken: dict[str, tuple[int, int]] = {}  # schedule -> the file version reported as broken
 
     # -- when ------------------------------------------------------------------------------
     def tick(self, now: float | None = None) -> list[threading.Thread]:
         """Start a run of every due schedule (each in its own thread); returns the threads started."""
         now = time.time() if now is None else now
         started = []
-        for schedule in schedules.load_all(on_skip=self.on_line):
+        good, broken = schedules.scan(now)
+        self._report_broken(broken)
+        for schedule in good:
             if schedules.due(schedule, now) is None:
                 continue
             thread = threading.Thread(
@@ -63,6 +67,14 @@ class Scheduler:
             started.append(thread)
         self._threads = [t for t in self._threads if t.is_alive()] + started
         return started
+
+    def _report_broken(self, broken: list[schedules.Broken]) -> None:
+        """One line for each broken schedule file, once per change of the file (not at every tick)."""
+        now = {b.name: b.version for b in broken}
+        for b in broken:
+            if self._broken.get(b.name) != b.version:
+                self.on_line(f"{b.line}; the other schedules still run")
+        self._broken = now
 
     def run_forever(self) -> None:
         """Tick now and every `poll` seconds until `stop()`."""

@@ -2,8 +2,10 @@
 
 A `Schedule` is a name, a 5-field cron expression (minute hour day-of-month month day-of-week, local
 time, read by `croniter`), a task or a workflow file, the workspace, its own allow-list (the only write
-and dangerous tools its unattended runs may use) and run options. `add`, `get`, `load_all` and `remove`
-keep one JSON file a schedule (`NAME.json`, written whole through a temporary file, mode 0600); the
+and dangerous tools its unattended runs may use) and run options. `add`, `get` and `remove`
+keep one JSON file a schedule (`NAME.json`, written whole through a temporary file, mode 0600; a cron line
+with no next time, such as 30 February, is refused at `add`); `scan` sorts them into those that run and those
+that cannot (a file that does not load or whose cron cannot be computed: `Broken`); the
 outcome of its latest run (`last_*` fields) is written to the same file. `due(schedule, now)` says whether
 a run is due and whether it was missed (its time passed more than `MISSED_AFTER` seconds ago: the machine
 slept or nothing ran): a missed run runs once, whatever number of times were missed. `ScheduleLock` is an
@@ -20,6 +22,7 @@ import json
 import os
 import re
 import time
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -54,7 +57,29 @@ def check_cron(expression: str) -> str:
             f"--cron {json.dumps(expression[:80])} is not a 5-field cron expression "
             '(minute hour day month weekday), e.g. "0 8 * * 1-5" for 08:00 on weekdays'
         )
-    return " ".join(fields)
+    cron = " ".join(fields)
+    problem = cron_problem(cron)
+    if problem:
+        raise UserError(f"--cron {json.dumps(cron)} {problem}")
+    return cron
+
+
+def cron_problem(cron: str, now: float | None = None) -> str:
+    """Why `cron` cannot be scheduled from `now` ("" when it can): a day that no named month has."""
+    from croniter import CroniterBadDateError
+
+    now = time.time() if now is None else now
+    try:
+        next_time(cron, now)
+        last_time(cron, now)
+    except CroniterBadDateError:
+        return (
+            "never comes round: no month it names has that day (30 February, 31 April, ...); "
+            "pick a day every month it names has, e.g. 28 for February"
+        )
+    except (ValueError, KeyError, OverflowError) as exc:  # a field croniter accepted but cannot compute
+        return f"cannot be computed ({type(exc).__name__}); write it again as minute hour day month weekday"
+    return ""
 
 
 def _local(ts: float) -> datetime:
@@ -137,17 +162,45 @@ def get(name: str) -> Schedule:
         raise UserError(f"{problem}; remove it and add it again") from exc
 
 
-def load_all(on_skip: Any = None) -> list[Schedule]:
-    """Every schedule, by name; an unreadable file is skipped with a line to `on_skip`."""
-    out = []
+@dataclass(frozen=True)
+class Broken:
+    """A schedule file that cannot be run: its name, the one-line reason, and the file's state when read
+    (`version`: size and change time, so a reader reports it once per change of the file, not at every look)."""
+
+    name: str
+    line: str
+    version: tuple[int, int]
+
+    def listing(self) -> dict[str, Any]:
+        """The `schedule list --json` object of a broken schedule."""
+        return {"name": self.name, "broken": self.line}
+
+
+def scan(now: float | None = None) -> tuple[list[Schedule], list[Broken]]:
+    """(every schedule that loads and whose next time can be computed, every one that cannot), by name.
+
+    A broken file never stops the others: the scheduler runs the good ones and reports each broken one."""
+    good: list[Schedule] = []
+    broken: list[Broken] = []
     folder = schedules_dir()
     for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
         try:
-            out.append(get(path.stem))
+            st = path.stat()
+            version = (st.st_size, st.st_mtime_ns)
+        except OSError:
+            continue  # removed meanwhile
+        try:
+            schedule = get(path.stem)
         except UserError as exc:
-            if on_skip is not None:
-                on_skip(f"warning: {exc.line}")
-    return out
+            broken.append(Broken(path.stem, exc.line, version))
+            continue
+        problem = cron_problem(schedule.cron, now)
+        if problem:
+            line = f"schedule {schedule.name}: its cron {json.dumps(schedule.cron)} {problem}"
+            broken.append(Broken(schedule.name, f"{line} (schedule add {schedule.name} --replace ...)", version))
+        else:
+            good.append(schedule)
+    return good, broken
 
 
 def add(schedule: Schedule, *, replace: bool = False) -> None:

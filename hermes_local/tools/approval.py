@@ -293,6 +293,10 @@ def denial_message(name: str, how: str, rule: str = "") -> str:
             "or the like), so writing it always needs the user's approval, and there is no terminal to ask. Do "
             "not retry; tell the user what you wanted to write there so they can do it themselves."
         )
+    if how == "recorded_bad":
+        return f"{name} was denied: the user rated the run that made this exact call bad. Do not retry it."
+    if how == "needs_sandbox":
+        return f"{name} was denied: dangerous tools run only in the sandbox here, and none is available. Do without it."
     if how == "denied_by_policy":
         return f"{name} was denied by the user's configuration (deny_tools). Do not retry; do without it."
     return (

@@ -225,7 +225,8 @@ def test_rating_export_and_a_suite_of_bad_runs(tmp_path: Path, notes: Path) -> N
         ],
     )
     assert res.exit_code == 1, res.output  # the recorded run lacks the user's fix
-    assert "0/1 cases passed (pass^1: 0%)" in res.stdout and "report.md lacks 'line two'" in res.stdout
+    assert "0/1 cases passed (pass^1: 0%)" in res.stdout and "report.md was not created" in res.stdout
+    assert "write_file denied (the run it came from was rated bad" in res.stdout  # its recorded write is not replayed
     cases = [json.loads(line) for line in (suite / "cases.jsonl").read_text().splitlines()]
     assert [c["origin"]["session"] for c in cases] == [session_id]
     res = runner.invoke(

@@ -24,7 +24,7 @@ from hermes_local.engines.inprocess.automaton import TokenTexts, automaton_for
 from hermes_local.engines.inprocess.decoding import SPECIAL_LITERALS, ForcedMemo, GrammarTracker
 from hermes_local.engines.inprocess.generation import Generation
 from hermes_local.engines.inprocess.kvcache import PromptCache, model_identity, restore_or_save_prefix
-from hermes_local.engines.inprocess.load import batch_invariant, extra_buffers
+from hermes_local.engines.inprocess.load import batch_invariant, extra_buffers, no_chat_handlers
 from hermes_local.engines.inprocess.sampling import quiet_stderr
 from hermes_local.engines.threads import ThreadChooser, describe_threads
 from hermes_local.errors import ModelLoadError
@@ -102,7 +102,7 @@ class LlamaCppLLM:
             kwargs["rpc_servers"] = self.params.rpc_servers
         kv_type = batch_invariant(kwargs) if self.params.batch_invariant else "f16"
         try:
-            with quiet_stderr(), extra_buffers(llama_cpp, self.params.extra_buffers):
+            with quiet_stderr(), extra_buffers(llama_cpp, self.params.extra_buffers), no_chat_handlers(llama_cpp):
                 self._llama = llama_cpp.Llama(**kwargs)
         except (ValueError, RuntimeError, OSError) as exc:
             raise ModelLoadError(f"llama.cpp could not load {self.model_path}: {exc}") from exc

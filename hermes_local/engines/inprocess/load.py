@@ -1,7 +1,8 @@
 """How llama.cpp is loaded: options `llama_cpp.Llama()` does not expose, and batch-invariant kernels.
 
 `extra_buffers(llama_cpp, wanted)` wraps a `Llama()` construction to turn llama.cpp's extra buffer
-types (CPU weight repacking, AMX) off. `batch_invariant(kwargs)` sets the `Llama()` options under which
+types (CPU weight repacking, AMX) off; `no_chat_handlers(llama_cpp)` keeps it from compiling the GGUF's chat
+templates (prompts are rendered by `dialects/`). `batch_invariant(kwargs)` sets the `Llama()` options under which
 a token's logits do not depend on how many tokens share its decode. Used by `llamacpp.py` only; receives the
 llama_cpp module from it and never imports llama_cpp itself.
 """
@@ -54,6 +55,38 @@ def extra_buffers(llama_cpp: Any, wanted: bool | None) -> Iterator[None]:
             yield
         finally:
             module.llama_model_default_params = original
+
+
+class _UnusedChatFormatter:
+    """Stands in for llama_cpp's `Jinja2ChatFormatter` while a model loads: hermes-local renders prompts itself
+    (`dialects/`), so the GGUF's templates are never compiled here, and a broken one cannot crash the load."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def to_chat_handler(self) -> Any:
+        def refuse(*args: Any, **kwargs: Any) -> Any:
+            raise RuntimeError("hermes-local renders chat prompts through its dialects, not llama_cpp's handlers")
+
+        return refuse
+
+
+_FORMATTER_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def no_chat_handlers(llama_cpp: Any) -> Iterator[None]:
+    """Load without llama_cpp compiling the GGUF's chat templates into chat handlers (which `Llama()` always does,
+    raising a Jinja traceback for a template that does not parse; `runtime/model.py` reports such a template in
+    one line before the load, and `--dialect` renders with its own)."""
+    module = llama_cpp.llama.llama_chat_format
+    with _FORMATTER_LOCK:
+        original = module.Jinja2ChatFormatter
+        module.Jinja2ChatFormatter = _UnusedChatFormatter
+        try:
+            yield
+        finally:
+            module.Jinja2ChatFormatter = original
 
 
 GGML_TYPE_Q8_0 = 8

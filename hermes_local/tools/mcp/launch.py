@@ -43,9 +43,10 @@ def stdio_parameters(
 
     With a sandbox policy and the server's `sandbox = true` (the default), the server runs under bwrap like
     `run_shell` (see `sandbox/policy.py`): its folder (`cwd`, else the run's workspace) read-write, or read-only for
-    `permission = "read"`, folders named in its args read-only, no network unless the server's `allow_hosts`
-    names a host, the filtered environment plus the server's own `env`, the agent's own state and code masked;
-    a pinned workspace is used through its fd (`--bind-fd`, cwd `/proc/PID/fd/N`), never by its path again.
+    `permission = "read"`, folders named in its args read-only, no network (its own loopback only) unless the
+    server's `full_network = true` (then the whole network, the host's 127.0.0.1 included), the filtered environment
+    plus the server's own `env`, the agent's own state and code masked; a pinned workspace is used through its fd
+    (`--bind-fd`, cwd `/proc/PID/fd/N`), never by its path again.
     """
     from mcp import StdioServerParameters
 
@@ -72,7 +73,7 @@ def stdio_parameters(
             [resolved, *config.args],
             workspace=folder,
             writable=config.permission != "read",
-            allow_network=bool(config.allow_hosts),
+            allow_network=config.full_network,
             extra_ro=named_dirs,
             pin=pin,
         )

@@ -4,8 +4,9 @@
 listed twice keeps the first, with one warning), and only those whose schema passes `schemas.check_schema`
 (the others are one warning each naming the tool; the run goes on). `quiet_sdk_logs` sends the mcp SDK's log
 records (a server printing non-JSON lines on stdout, ...) to the run's notice sink as one line each, once per
-message, instead of tracebacks on the terminal. `network_warnings` says plainly that `allow_hosts` gives a
-sandboxed stdio server the whole network (bwrap shares the network or none; it cannot filter hosts). Does not
+message, instead of tracebacks on the terminal. `network_of` and `network_warnings` say plainly what network a
+server reaches: a sandboxed stdio server none, or with `full_network = true` the whole network (bwrap shares the
+network or none; it cannot filter hosts). Does not
 check schemas itself (`tools/schemas.py`) or talk to servers (`manager.py`).
 """
 
@@ -78,11 +79,24 @@ def quiet_sdk_logs(notice: Callable[[str], None] | None) -> Callable[[], None]:
     return release
 
 
+def network_of(config: Any) -> str:
+    """What network a server (`McpServerConfig`) reaches, in words for `mcp list` and the start notice."""
+    if config.url:
+        return "its url only"
+    if not config.sandbox:
+        return "FULL (sandbox = false: it runs with your rights)"
+    if config.full_network:
+        meant = f", meant for {', '.join(config.allow_hosts)}" if config.allow_hosts else ""
+        return f"FULL (full_network = true{meant}; the host's 127.0.0.1 included)"
+    return "none (sandboxed, its own loopback only)"
+
+
 def network_warnings(servers: dict[str, Any]) -> list[str]:
-    """One line per sandboxed stdio server (`McpServerConfig`) whose `allow_hosts` opens the whole network."""
+    """One line per sandboxed stdio server (`McpServerConfig`) that has the whole network (`full_network`)."""
     return [
-        f"MCP server {name}: allow_hosts gives this stdio server the whole network, not only "
-        f"{', '.join(c.allow_hosts)} (host loopback included); bwrap cannot allow single hosts"
+        f"MCP server {name}: full_network = true gives it the whole network (the host's 127.0.0.1 included)"
+        + (f", not only {', '.join(c.allow_hosts)}" if c.allow_hosts else "")
+        + "; the sandbox cannot allow single hosts"
         for name, c in servers.items()
-        if c.command and c.sandbox and c.allow_hosts
+        if c.command and c.sandbox and c.full_network
     ]

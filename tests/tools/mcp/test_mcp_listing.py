@@ -215,6 +215,7 @@ def test_allow_hosts_on_a_stdio_server_is_said_to_mean_the_whole_network(tmp_pat
     """Issue 26 item 8 (MCP): one allowed host gave a stdio server the whole network, silently."""
     notices: list[str] = []
     config = {**raw_server(tmp_path, {"tools": [OK_TOOL]}), "sandbox": True, "allow_hosts": ["api.example.org"]}
+    config["full_network"] = True  # without it the config is refused (issue 43: tests/tools/mcp/test_mcp_network.py)
     m = McpManager({"raw": McpServerConfig(**config)}, on_notice=notices.append)
     try:
         m.start()
