@@ -17,7 +17,7 @@ import re
 import tomllib
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -105,8 +105,10 @@ class Settings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     model: str | None = None
-    n_ctx: int = Field(4096, ge=256)
-    n_gpu_layers: int = -1
+    # "auto": the largest context up to the trained length / the most layers that fit free memory (models/fit.py)
+    n_ctx: Annotated[int, Field(ge=256)] | Literal["auto"] = 4096
+    n_gpu_layers: int | Literal["auto"] = -1
+    draft_model: str | None = None  # a small model of the same vocabulary drafting for the chat model (name or GGUF)
     n_threads: int | None = None
     n_batch: int = Field(512, ge=1)
     seed: int = 0

@@ -26,7 +26,7 @@ from hermes_local.sandbox.protect import covering
 models_app = typer.Typer(help="Model registry: list, info, download, import.", no_args_is_help=True)
 SPEED_SECONDS = 5.0
 SPEED_PROMPT = "Count from 1 to 300, separated by commas: 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12,"
-NCtx = Annotated[int | None, typer.Option(help="Context window for the estimate (default: settings, 4096).")]
+NCtx = Annotated[str | None, typer.Option(help="Context window for the estimate (default: settings, 4096), or auto.")]
 
 
 def _stderr(message: str) -> None:
@@ -71,9 +71,12 @@ def models_info(
         _not_downloaded_info(wanted, as_json)
         return
     path, choice, header = resolve(model)
+    from hermes_local.runtime.model import fit_settings
+
+    settings, chosen = fit_settings(settings, header)
     info = gguf_info(header)
     offload = gpu_offload_available()  # the real build's fact, as `run` and `doctor` see it
-    memory = estimate_memory(header, settings.n_ctx, settings.n_gpu_layers if offload else 0)
+    memory = estimate_memory(header, chosen.n_ctx, chosen.n_gpu_layers if offload else 0)
     if as_json:
         extra = {"registry": choice.label if choice else None, "downloaded": True, "gpu_offload": offload}
         typer.echo(json.dumps(info | extra | {"memory": memory}, indent=2))
@@ -94,7 +97,9 @@ def models_info(
     typer.echo(f"chat template:   {template}; mentions tools: {'yes' if info['template_supports_tools'] else 'no'}")
     for note in info["notes"]:
         typer.echo(f"note:            {note}")
-    typer.echo(memory_line(header, settings.n_ctx, settings.n_gpu_layers, gpu_offload=offload))
+    if chosen.auto:
+        typer.echo(chosen.line())
+    typer.echo(memory_line(header, chosen.n_ctx, chosen.n_gpu_layers, gpu_offload=offload))
 
 
 def _not_downloaded_info(choice: Any, as_json: bool) -> None:
@@ -214,6 +219,9 @@ def doctor(
     n_gpu_layers: GpuOpt = None,
     speed: Annotated[bool, typer.Option(help="Run the ~5 s generation speed check.")] = True,
     workspace: WorkspaceOpt = Path("."),
+    check_gpu: Annotated[
+        bool, typer.Option("--gpu", help="Prove GPU offload: backend, devices, auto fit, GPU vs CPU speed.")
+    ] = False,
 ) -> None:
     """Check this installation: Python, llama.cpp build, GPU offload, models, memory, offline status, speed."""
     from hermes_local.models.download import offline_requested
@@ -227,6 +235,9 @@ def doctor(
     if settings.model and settings.model.startswith("replay:"):
         raise UserError("doctor checks a real model; pass --model NAME or a .gguf path, not replay:")
     path, choice, header = resolve(settings.model)  # a bad model file ends here: one line, exit 2
+    from hermes_local.runtime.model import fit_settings
+
+    settings, chosen = fit_settings(settings, header)  # "auto" values: what fits free memory now
     info = gguf_info(header)
     rows = registry_rows()
     problems: list[str] = []
@@ -248,9 +259,9 @@ def doctor(
     from hermes_local.engines.binaries import rpc_line, rpc_support
 
     show("rpc", rpc_line(rpc_support()))
-    layers = settings.n_gpu_layers if gpu is not False else 0
+    layers = chosen.n_gpu_layers if gpu is not False else 0
     requested = f"n_gpu_layers={settings.n_gpu_layers}"
-    memory = estimate_memory(header, settings.n_ctx, layers)
+    memory = estimate_memory(header, chosen.n_ctx, layers)
     if gpu is False and settings.n_gpu_layers != 0:
         where = f"{requested} requested, but this build is CPU-only: everything runs on the CPU"
         where += " (for a GPU, reinstall llama-cpp-python with CMAKE_ARGS=-DGGML_CUDA=on or -DGGML_METAL=on)"
@@ -258,6 +269,8 @@ def doctor(
         where = f"{requested}: {memory['layers_on_gpu']}/{memory['n_layer']} layers on the GPU"
         where += " (if this build has GPU support)" if gpu is None and memory["layers_on_gpu"] else ""
     show("offload", where)
+    if chosen.auto:
+        show("fit", chosen.line().removeprefix("fit: "))
     from hermes_local.engines.threads import describe_threads
 
     show("threads", describe_threads(settings.n_threads).removeprefix("threads "))  # auto: the cores left free now
@@ -293,11 +306,15 @@ def doctor(
             "fix: pick a smaller quant (models list) or lower --n-ctx"
         )
     trained = info["context_length"]
-    if trained and settings.n_ctx > trained:
+    if trained and chosen.n_ctx > trained:
         typer.echo(f"warning: n_ctx={settings.n_ctx} is above the trained context {trained}; use --n-ctx {trained}")
     for note in info["notes"]:
         typer.echo(f"note: {note}")
-    if speed and "error" not in build:
+    if check_gpu:
+        from hermes_local.cli.gpu import gpu_report
+
+        problems += gpu_report(path, header, settings, show, speed=speed)
+    elif speed and "error" not in build:
         try:
             result = speed_check(path, settings)
             show(

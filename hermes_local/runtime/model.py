@@ -23,6 +23,7 @@ from hermes_local.errors import UserError
 from hermes_local.llm import LLM
 
 if TYPE_CHECKING:
+    from hermes_local.models.fit import Fit
     from hermes_local.models.gguf import GGUFHeader
     from hermes_local.models.registry import ModelChoice
 
@@ -51,7 +52,36 @@ class ModelSource:
                 value = getattr(self.choice.entry, name)
                 if name not in settings.model_fields_set and value is not None:
                     load[name] = value
-        return EngineModel(path=self.path, header=self.header, names=tuple(names), load=load)
+        note = ""
+        if self.header is not None:  # "auto" values fitted to free memory; a combination that cannot fit: refused
+            fitted, chosen = fit_settings(settings.model_copy(update=load), self.header)
+            if chosen.auto:
+                load.update({name: getattr(fitted, name) for name in chosen.auto})
+                note = chosen.line()
+        draft = find_draft(settings)
+        return EngineModel(path=self.path, header=self.header, names=tuple(names), load=load, note=note, draft=draft)
+
+
+def fit_settings(settings: Settings, header: GGUFHeader) -> tuple[Settings, Fit]:
+    """`settings` with `n_ctx` / `n_gpu_layers` "auto" replaced by what fits the free device and host memory
+    now (`models.fit`), and the `Fit` (its `n_ctx` and `n_gpu_layers` are numbers either way). Fixed values
+    are kept; one that cannot fit the device is refused in one line (UserError) before anything loads."""
+    from hermes_local.engines.inprocess.backend import device_free
+    from hermes_local.models.fit import Free, fit, host_free
+
+    free = Free(device_free(settings.main_gpu), host_free())
+    chosen = fit(header, settings.n_ctx, settings.n_gpu_layers, free, n_batch=settings.n_batch,
+                 sequences=settings.parallel)  # fmt: skip
+    return settings.model_copy(update={name: getattr(chosen, name) for name in chosen.auto}), chosen
+
+
+def find_draft(settings: Settings) -> Path | None:
+    """The GGUF of `settings.draft_model` (a registry name or a file), or None; only the in-process engine drafts."""
+    if not settings.draft_model or settings.engine != "llama-cpp" or is_replay_spec(settings.model):
+        return None
+    from hermes_local.models.registry import resolve
+
+    return resolve(settings.draft_model)[0]
 
 
 def find_model(settings: Settings) -> ModelSource:
