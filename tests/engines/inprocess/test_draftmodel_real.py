@@ -67,3 +67,20 @@ def test_a_draft_model_of_another_vocabulary_is_refused(exact_llm, tmp_path: Pat
     with pytest.raises(UserError, match="another vocabulary"):
         attach_draft(exact_llm, Path(minilm[0]))
     assert exact_llm.draft_model is None
+
+
+def test_run_with_draft_model_loads_it_beside_the_chat_model(workspace: Path) -> None:
+    from typer.testing import CliRunner
+
+    from hermes_local import engines
+    from hermes_local.cli.app import app
+
+    args = ["run", "What time is it?", "--draft-model", "smollm2", "--tool-choice", "required", "--max-steps", "1",
+            "--n-ctx", "2304", "--json", "--no-memory", "--workspace", str(workspace)]  # fmt: skip
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code in (0, 3), res.output
+    loaded = [llm for key, llm in engines._loaded.items() if "2304" in key[1] and key[2] != "None"]
+    assert loaded and loaded[0].draft_model is not None
+    assert loaded[0].draft_model.path.name == "SmolLM2-135M-Instruct.Q4_1.gguf"
+    res = CliRunner().invoke(app, [*args[:3], "no-such-model", *args[4:]])
+    assert res.exit_code == 2 and "no-such-model" in res.output
