@@ -19,6 +19,7 @@ from hermes_local.config import Settings
 
 SPEED_PROMPT = "Count from 1 to 300, separated by commas: 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12,"
 DECODE_TOKENS = 64
+SPEED_SECONDS = 4.0
 
 
 def gpu_report(
@@ -66,8 +67,12 @@ def gpu_report(
     return problems
 
 
-def measure(path: Path, settings: Settings, n_gpu_layers: int, n_ctx: int, *, drafting: bool) -> dict[str, Any]:
-    """Prompt and decode tokens/s after a warm-up call; `drafting` off: every decoded token is a decode step."""
+def measure(
+    path: Path, settings: Settings, n_gpu_layers: int, n_ctx: int, *, drafting: bool, seconds: float = SPEED_SECONDS
+) -> dict[str, Any]:
+    """Prompt and decode tokens/s after a warm-up call (the first call pays set-up: CUDA, cuBLAS, page faults),
+    decoding about `seconds` worth of tokens; `drafting` off: every decoded token is one decode step (prompt lookup
+    and fast-forward would count accepted guesses). Also `doctor`'s plain speed line."""
     from hermes_local.config import settings_for
     from hermes_local.engines.inprocess.llamacpp import LlamaCppLLM, LlamaParams
     from hermes_local.llm import CallOptions
@@ -78,12 +83,20 @@ def measure(path: Path, settings: Settings, n_gpu_layers: int, n_ctx: int, *, dr
     load_s = time.perf_counter() - start
     llm.drafting = llm.fast_forward = drafting
     bos = llm.bos_tokens()
-    llm.complete(bos + llm.tokenize("Warm up: say hello.", special=False), CallOptions(max_tokens=4, temperature=0.0))
+    warm = llm.complete(
+        bos + llm.tokenize("Warm up: say hello.", special=False), CallOptions(max_tokens=4, temperature=0.0)
+    )
+    rough = warm.usage.completion_tokens / max(warm.usage.seconds - (warm.usage.prompt_seconds or 0.0), 1e-9)
     prompt = bos + llm.tokenize(SPEED_PROMPT * 4, special=False)
     first = llm.complete(prompt, CallOptions(max_tokens=1, temperature=0.0))
     prompt_tps = first.usage.prompt_tokens_evaluated / max(first.usage.prompt_seconds or first.usage.seconds, 1e-9)
-    decoded = llm.complete(prompt, CallOptions(max_tokens=DECODE_TOKENS, temperature=0.0))
-    decode_s = max(decoded.usage.seconds - (decoded.usage.prompt_seconds or 0.0), 1e-9)
-    decode_tps = decoded.usage.completion_tokens / decode_s
-    line = f"prompt {prompt_tps:.0f} tok/s ({len(prompt)} tokens), decode {decode_tps:.1f} tok/s, load {load_s:.1f}s"
+    wanted = int(min(DECODE_TOKENS, max(8, rough * seconds * 0.6)))
+    decoded = llm.complete(prompt, CallOptions(max_tokens=wanted, temperature=0.0))
+    decode_tps = decoded.usage.completion_tokens / max(
+        decoded.usage.seconds - (decoded.usage.prompt_seconds or 0.0), 1e-9
+    )
+    line = (
+        f"prompt {prompt_tps:.0f} tok/s ({len(prompt)} tokens), decode {decode_tps:.1f} tok/s "
+        f"({decoded.usage.completion_tokens} tokens), load {load_s:.1f}s"
+    )
     return {"prompt_tps": prompt_tps, "decode_tps": decode_tps, "load_s": load_s, "line": line}

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from hermes_local.errors import UserError
-from hermes_local.models.footprint import estimate_memory
+from hermes_local.models.footprint import device_layers, estimate_memory
 from hermes_local.models.gguf import GGUFHeader, human_bytes, model_shape
 
 Auto = Literal["auto"]
@@ -80,7 +80,7 @@ def fit(
         est = estimate(_count(int(n_gpu_layers), n_layer, free), int(n_ctx))
         if free.device is not None and est["gpu_bytes"] > free.device:
             raise UserError(_refusal(header, est, free, n_ctx, n_gpu_layers))
-        return Fit(int(n_ctx), int(n_gpu_layers), est["layers_on_gpu"] + est["output_on_gpu"], n_layer + 1, est, ())
+        return Fit(int(n_ctx), int(n_gpu_layers), device_layers(est), n_layer + 1, est, ())
     layer_choices = range(top_layers, -1, -1) if n_gpu_layers == "auto" else [_count(int(n_gpu_layers), n_layer, free)]
     if n_ctx == "auto":
         floor = min(CTX_FLOOR, trained)
