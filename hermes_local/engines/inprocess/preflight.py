@@ -4,11 +4,12 @@ A GPU build can die inside `llama_model_load_from_file` or on the first decode (
 SIGILL from AMX kernels, an abort on CUDA out-of-memory) and take the whole agent with it, silently.
 `preflight(path, params)` therefore loads the model once in a child process, with the same options, and
 decodes one token there, before the run's own process loads it. The verdict is cached per (llama.cpp build,
-model file, n_gpu_layers, n_ctx) in `$HERMES_LOCAL_HOME/cache/preflight.json`, so it costs one extra load the
-first time a build meets a model, and nothing after. A child killed by a signal raises `ModelLoadError` with
-one line naming the build and the fix; a child that fails normally (a bad file) leaves the error to the real
-load, which says it better. When: `HERMES_LOCAL_PREFLIGHT=auto` (default: a build that can offload, loading
-with layers on the device), `on` (every in-process load) or `off`.
+model file, n_gpu_layers, n_ctx, extra buffers) in `$HERMES_LOCAL_HOME/cache/preflight.json`: one extra load
+the first time a build meets a model, nothing after. A child killed by a signal raises `ModelLoadError`
+with one line naming the build and the fix; a child that fails normally (a bad file) leaves the error to
+the real load, which says it better. When: `HERMES_LOCAL_PREFLIGHT=auto` (default: a build that can offload,
+loading with layers on the device; and a CPU that reports AMX, to keep llama.cpp's extra buffer types where
+they do not die with SIGILL), `on` (every in-process load) or `off`.
 
 The child runs `python -m hermes_local.engines.inprocess.preflight`; what it loads with is `LOADER`, a
 "module:function" the tests point at a loader that crashes on purpose. Does not load anything in this process.
@@ -23,7 +24,7 @@ import os
 import signal
 import subprocess
 import sys
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -74,7 +75,7 @@ def _key(path: Path, params: Any) -> str:
     st = path.stat()
     return "|".join(
         [build_identity(), str(path.resolve()), str(st.st_size), str(st.st_mtime_ns),
-         f"ngl={params.n_gpu_layers}", f"ctx={params.n_ctx}"]
+         f"ngl={params.n_gpu_layers}", f"ctx={params.n_ctx}", f"xbuf={params.extra_buffers}"]
     )  # fmt: skip
 
 
@@ -99,20 +100,37 @@ def _remember(key: str, verdict: str) -> None:
 
 def preflight(path: Path, params: Any, *, loader: str | None = None, timeout: float = TIMEOUT) -> None:
     """Load `path` with `params` (a `LlamaParams`) in a child first, when `wanted`; raise `ModelLoadError` (one
-    line) when the child dies of a signal. Passed and crashed verdicts are cached."""
-    if not wanted(params):
+    line) when the child dies of a signal. Passed and crashed verdicts are cached.
+
+    Where the CPU reports AMX and `params.extra_buffers` is unset, the child tries llama.cpp's extra buffer types
+    (weight repacking, AMX) first: if they pass, `params.extra_buffers` becomes True (the layers left on the CPU
+    keep them), if they die with SIGILL it becomes False and the load is tried again without them."""
+    amx = params.extra_buffers is None and not params.vocab_only and _amx_risk()
+    if not amx and not wanted(params):
         return
-    key = _key(path, params)
-    verdict = _read_cache().get(key)
-    if verdict == "ok":
-        return
-    if verdict is None:
-        verdict = _run_child(path, params, loader or LOADER, timeout)
+    tries = [True, False] if amx else [params.extra_buffers]
+    for extra in tries:
+        attempt = replace(params, extra_buffers=extra)
+        key = _key(path, attempt)
+        verdict = _read_cache().get(key)
         if verdict is None:
-            return  # no verdict (a normal failure, a timeout): the real load reports what it finds
-        _remember(key, verdict)
-    if verdict != "ok":
-        raise ModelLoadError(_crash_line(path, params, verdict))
+            verdict = _run_child(path, attempt, loader or LOADER, timeout)
+            if verdict is None:
+                return  # no verdict (a normal failure, a timeout): the real load reports what it finds
+            _remember(key, verdict)
+        if verdict == "ok":
+            params.extra_buffers = extra
+            return
+        if not (extra and verdict == "SIGILL"):
+            raise ModelLoadError(_crash_line(path, attempt, verdict))
+
+
+def _amx_risk() -> bool:
+    import llama_cpp
+
+    from hermes_local.engines.inprocess.load import amx_risk
+
+    return amx_risk(llama_cpp)
 
 
 def _run_child(path: Path, params: Any, loader: str, timeout: float) -> str | None:

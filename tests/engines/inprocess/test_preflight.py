@@ -115,3 +115,30 @@ def test_run_ends_with_the_line_and_exit_2_when_the_load_would_crash(
 def test_the_default_loader_passes_on_this_build(embedded_model_path: Path) -> None:
     preflight.preflight(embedded_model_path, LlamaParams(n_ctx=512, n_gpu_layers=0))
     assert list(preflight._read_cache().values()) == ["ok"]
+
+
+def sigill_with_extra_buffers(path: str, params: dict) -> None:
+    if params["extra_buffers"]:
+        os.kill(os.getpid(), signal.SIGILL)
+
+
+def test_on_an_amx_cpu_extra_buffers_are_kept_where_they_pass_and_dropped_where_they_die(
+    embedded_model_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HERMES_LOCAL_PREFLIGHT", "off")  # AMX alone makes the check run
+    monkeypatch.setattr(preflight, "_amx_risk", lambda: True)
+    kept = LlamaParams(n_ctx=512, n_gpu_layers=0)
+    preflight.preflight(embedded_model_path, kept, loader=f"{HERE}:passes")
+    assert kept.extra_buffers is True
+    dropped = LlamaParams(n_ctx=768, n_gpu_layers=0)
+    preflight.preflight(embedded_model_path, dropped, loader=f"{HERE}:sigill_with_extra_buffers")
+    assert dropped.extra_buffers is False
+    again = LlamaParams(n_ctx=768, n_gpu_layers=0)  # cached: no child, the same answer
+    preflight.preflight(embedded_model_path, again, loader=f"{HERE}:segfault")
+    assert again.extra_buffers is False
+    with pytest.raises(ModelLoadError, match="SIGSEGV"):  # another crash is not an AMX matter
+        preflight.preflight(embedded_model_path, LlamaParams(n_ctx=1024, n_gpu_layers=0), loader=f"{HERE}:segfault")
+
+
+def passes(path: str, params: dict) -> None:
+    return None
