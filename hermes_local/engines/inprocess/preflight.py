@@ -41,13 +41,17 @@ REINSTALL = (
 def wanted(params: Any) -> bool:
     """Whether this load is checked first (see the module docstring for HERMES_LOCAL_PREFLIGHT)."""
     mode = os.environ.get("HERMES_LOCAL_PREFLIGHT", "auto").strip().lower()
-    if params.vocab_only or mode in ("0", "off", "false", "no"):
+    if params.vocab_only or _off():
         return False
     if mode in ("1", "on", "true", "yes"):
         return True
     from hermes_local.engines.inprocess.backend import gpu_offload_available
 
     return params.n_gpu_layers != 0 and gpu_offload_available()
+
+
+def _off() -> bool:
+    return os.environ.get("HERMES_LOCAL_PREFLIGHT", "auto").strip().lower() in ("0", "off", "false", "no")
 
 
 def build_identity() -> str:
@@ -105,7 +109,7 @@ def preflight(path: Path, params: Any, *, loader: str | None = None, timeout: fl
     Where the CPU reports AMX and `params.extra_buffers` is unset, the child tries llama.cpp's extra buffer types
     (weight repacking, AMX) first: if they pass, `params.extra_buffers` becomes True (the layers left on the CPU
     keep them), if they die with SIGILL it becomes False and the load is tried again without them."""
-    amx = params.extra_buffers is None and not params.vocab_only and _amx_risk()
+    amx = params.extra_buffers is None and not params.vocab_only and not _off() and _amx_risk()
     if not amx and not wanted(params):
         return
     tries = [True, False] if amx else [params.extra_buffers]

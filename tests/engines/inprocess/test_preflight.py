@@ -125,7 +125,8 @@ def sigill_with_extra_buffers(path: str, params: dict) -> None:
 def test_on_an_amx_cpu_extra_buffers_are_kept_where_they_pass_and_dropped_where_they_die(
     embedded_model_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("HERMES_LOCAL_PREFLIGHT", "off")  # AMX alone makes the check run
+    monkeypatch.setenv("HERMES_LOCAL_PREFLIGHT", "auto")  # a CPU-only load: AMX alone makes the check run
+    monkeypatch.setattr("hermes_local.engines.inprocess.backend.gpu_offload_available", lambda: False)
     monkeypatch.setattr(preflight, "_amx_risk", lambda: True)
     kept = LlamaParams(n_ctx=512, n_gpu_layers=0)
     preflight.preflight(embedded_model_path, kept, loader=f"{HERE}:passes")
