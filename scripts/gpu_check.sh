@@ -6,9 +6,10 @@
 #
 # What it carries in: .gpu-bundle/ (git-ignored) with
 #   llama_cpp_python-<version>.tar.gz   the sdist (llama.cpp's sources) to build the CUDA wheel from, unless
-#   wheels/*.whl                        wheels to install first: a CUDA llama_cpp_python wheel built earlier for
-#                                       this card (then nothing is built), and any missing pure-Python package
-# `scripts/gpu_check.sh --bundle` fills .gpu-bundle/ on this machine (the cached sdist, `pip download` of gguf).
+#   wheels/*.whl                        wheels to install first: the build tools (scikit-build-core, cmake, ninja),
+#                                       gguf; wheels/cuda-smNN/ holds the CUDA llama_cpp_python wheel built for a
+#                                       card of compute capability NN (found there: nothing is built)
+# `scripts/gpu_check.sh --bundle` fills .gpu-bundle/ where pip works (the cached sdist, `pip download` of those).
 #
 # Steps: (1) the card (nvidia-smi: name, compute capability, free memory, bandwidth from the name); (2) the
 # CUDA wheel: `pip wheel` of the sdist with CMAKE_ARGS for this card only, FlashAttention kernels off
@@ -27,6 +28,8 @@ VERSION="${LLAMA_CPP_PYTHON_VERSION:-0.3.36}"
 OUT="${OUT:-$BUNDLE/out}"
 PY="${PYTHON:-python}"
 export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
+export PATH="$PATH:/usr/local/cuda/bin"  # nvcc, where the CUDA toolkit usually lives
+TOOLS="gguf scikit-build-core pathspec packaging cmake ninja"  # what building the wheel and the check need
 DRY=0
 case "${1:-}" in
     --dry-run) DRY=1 ;;
@@ -35,7 +38,7 @@ case "${1:-}" in
         SDIST="${XDG_CACHE_HOME:-$HOME/.cache}/hermes-local/llama.cpp-$VERSION/src/llama_cpp_python-$VERSION.tar.gz"
         [[ -f "$SDIST" ]] || "$PY" -m pip download --quiet --no-deps --no-binary :all: "llama-cpp-python==$VERSION" -d "$BUNDLE"
         [[ -f "$SDIST" ]] && cp "$SDIST" "$BUNDLE/"
-        "$PY" -m pip download --quiet --no-deps gguf -d "$BUNDLE/wheels" || true
+        "$PY" -m pip download --quiet --no-deps --only-binary :all: -d "$BUNDLE/wheels" $TOOLS || true
         ls -la "$BUNDLE" "$BUNDLE/wheels"
         exit 0 ;;
     "") ;;
@@ -72,30 +75,32 @@ else
     SHAPE=7b STEPS=8
 fi
 
-# (2) the CUDA wheel: carried, else built from the sdist for this card
-install_wheels() {
-    local found=0
-    for w in "$BUNDLE"/wheels/*.whl; do [[ -f "$w" ]] && found=1; done
-    (( found )) && "$PY" -m pip install --no-deps --no-index --force-reinstall "$BUNDLE"/wheels/*.whl
-    return 0
+# (2) the CUDA wheel: carried, else built from the sdist for this card (build tools from the carried wheels)
+install_deps() {  # the build tools and gguf, from the carried wheels, where this machine lacks them
+    local need="gguf scikit-build-core pathspec packaging"
+    command -v cmake >/dev/null || need="$need cmake"
+    command -v ninja >/dev/null || need="$need ninja"
+    "$PY" -m pip install --no-deps --no-index --find-links "$BUNDLE/wheels" $need
 }
 build_wheel() {
     local sdist; sdist="$(ls "$BUNDLE"/llama_cpp_python-*.tar.gz 2>/dev/null | head -n1)"
     [[ -n "$sdist" ]] || { echo "no sdist in $BUNDLE (scripts/gpu_check.sh --bundle where pip works)"; return 2; }
     export CMAKE_ARGS="-DGGML_CUDA=on -DCMAKE_CUDA_ARCHITECTURES=${CC:-90} -DGGML_CUDA_FA=OFF -DGGML_NATIVE=OFF"
     export CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)"
-    mkdir -p "$BUNDLE/wheels"
-    "$PY" -m pip wheel --no-deps --no-build-isolation -w "$BUNDLE/wheels" "$sdist" || return 1
-    for w in "$BUNDLE"/wheels/llama_cpp_python-*.whl; do mv "$w" "${w%.whl}.cuda-sm${CC:-90}.whl.tmp"; done
-    for w in "$BUNDLE"/wheels/*.whl.tmp; do mv "$w" "${w%.tmp}"; done
+    "$PY" -m pip wheel --no-deps --no-build-isolation -w "$CUDA_WHEELS" "$sdist"  # the card's own folder
+}
+install_cuda_wheel() {
+    "$PY" -m pip install --no-deps --no-index --force-reinstall "$CUDA_WHEELS"/llama_cpp_python-*.whl
 }
 if (( DRY )); then
     echo "dry run: would run CMAKE_ARGS='-DGGML_CUDA=on -DCMAKE_CUDA_ARCHITECTURES=<cc> -DGGML_CUDA_FA=OFF" \
          "-DGGML_NATIVE=OFF' pip wheel --no-deps --no-build-isolation <sdist>" >"$OUT/build.log"
     echo "skipped (dry run)" >"$OUT/build.status"
 else
-    if ! ls "$BUNDLE"/wheels/llama_cpp_python-*cuda-sm"$CC"*.whl >/dev/null 2>&1; then step build build_wheel; fi
-    step install install_wheels
+    step deps install_deps
+    CUDA_WHEELS="$BUNDLE/wheels/cuda-sm$CC"
+    if ! ls "$CUDA_WHEELS"/llama_cpp_python-*.whl >/dev/null 2>&1; then step build build_wheel; fi
+    step install install_cuda_wheel
 fi
 
 # (3) the model: a synthetic 7B (random weights) on the GPU, a tiny one in the dry run
@@ -112,6 +117,24 @@ step run_gpu ran "${HL[@]}" run "$TASK" --model "$MODEL" --n-gpu-layers -1 --too
     --yes --workspace "$WORK" --no-memory --json
 step run_auto ran "${HL[@]}" run "$TASK" --model "$MODEL" --n-gpu-layers auto --n-ctx auto --tool-choice required \
     --max-steps 2 --yes --workspace "$WORK" --no-memory
+# the crash of issue 45 (SIGSEGV in std::regex resolved into libggml-cuda.so): which C++ runtime symbols the CUDA
+# library exports (a weak std:: definition there can interpose on libstdc++'s), its CUDA runtime linkage, and, when
+# a run crashed, the dynamic linker's bindings of std:: symbols to it during a run without the pre-flight child
+narrow() {
+    local lib; lib="$("$PY" -c 'import llama_cpp, pathlib; print(pathlib.Path(llama_cpp.__file__).parent / "lib")')"
+    echo "cuda lib: $(ls "$lib"/libggml-cuda.so* 2>/dev/null | head -n1)"
+    echo "std symbols exported: $(nm -D --defined-only "$lib"/libggml-cuda.so 2>/dev/null | grep -c ' _ZNSt' || true)"
+    echo "cudart: $(ldd "$lib"/libggml-cuda.so 2>/dev/null | grep -o 'libcudart[^ ]*' | head -n1 || echo static)"
+    if grep -q "crashed (SIG" "$OUT/run_gpu.log" 2>/dev/null; then
+        HERMES_LOCAL_PREFLIGHT=off LD_DEBUG=bindings LD_DEBUG_OUTPUT="$OUT/bindings" "${HL[@]}" run "$TASK" \
+            --model "$MODEL" --n-gpu-layers -1 --max-steps 1 --workspace "$WORK" --no-memory >/dev/null 2>&1
+        echo "run without pre-flight: exit $?"
+        echo "std bindings into libggml-cuda: $(cat "$OUT"/bindings.* 2>/dev/null | grep 'libggml-cuda' | grep -c '_ZNSt' || true)"
+        cat "$OUT"/bindings.* 2>/dev/null | grep 'libggml-cuda' | grep '_ZNSt' | head -n 5
+    fi
+}
+(( DRY )) || step narrow narrow
+
 # (6) bench speed sections, (7) task GPU vs CPU and the draft model (the embedded SmolLM2 drafts: same vocabulary)
 if (( DRY )); then
     echo "skipped (dry run: timings on a CPU mean nothing here)" >"$OUT/bench.status"
@@ -120,7 +143,7 @@ if (( DRY )); then
 else
     step bench "$PY" "$ROOT/scripts/bench.py" --model "$MODEL" --n-gpu-layers -1 --only speed \
         --bandwidth "$BANDWIDTH" --json "$OUT/bench.json"
-    step task "$PY" "$ROOT/scripts/gpu_task.py" --model "$MODEL" --n-gpu-layers -1 --steps "$STEPS"
+    step task timeout 420 "$PY" "$ROOT/scripts/gpu_task.py" --model "$MODEL" --n-gpu-layers -1 --steps "$STEPS"
     step draft "$PY" "$ROOT/scripts/gpu_task.py" --n-gpu-layers -1 --only draft
 fi
 
@@ -143,7 +166,7 @@ def last_json(text):
     except ValueError:
         return {}
 rows = [("card", read("card.log").strip().splitlines()[0] if read("card.log").strip() else "-")]
-for name in ("build", "install", "model", "doctor", "run_gpu", "run_auto", "bench", "task", "draft"):
+for name in ("deps", "build", "install", "model", "doctor", "run_gpu", "run_auto", "narrow", "bench", "task", "draft"):
     status = read(f"{name}.status").strip()
     if status:
         rows.append((f"step {name}", status))
@@ -162,6 +185,9 @@ for name in ("run_gpu", "run_auto"):
         rows.append((name, f"stopped {data.get('stopped', '-')}, well-formed calls {valid}/{len(calls)}"))
     else:
         rows.append((name, grab(log, r"(fit: .*?n_ctx \d+\))", "no fit line")))
+for line in read("narrow.log").splitlines()[:8]:
+    key, _, value = line.partition(": ")
+    rows.append((f"narrow {key}", value))
 bench = read("bench.log")
 for label in ("ceiling prompt tok/s (512)", "ceiling decode tok/s", "decode share of the bandwidth ceiling"):
     rows.append((label, grab(bench, re.escape(label) + r"\s+(.*)")))
