@@ -69,10 +69,34 @@ def fit_settings(settings: Settings, header: GGUFHeader) -> tuple[Settings, Fit]
     from hermes_local.engines.inprocess.backend import device_free
     from hermes_local.models.fit import Free, fit, host_free
 
-    free = Free(device_free(settings.main_gpu), host_free())
+    device, host = device_free(settings.main_gpu), host_free()
+    beside_device, beside_host = _companions(settings, gpu=device is not None)
+    free = Free(None if device is None else device - beside_device, None if host is None else host - beside_host)
     chosen = fit(header, settings.n_ctx, settings.n_gpu_layers, free, n_batch=settings.n_batch,
                  sequences=settings.parallel)  # fmt: skip
     return settings.model_copy(update={name: getattr(chosen, name) for name in chosen.auto}), chosen
+
+
+def _companions(settings: Settings, *, gpu: bool) -> tuple[int, int]:
+    """Device and host bytes of the models a run loads beside this one, reserved before it is fitted: the
+    `router_model` (n_ctx 2048, all layers on the device when there is one) and long-term memory's embedding
+    model (on the CPU, n_ctx 512). One that cannot be found reserves nothing (its own load says why)."""
+    from hermes_local.models.embeddings import embedding_choice
+    from hermes_local.models.footprint import estimate_memory
+    from hermes_local.models.gguf import read_header
+    from hermes_local.models.registry import resolve
+
+    device = host = 0
+    try:
+        if settings.router_model and settings.router_model != settings.model:
+            est = estimate_memory(resolve(settings.router_model)[2], 2048, -1 if gpu else 0)
+            device, host = est["gpu_bytes"], est["cpu_bytes"]
+        embedder = embedding_choice(settings.embedding_model) if settings.memory else None
+        if embedder is not None and (settings.model is None or embedder.path != Path(settings.model)):
+            host += estimate_memory(read_header(embedder.path), 512, 0)["total_bytes"]
+    except (UserError, OSError):
+        pass
+    return device, host
 
 
 def find_draft(settings: Settings) -> Path | None:

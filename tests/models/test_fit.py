@@ -101,3 +101,19 @@ def test_models_info_and_doctor_show_the_fit(embedded_model_path: Path, workspac
     assert "fit:" in res.output and "n_gpu_layers=0" in res.output, res.output
     res = runner.invoke(app, ["run", "x", "--n-ctx", "lots", "--model", "replay:none.jsonl"])
     assert res.exit_code == 2 and "n_ctx" in res.output
+
+
+def test_a_router_model_loaded_beside_it_is_reserved_first(
+    seven_b: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hermes_local.runtime.model import fit_settings
+
+    router = write(tmp_path / "router-7b.Q4_0.gguf", "7b", sparse=True)  # a (large) second model beside the first
+    monkeypatch.setenv("HERMES_LOCAL_DEVICE_FREE_MB", str(12 * 1024))
+    alone = load_settings({"model": str(seven_b), "n_ctx": "auto", "n_gpu_layers": "auto", "memory": False})
+    with_router = alone.model_copy(update={"router_model": str(router)})
+    _, solo = fit_settings(alone, read_header(seven_b))
+    _, shared = fit_settings(with_router, read_header(seven_b))
+    assert solo.layers == 33 and solo.n_ctx == 32768
+    assert shared.layers == 33 and shared.n_ctx < solo.n_ctx  # the router's weights and KV take their share first
+    assert shared.estimate["gpu_bytes"] + read_header(router).path.stat().st_size < 12 * 2**30
