@@ -121,8 +121,11 @@ def _in_process(
         preflight(path, params)  # a build new to this machine loads once in a child: a native crash becomes one line
         _loaded[key] = open_model(params, chooser)
         if model.draft is not None:
+            from dataclasses import replace
+
             from hermes_local.engines.inprocess.draftmodel import attach_draft
 
+            preflight(model.draft, replace(params))  # the draft model loads on the same device: checked the same way
             attach_draft(_loaded[key], model.draft)
     if settings.parallel > 1:  # concurrent runs share the model as sequences of one batched context
         from hermes_local.engines.inprocess.batching import BatchedLLM
