@@ -117,3 +117,15 @@ def test_a_router_model_loaded_beside_it_is_reserved_first(
     assert solo.layers == 33 and solo.n_ctx == 32768
     assert shared.layers == 33 and shared.n_ctx < solo.n_ctx  # the router's weights and KV take their share first
     assert shared.estimate["gpu_bytes"] + read_header(router).path.stat().st_size < 12 * 2**30
+
+
+@pytest.mark.real_model
+def test_the_estimate_s_weights_are_what_llama_cpp_loads(embedded_model_path: Path, tmp_path: Path) -> None:
+    """The fit stands on footprint's estimate: its weight bytes are what llama.cpp reports for the loaded model."""
+    from hermes_local.engines.inprocess.llamacpp import LlamaCppLLM, LlamaParams
+    from hermes_local.models.footprint import estimate_memory
+
+    tiny = write(tmp_path / "tiny.gguf", "tiny")
+    for path in (embedded_model_path, tiny):
+        llm = LlamaCppLLM(path, LlamaParams(n_ctx=512, n_threads=1, n_gpu_layers=0))
+        assert llm._llama._model.size() == estimate_memory(path, 512, 0)["weights_bytes"]
