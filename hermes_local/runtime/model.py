@@ -80,10 +80,9 @@ def fit_settings(settings: Settings, header: GGUFHeader) -> tuple[Settings, Fit]
 def _companions(settings: Settings, *, gpu: bool) -> tuple[int, int]:
     """Device and host bytes of the models a run loads beside this one, reserved before it is fitted: the
     `router_model` (n_ctx 2048, all layers on the device when there is one) and long-term memory's embedding
-    model (on the CPU, n_ctx 512). One that cannot be found reserves nothing (its own load says why)."""
+    model (on the CPU, its file's size). One that cannot be found reserves nothing (its own load says why)."""
     from hermes_local.models.embeddings import embedding_choice
     from hermes_local.models.footprint import estimate_memory
-    from hermes_local.models.gguf import read_header
     from hermes_local.models.registry import resolve
 
     device = host = 0
@@ -93,7 +92,7 @@ def _companions(settings: Settings, *, gpu: bool) -> tuple[int, int]:
             device, host = est["gpu_bytes"], est["cpu_bytes"]
         embedder = embedding_choice(settings.embedding_model) if settings.memory else None
         if embedder is not None and (settings.model is None or embedder.path != Path(settings.model)):
-            host += estimate_memory(read_header(embedder.path), 512, 0)["total_bytes"]
+            host += embedder.path.stat().st_size  # its weights; at n_ctx 512 its KV cache and buffers are small
     except (UserError, OSError):
         pass
     return device, host
