@@ -17,7 +17,7 @@ import re
 import tomllib
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -109,8 +109,9 @@ class Settings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     model: str | None = None
-    n_ctx: int = Field(4096, ge=256)
-    n_gpu_layers: int = -1
+    n_ctx: Annotated[int, Field(ge=256)] | Literal["auto"] = 4096  # "auto": largest that fits (models/fit.py)
+    n_gpu_layers: int | Literal["auto"] = -1  # "auto": the most layers that fit free device memory (models/fit.py)
+    draft_model: str | None = None  # a small model of the same vocabulary drafting for the chat model (name or GGUF)
     n_threads: int | None = None
     n_batch: int = Field(512, ge=1)
     seed: int = 0
@@ -118,8 +119,7 @@ class Settings(BaseModel):
     # flash attention + q8_0 KV cache, so batched verification (fast-forward, drafting, parallel runs) gives exactly
     # the tokens one-at-a-time decoding gives (engines/inprocess/load.py); off by default: costs prompt/decode speed
     batch_invariant: bool = False
-    # prompt-lookup drafting: guess copied text from the prompt, verified in one batch (exact at temperature 0);
-    # on: it pays on tool-call steps and copy-heavy writes alike (README, Speed)
+    # prompt-lookup drafting, verified in one batch (exact at temperature 0): pays on tool calls and copies (README)
     prompt_lookup: bool = True
     main_gpu: int = 0
     tensor_split: list[float] | None = None

@@ -30,6 +30,7 @@ before and closing (memory writes) after are outside it (`outside_s`; `total_s` 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import resource
@@ -231,7 +232,8 @@ def main() -> None:
         default=os.cpu_count() or 1,
         help="llama.cpp threads for every system (default: all cores), or 'auto' (engines/threads.py)",
     )
-    ap.add_argument("--n-gpu-layers", type=int, default=0)
+    ap.add_argument("--n-gpu-layers", type=int, default=-1, help="as the CLI (default -1: all; 0: CPU only)")
+    ap.add_argument("--bandwidth", type=float, default=0.0, help="device memory GB/s: decode's share of its ceiling")
     ap.add_argument("--server-steps", default="8,20", help="step counts for the llama-server rows ('' = skip)")
     ap.add_argument("--json", type=Path, default=ROOT / "bench-results" / "bench.json")
     ap.add_argument(
@@ -250,7 +252,8 @@ def main() -> None:
         import bench_busy
 
         peer = None if args.no_busy_peer else peer_chat_handler_run
-        busy = bench_busy.busy_walls(load_llm, hermes_run, peer, steps=args.steps, n_ctx=args.n_ctx, model=args.model)
+        loader = functools.partial(load_llm, n_gpu_layers=args.n_gpu_layers)
+        busy = bench_busy.busy_walls(loader, hermes_run, peer, steps=args.steps, n_ctx=args.n_ctx, model=args.model)
         print_rows(bench_busy.rows(busy))
         write_report({"busy": busy}, args.json)
         return
@@ -273,7 +276,8 @@ def main() -> None:
         return
     speed_rows = speed_sections(report, llm, path, args)
     if args.only == "speed":
-        print_rows(speed_rows)
+        report["ceiling"] = ceiling(llm)
+        print_rows(ceiling_rows(report["ceiling"], path, args) + speed_rows)
         write_report(report, args.json)
         return
     report["ceiling"] = ceiling(llm)
@@ -347,11 +351,29 @@ def main() -> None:
     write_report(report, args.json)
 
 
+def ceiling_rows(c: dict[str, float], path: Path, args: argparse.Namespace) -> list[tuple]:
+    """Raw prompt and decode tok/s, and decode as a share of the memory-bandwidth ceiling (`--bandwidth` GB/s
+    divided by the bytes each decoded token reads: every weight once, plus the KV cache at the decode depth)."""
+    from hermes_local.models.footprint import estimate_memory
+
+    rows = [
+        ("ceiling prompt tok/s (512)", f"{c['prompt_tps']:.0f}"),
+        ("ceiling decode tok/s", f"{c['decode_tps']:.1f}"),
+    ]
+    est = estimate_memory(path, 640, args.n_gpu_layers)
+    per_token = est["weights_bytes"] + est["kv_bytes_per_token"] * 640
+    if args.bandwidth:
+        limit = args.bandwidth * 1e9 / per_token
+        rows.append(("decode share of the bandwidth ceiling", f"{c['decode_tps'] / limit:.1%} of {limit:.0f} tok/s"))
+    rows.append(("n_gpu_layers", str(args.n_gpu_layers)))
+    return rows
+
+
 def speed_sections(report: dict[str, Any], llm: LlamaCppLLM, path: Path, args: argparse.Namespace) -> list[tuple]:
     """Issue 15's keys: prompt_cache, fast_forward, prompt_lookup, batched."""
     import bench_speed
 
-    report["prompt_cache"] = bench_speed.prompt_cache(path, args.n_ctx, args.threads)
+    report["prompt_cache"] = bench_speed.prompt_cache(path, args.n_ctx, args.threads, args.n_gpu_layers)
     report["fast_forward"] = bench_speed.fast_forward(llm)
     report["prompt_lookup"] = bench_speed.prompt_lookup(llm)
     report["batched"] = bench_speed.batched(llm)

@@ -243,11 +243,12 @@ def prompt_lookup(llm: LlamaCppLLM) -> dict[str, Any]:
     return r
 
 
-def prompt_cache(model: Path, n_ctx: int, threads: int) -> dict[str, Any]:
-    """Two fresh processes with one new HERMES_LOCAL_HOME: the first writes the cache, the second reads it."""
+def prompt_cache(model: Path, n_ctx: int, threads: int, n_gpu_layers: int = 0) -> dict[str, Any]:
+    """Two fresh processes with one new HERMES_LOCAL_HOME: the first writes the cache, the second reads it
+    (both load with the bench's `n_gpu_layers`)."""
     with tempfile.TemporaryDirectory() as home:
         env = {**os.environ, "HERMES_LOCAL_HOME": home}
-        cmd = [sys.executable, __file__, "--ttft-child", str(model), str(n_ctx), str(threads)]
+        cmd = [sys.executable, __file__, "--ttft-child", str(model), str(n_ctx), str(threads), str(n_gpu_layers)]
         runs = [
             json.loads(subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout) for _ in "ab"
         ]
@@ -262,8 +263,9 @@ def prompt_cache(model: Path, n_ctx: int, threads: int) -> dict[str, Any]:
     }
 
 
-def _ttft_child(model: str, n_ctx: int, threads: int) -> None:
-    llm = LlamaCppLLM(model, LlamaParams(n_ctx=n_ctx, n_threads=threads, seed=1, prompt_cache=True))
+def _ttft_child(model: str, n_ctx: int, threads: int, n_gpu_layers: int) -> None:
+    params = LlamaParams(n_ctx=n_ctx, n_threads=threads, seed=1, prompt_cache=True, n_gpu_layers=n_gpu_layers)
+    llm = LlamaCppLLM(model, params)
     registry = build_registry()
     tokens = _tool_prompt(llm, _system(registry), TOOL_TASKS[0], registry)
     first: list[float] = []
@@ -332,5 +334,5 @@ def batched(llm: LlamaCppLLM) -> dict[str, Any]:
     return out
 
 
-if __name__ == "__main__" and len(sys.argv) == 5 and sys.argv[1] == "--ttft-child":
-    _ttft_child(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+if __name__ == "__main__" and len(sys.argv) == 6 and sys.argv[1] == "--ttft-child":
+    _ttft_child(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]))

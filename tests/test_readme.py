@@ -284,6 +284,15 @@ EXERCISED: dict[str, str] = {
     "python scripts/skills_cost.py": SCRIPTS,
     "toml: [permissions]": "tests/tools/test_hooks.py::test_the_readme_shaping_example_runs",
     "py: import json, sys": "tests/tools/test_hooks.py::test_the_readme_shaping_example_runs",
+    # Issue 45 (the GPU): the GPU section's block.
+    "hermes-local doctor --gpu": "tests/cli/test_doctor_gpu.py::"
+    "test_a_cpu_only_build_is_a_problem_with_the_reinstall_command",
+    "hermes-local run TASK --n-gpu-layers auto --n-ctx auto": "tests/models/test_fit.py::"
+    "test_a_run_s_auto_settings_become_load_options_with_the_line",
+    "hermes-local run TASK --draft-model smollm2": "tests/engines/inprocess/test_draftmodel_real.py::"
+    "test_run_with_draft_model_loads_it_beside_the_chat_model",
+    "scripts/gpu_check.sh --dry-run": "tests/engines/test_gpu_check.py::"
+    "test_the_dry_run_runs_every_step_and_prints_the_table",
 }
 
 

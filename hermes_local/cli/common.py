@@ -89,8 +89,20 @@ ModelOpt = Annotated[
     str | None,
     typer.Option(help="Registry name, path to a .gguf, or replay:FILE.jsonl (default: embedded SmolLM2)."),
 ]
-NCtxOpt = Annotated[int | None, typer.Option(help="Context window in tokens (default 4096).")]
-GpuOpt = Annotated[int | None, typer.Option(help="Layers offloaded to the GPU; -1 = all, 0 = CPU only.")]
+NCtxOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="Context window in tokens (default 4096), or auto: the largest that fits, up to the trained length."
+    ),
+]
+GpuOpt = Annotated[
+    str | None,
+    typer.Option(help="Layers offloaded to the GPU; -1 = all, 0 = CPU only, auto = the most that fit free memory."),
+]
+DraftOpt = Annotated[
+    str | None,
+    typer.Option(help="A small model of the same vocabulary that drafts tokens for the chat model (name or .gguf)."),
+]
 WorkspaceOpt = Annotated[Path, typer.Option(help="Folder the tools may read and write.")]
 YesOpt = Annotated[
     bool, typer.Option("--yes", "-y", help="Approve write tool calls (dangerous ones need --allow NAME).")

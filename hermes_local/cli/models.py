@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -24,9 +23,7 @@ from hermes_local.sandbox.policy import SandboxPolicy
 from hermes_local.sandbox.protect import covering
 
 models_app = typer.Typer(help="Model registry: list, info, download, import.", no_args_is_help=True)
-SPEED_SECONDS = 5.0
-SPEED_PROMPT = "Count from 1 to 300, separated by commas: 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12,"
-NCtx = Annotated[int | None, typer.Option(help="Context window for the estimate (default: settings, 4096).")]
+NCtx = Annotated[str | None, typer.Option(help="Context window for the estimate (default: settings, 4096), or auto.")]
 
 
 def _stderr(message: str) -> None:
@@ -71,9 +68,12 @@ def models_info(
         _not_downloaded_info(wanted, as_json)
         return
     path, choice, header = resolve(model)
+    from hermes_local.runtime.model import fit_settings
+
+    settings, chosen = fit_settings(settings, header)
     info = gguf_info(header)
     offload = gpu_offload_available()  # the real build's fact, as `run` and `doctor` see it
-    memory = estimate_memory(header, settings.n_ctx, settings.n_gpu_layers if offload else 0)
+    memory = estimate_memory(header, chosen.n_ctx, chosen.n_gpu_layers if offload else 0)
     if as_json:
         extra = {"registry": choice.label if choice else None, "downloaded": True, "gpu_offload": offload}
         typer.echo(json.dumps(info | extra | {"memory": memory}, indent=2))
@@ -94,7 +94,9 @@ def models_info(
     typer.echo(f"chat template:   {template}; mentions tools: {'yes' if info['template_supports_tools'] else 'no'}")
     for note in info["notes"]:
         typer.echo(f"note:            {note}")
-    typer.echo(memory_line(header, settings.n_ctx, settings.n_gpu_layers, gpu_offload=offload))
+    if chosen.auto:
+        typer.echo(chosen.line())
+    typer.echo(memory_line(header, chosen.n_ctx, chosen.n_gpu_layers, gpu_offload=offload))
 
 
 def _not_downloaded_info(choice: Any, as_json: bool) -> None:
@@ -179,46 +181,20 @@ def backend() -> dict[str, Any]:
         return {"error": f"llama-cpp-python is not usable: {type(exc).__name__}: {exc}"}
 
 
-def speed_check(path: Path, settings: Any, seconds: float = SPEED_SECONDS) -> dict[str, float]:
-    """Load the model and measure prompt and decode tokens/s within about `seconds` after loading."""
-    from hermes_local.config import settings_for
-    from hermes_local.engines.inprocess.llamacpp import LlamaCppLLM, LlamaParams
-    from hermes_local.llm import CallOptions
-
-    params = settings_for(LlamaParams, settings, n_ctx=min(settings.n_ctx, 2048))
-    start = time.perf_counter()
-    llm = LlamaCppLLM(path, params)
-    loaded = time.perf_counter()
-    prompt = llm.bos_tokens() + llm.tokenize(SPEED_PROMPT, special=False)
-    first = llm.complete(prompt, CallOptions(max_tokens=1, temperature=0.0))
-    prompt_tps = first.usage.prompt_tokens_evaluated / max(first.usage.seconds, 1e-6)
-    decoded = llm.complete(prompt, CallOptions(max_tokens=8, temperature=0.0))
-    decode_tps = decoded.usage.completion_tokens / max(decoded.usage.seconds, 1e-6)
-    left = seconds - (time.perf_counter() - loaded)
-    more = int(min(256, decode_tps * left * 0.8))
-    if more > 32:
-        decoded = llm.complete(prompt, CallOptions(max_tokens=more, temperature=0.0))
-        decode_tps = decoded.usage.completion_tokens / max(decoded.usage.seconds, 1e-6)
-    return {
-        "load_seconds": loaded - start,
-        "prompt_tokens": float(len(prompt)),
-        "prompt_tps": prompt_tps,
-        "decode_tokens": float(decoded.usage.completion_tokens),
-        "decode_tps": decode_tps,
-    }
-
-
 def doctor(
     model: Annotated[str | None, typer.Option(help="Model to check: registry NAME[:QUANT] or .gguf path.")] = None,
     n_ctx: NCtx = None,
     n_gpu_layers: GpuOpt = None,
     speed: Annotated[bool, typer.Option(help="Run the ~5 s generation speed check.")] = True,
     workspace: WorkspaceOpt = Path("."),
+    check_gpu: Annotated[
+        bool, typer.Option("--gpu", help="Prove GPU offload: backend, devices, auto fit, GPU vs CPU speed.")
+    ] = False,
 ) -> None:
     """Check this installation: Python, llama.cpp build, GPU offload, models, memory, offline status, speed."""
     from hermes_local.models.download import offline_requested
     from hermes_local.models.embeddings import embedding_line
-    from hermes_local.models.footprint import estimate_memory, format_memory, physical_memory
+    from hermes_local.models.footprint import device_layers, estimate_memory, format_memory, physical_memory
     from hermes_local.models.gguf import gguf_info, human_bytes
     from hermes_local.models.registry import registry_rows, resolve
     from hermes_local.tools.effects import snapshot
@@ -227,6 +203,9 @@ def doctor(
     if settings.model and settings.model.startswith("replay:"):
         raise UserError("doctor checks a real model; pass --model NAME or a .gguf path, not replay:")
     path, choice, header = resolve(settings.model)  # a bad model file ends here: one line, exit 2
+    from hermes_local.runtime.model import fit_settings
+
+    settings, chosen = fit_settings(settings, header)  # "auto" values: what fits free memory now
     info = gguf_info(header)
     rows = registry_rows()
     problems: list[str] = []
@@ -248,16 +227,18 @@ def doctor(
     from hermes_local.engines.binaries import rpc_line, rpc_support
 
     show("rpc", rpc_line(rpc_support()))
-    layers = settings.n_gpu_layers if gpu is not False else 0
+    layers = chosen.n_gpu_layers if gpu is not False else 0
     requested = f"n_gpu_layers={settings.n_gpu_layers}"
-    memory = estimate_memory(header, settings.n_ctx, layers)
+    memory = estimate_memory(header, chosen.n_ctx, layers)
     if gpu is False and settings.n_gpu_layers != 0:
         where = f"{requested} requested, but this build is CPU-only: everything runs on the CPU"
         where += " (for a GPU, reinstall llama-cpp-python with CMAKE_ARGS=-DGGML_CUDA=on or -DGGML_METAL=on)"
     else:
-        where = f"{requested}: {memory['layers_on_gpu']}/{memory['n_layer']} layers on the GPU"
+        where = f"{requested}: {device_layers(memory)}/{memory['n_layer'] + 1} layers on the GPU"
         where += " (if this build has GPU support)" if gpu is None and memory["layers_on_gpu"] else ""
     show("offload", where)
+    if chosen.auto:
+        show("fit", chosen.line().removeprefix("fit: "))
     from hermes_local.engines.threads import describe_threads
 
     show("threads", describe_threads(settings.n_threads).removeprefix("threads "))  # auto: the cores left free now
@@ -293,19 +274,20 @@ def doctor(
             "fix: pick a smaller quant (models list) or lower --n-ctx"
         )
     trained = info["context_length"]
-    if trained and settings.n_ctx > trained:
+    if trained and chosen.n_ctx > trained:
         typer.echo(f"warning: n_ctx={settings.n_ctx} is above the trained context {trained}; use --n-ctx {trained}")
     for note in info["notes"]:
         typer.echo(f"note: {note}")
-    if speed and "error" not in build:
+    if check_gpu:
+        from hermes_local.cli.gpu import gpu_report
+
+        problems += gpu_report(path, header, settings, show, speed=speed)
+    elif speed and "error" not in build:
         try:
-            result = speed_check(path, settings)
-            show(
-                "speed",
-                f"prompt {result['prompt_tps']:.0f} tok/s ({result['prompt_tokens']:.0f} tokens), "
-                f"decode {result['decode_tps']:.1f} tok/s ({result['decode_tokens']:.0f} tokens), "
-                f"load {result['load_seconds']:.1f}s",
-            )
+            from hermes_local.cli.gpu import measure
+
+            result = measure(path, settings, chosen.n_gpu_layers, chosen.n_ctx, drafting=False)
+            show("speed", f"{result['line']} (after a warm-up call, drafting off)")
             if result["decode_tps"] < 2.0:  # slow, not broken (a busy machine looks the same): warn only
                 typer.echo("warning: decoding is below 2 tokens/s; a smaller quant or a GPU build would help")
         except Exception as exc:  # noqa: BLE001 - whatever llama.cpp raised is the finding

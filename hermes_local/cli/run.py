@@ -22,6 +22,7 @@ from hermes_local.cli.common import (
     AnswerTemperatureOpt,
     DbOpt,
     DialectOpt,
+    DraftOpt,
     EngineOpt,
     EngineUrlOpt,
     GpuOpt,
@@ -132,6 +133,7 @@ def run(
     max_steps: Annotated[int | None, typer.Option(help="Most model calls before stopping (default 8).")] = None,
     n_ctx: NCtxOpt = None,
     n_gpu_layers: GpuOpt = None,
+    draft_model: DraftOpt = None,
     main_gpu: Annotated[int | None, typer.Option(help="GPU that holds the model (with one GPU: 0).")] = None,
     tensor_split: Annotated[
         str | None, typer.Option(help="Share of the model per GPU, e.g. 0.6,0.4 (several GPUs).")
@@ -289,6 +291,7 @@ def chat(
     max_steps: Annotated[int | None, typer.Option(help="Most model calls per message (default 8).")] = None,
     n_ctx: NCtxOpt = None,
     n_gpu_layers: GpuOpt = None,
+    draft_model: DraftOpt = None,
     workspace: WorkspaceOpt = Path("."),
     tool_choice: ToolChoiceOpt = None,
     no_grammar: NoGrammarOpt = False,

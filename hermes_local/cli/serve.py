@@ -23,6 +23,7 @@ from hermes_local.cli.common import (
     AllowHostOpt,
     AllowOpt,
     DbOpt,
+    DraftOpt,
     GpuOpt,
     ModelOpt,
     NCtxOpt,
@@ -56,6 +57,7 @@ def serve(
     model: ModelOpt = None,
     n_ctx: NCtxOpt = None,
     n_gpu_layers: GpuOpt = None,
+    draft_model: DraftOpt = None,
     workspace: WorkspaceOpt = Path("."),
     workspace_root: Annotated[
         list[str] | None, typer.Option(help="Another folder runs may use as workspace (repeatable).")

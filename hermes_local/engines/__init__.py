@@ -44,7 +44,9 @@ class EngineModel:
     path: Path | None = None  # the GGUF file (the in-process engine)
     header: GGUFHeader | None = None  # its parsed header: the memory estimate printed before loading
     names: tuple[str, ...] = ()  # what a server may report serving: the spec, its registry name, its file name
-    load: Mapping[str, Any] = field(default_factory=dict)  # load options its registry entry sets (n_ctx, ...)
+    load: Mapping[str, Any] = field(default_factory=dict)  # load options: its registry entry's, "auto" fitted
+    note: str = ""  # how "auto" load options were chosen (models/fit.py), printed with the memory estimate
+    draft: Path | None = None  # the draft model's GGUF (`--draft-model`), same vocabulary
 
 
 def load_engine(
@@ -64,7 +66,8 @@ def load_engine(
     """
     model = model or EngineModel(names=(settings.model,) if settings.model else ())
     if is_replay_spec(settings.model):
-        return load_replay(settings.model or "", n_ctx=settings.n_ctx, case_id=case_id)
+        n_ctx = settings.n_ctx if isinstance(settings.n_ctx, int) else 32768
+        return load_replay(settings.model or "", n_ctx=n_ctx, case_id=case_id)
     if settings.engine == "llama-cpp":
         return _in_process(settings, model, vocab_only=vocab_only, on_info=on_info)
     url = check_engine_url(settings.engine_url, settings.allow_hosts)
@@ -76,7 +79,8 @@ def load_engine(
     if settings.engine == "vllm":
         from hermes_local.engines.vllm import VLLMEngine
 
-        return VLLMEngine(url, seed=settings.seed, n_ctx=settings.n_ctx, **common)  # type: ignore[arg-type]
+        assumed = settings.n_ctx if isinstance(settings.n_ctx, int) else None  # auto: the server's max_model_len
+        return VLLMEngine(url, seed=settings.seed, n_ctx=assumed, **common)  # type: ignore[arg-type]
     raise EngineError(f"unknown engine {settings.engine!r}; choose one of: {', '.join(ENGINES)}")
 
 
@@ -98,9 +102,11 @@ def _in_process(
             raise UserError(f"{exc}; check the file or re-download it") from exc
 
     if vocab_only:
-        return open_model(LlamaParams(n_ctx=settings.n_ctx, vocab_only=True))
+        return open_model(LlamaParams(vocab_only=True))
     params = settings_for(LlamaParams, settings, **model.load)
-    key = (str(path.resolve()), repr(sorted(vars(params).items())))
+    if not isinstance(params.n_ctx, int) or not isinstance(params.n_gpu_layers, int):
+        raise ValueError("n_ctx / n_gpu_layers 'auto' are fitted by runtime.model before the engine loads")
+    key = (str(path.resolve()), repr(sorted(vars(params).items())), str(model.draft))
     if key not in _loaded:
         chooser = None if params.n_threads else ThreadChooser()  # auto threads: the cores others leave free
         if on_info and model.header is not None:
@@ -109,8 +115,18 @@ def _in_process(
 
             gpu = gpu_offload_available()
             line = memory_line(model.header, params.n_ctx, params.n_gpu_layers, gpu_offload=gpu)
-            on_info(f"{line}; {describe_threads(params.n_threads, chooser)}")
+            on_info(f"{model.note + '; ' if model.note else ''}{line}; {describe_threads(params.n_threads, chooser)}")
+        from hermes_local.engines.inprocess.preflight import preflight
+
+        preflight(path, params)  # a build new to this machine loads once in a child: a native crash becomes one line
         _loaded[key] = open_model(params, chooser)
+        if model.draft is not None:
+            from dataclasses import replace
+
+            from hermes_local.engines.inprocess.draftmodel import attach_draft
+
+            preflight(model.draft, replace(params))  # the draft model loads on the same device: checked the same way
+            attach_draft(_loaded[key], model.draft)
     if settings.parallel > 1:  # concurrent runs share the model as sequences of one batched context
         from hermes_local.engines.inprocess.batching import BatchedLLM
 

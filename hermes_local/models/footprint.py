@@ -56,12 +56,17 @@ def estimate_memory(path: str | Path | GGUFHeader, n_ctx: int, n_gpu_layers: int
     }
 
 
+def device_layers(est: dict[str, Any]) -> int:
+    """Layers on the device as llama.cpp counts them ("offloaded 33/33 layers"): the output layer is one."""
+    return int(est["layers_on_gpu"]) + int(est["output_on_gpu"])
+
+
 def format_memory(est: dict[str, Any]) -> str:
     """One line for the terminal, printed before a model is loaded."""
     where = (
         "CPU only"
         if not est["layers_on_gpu"] and not est["output_on_gpu"]
-        else f"{est['layers_on_gpu']}/{est['n_layer']} layers on GPU ({human_bytes(est['gpu_bytes'])})"
+        else f"{device_layers(est)}/{est['n_layer'] + 1} layers on GPU ({human_bytes(est['gpu_bytes'])})"
     )
     return (
         f"memory estimate: {human_bytes(est['total_bytes'])} = weights {human_bytes(est['weights_bytes'])}"

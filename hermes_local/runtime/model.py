@@ -25,6 +25,7 @@ from hermes_local.errors import UserError
 from hermes_local.llm import LLM
 
 if TYPE_CHECKING:
+    from hermes_local.models.fit import Fit
     from hermes_local.models.gguf import GGUFHeader
     from hermes_local.models.registry import ModelChoice
 
@@ -53,7 +54,59 @@ class ModelSource:
                 value = getattr(self.choice.entry, name)
                 if name not in settings.model_fields_set and value is not None:
                     load[name] = value
-        return EngineModel(path=self.path, header=self.header, names=tuple(names), load=load)
+        note = ""
+        if self.header is not None:  # "auto" values fitted to free memory; a combination that cannot fit: refused
+            fitted, chosen = fit_settings(settings.model_copy(update=load), self.header)
+            if chosen.auto:
+                load.update({name: getattr(fitted, name) for name in chosen.auto})
+                note = chosen.line()
+        draft = find_draft(settings)
+        return EngineModel(path=self.path, header=self.header, names=tuple(names), load=load, note=note, draft=draft)
+
+
+def fit_settings(settings: Settings, header: GGUFHeader) -> tuple[Settings, Fit]:
+    """`settings` with `n_ctx` / `n_gpu_layers` "auto" replaced by what fits the free device and host memory
+    now (`models.fit`), and the `Fit` (its `n_ctx` and `n_gpu_layers` are numbers either way). Fixed values
+    are kept; one that cannot fit the device is refused in one line (UserError) before anything loads."""
+    from hermes_local.engines.inprocess.backend import device_free
+    from hermes_local.models.fit import Free, fit, host_free
+
+    device, host = device_free(settings.main_gpu), host_free()
+    beside_device, beside_host = _companions(settings, gpu=device is not None)
+    free = Free(None if device is None else device - beside_device, None if host is None else host - beside_host)
+    chosen = fit(header, settings.n_ctx, settings.n_gpu_layers, free, n_batch=settings.n_batch,
+                 sequences=settings.parallel)  # fmt: skip
+    return settings.model_copy(update={name: getattr(chosen, name) for name in chosen.auto}), chosen
+
+
+def _companions(settings: Settings, *, gpu: bool) -> tuple[int, int]:
+    """Device and host bytes of the models a run loads beside this one, reserved before it is fitted: the
+    `router_model` (n_ctx 2048, all layers on the device when there is one) and long-term memory's embedding
+    model (on the CPU, its file's size). One that cannot be found reserves nothing (its own load says why)."""
+    from hermes_local.models.embeddings import embedding_choice
+    from hermes_local.models.footprint import estimate_memory
+    from hermes_local.models.registry import resolve
+
+    device = host = 0
+    try:
+        if settings.router_model and settings.router_model != settings.model:
+            est = estimate_memory(resolve(settings.router_model)[2], 2048, -1 if gpu else 0)
+            device, host = est["gpu_bytes"], est["cpu_bytes"]
+        embedder = embedding_choice(settings.embedding_model) if settings.memory else None
+        if embedder is not None and (settings.model is None or embedder.path != Path(settings.model)):
+            host += embedder.path.stat().st_size  # its weights; at n_ctx 512 its KV cache and buffers are small
+    except (UserError, OSError):
+        pass
+    return device, host
+
+
+def find_draft(settings: Settings) -> Path | None:
+    """The GGUF of `settings.draft_model` (a registry name or a file), or None; only the in-process engine drafts."""
+    if not settings.draft_model or settings.engine != "llama-cpp" or is_replay_spec(settings.model):
+        return None
+    from hermes_local.models.registry import resolve
+
+    return resolve(settings.draft_model)[0]
 
 
 def find_model(settings: Settings) -> ModelSource:

@@ -36,6 +36,6 @@ def test_models_info_reports_offload_from_the_real_build() -> None:
     assert res.exit_code == 0, res.stderr
     data = json.loads(res.stdout)
     assert data["gpu_offload"] is offload
-    assert (data["memory"]["layers_on_gpu"] > 0) is offload  # no "30/30 layers on GPU" on a CPU-only build
+    assert (data["memory"]["layers_on_gpu"] > 0) is offload  # no "31/31 layers on GPU" on a CPU-only build
     text = runner.invoke(app, ["models", "info", "embedded", "--n-gpu-layers", "-1"]).stdout
     assert ("CPU only" in text) is not offload

@@ -278,5 +278,5 @@ def test_memory_line_reports_offload_only_when_the_build_supports_it(monkeypatch
     path = embedded_model_path()
     line = memory_line(path, 2048, -1, gpu_offload=False)
     assert "CPU only" in line and "no GPU support" in line
-    assert "30/30 layers on GPU" in memory_line(path, 2048, -1, gpu_offload=True)
+    assert "31/31 layers on GPU" in memory_line(path, 2048, -1, gpu_offload=True)
     assert "CPU only" in memory_line(path, 2048, 0, gpu_offload=True)

@@ -16,6 +16,7 @@ from typing import Protocol
 from hermes_local.engines.inprocess.automaton import TokenTexts
 from hermes_local.engines.inprocess.decoding import ForcedMemo, GrammarTracker, ThoughtWatch, draft_for
 from hermes_local.engines.inprocess.drafting import PromptLookup
+from hermes_local.engines.inprocess.draftmodel import DraftModel
 from hermes_local.engines.inprocess.sampling import Output, SamplerOwner, TokenSampler
 from hermes_local.llm import CallOptions, Completion, TokenCallback
 
@@ -31,6 +32,7 @@ class GenerationOwner(SamplerOwner, Protocol):
     draft_counts: dict[str, int]
     _forced_memo: ForcedMemo
     _token_texts: TokenTexts | None
+    draft_model: DraftModel | None
 
     def detokenize(self, tokens: Sequence[int]) -> str: ...
 
@@ -65,6 +67,7 @@ class Generation:
         self.search_from = 0  # where to look for the grammar trigger next
         self.budget = min(options.max_tokens, owner.n_ctx - len(prompt))
         self.lookup = PromptLookup(prompt) if owner.drafting else None
+        self.prompt = prompt
         self.ahead: list[int] = []  # drafted tokens in the KV cache, not yet confirmed
         self.source, self.proposed, self.confirmed = "", 0, 0  # the pending draft: where from, length, confirmed
         self.spans: list[tuple[int, str]] = []  # (output index, forced text) for the forced-text memo
@@ -100,11 +103,15 @@ class Generation:
             batch = []
             self.confirmed += 1
             self.owner.draft_counts["accepted"] += 1
+            if self.source == "model" and self.owner.draft_model is not None:
+                self.owner.draft_model.counts["accepted"] += 1
         else:
             self.ahead = self.owner._drop_ahead(self.ahead)
             batch = [token]
-        if self.lookup is not None and self.source == "lookup" and not self.ahead:
-            self.lookup.record(self.proposed, self.confirmed)
+        if self.source in ("lookup", "model") and not self.ahead:
+            learner = self.lookup if self.source == "lookup" else self.owner.draft_model
+            if learner is not None:
+                learner.record(self.proposed, self.confirmed)
             self.source = ""
         return token, batch
 
@@ -168,6 +175,11 @@ class Generation:
         forcing = self.tracker if self.owner.fast_forward and self.out.whole_chars() else None
         memo, lookup = self.owner._forced_memo, self.lookup
         self.source, guess = draft_for(forcing, memo, lookup, room) if room > 0 else ("", [])
+        if not guess and room > 0 and self.owner.draft_model is not None:  # the draft model (`--draft-model`)
+            self.source, guess = (
+                "model",
+                self.owner.draft_model.propose(self.prompt + self.out.tokens, room, self.out.tokens),
+            )
         if self.source == "forced" and self.tracker is not None:
             self.spans.append((len(self.out.tokens), self.tracker.forced_text()))
         self.row = self.owner._decode(batch, guess)

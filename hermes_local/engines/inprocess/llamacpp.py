@@ -22,6 +22,7 @@ from typing import Any
 
 from hermes_local.engines.inprocess.automaton import TokenTexts, automaton_for
 from hermes_local.engines.inprocess.decoding import SPECIAL_LITERALS, ForcedMemo, GrammarTracker
+from hermes_local.engines.inprocess.draftmodel import DraftModel
 from hermes_local.engines.inprocess.generation import Generation
 from hermes_local.engines.inprocess.kvcache import PromptCache, model_identity, restore_or_save_prefix
 from hermes_local.engines.inprocess.load import batch_invariant, extra_buffers, no_chat_handlers
@@ -125,6 +126,7 @@ class LlamaCppLLM:
         self.closing = True  # closing mode and runaway-string guard on constrained calls
         self.drafting = self.params.prompt_lookup  # prompt-lookup drafting (drafting.py), verified in one batch
         self.draft_counts = {"proposed": 0, "accepted": 0}  # drafted tokens evaluated / kept (benchmarks)
+        self.draft_model: DraftModel | None = None  # `--draft-model` (draftmodel.attach_draft)
         self.prompt_cache: PromptCache | None = None
         if self.params.prompt_cache and not self.params.vocab_only:
             self.prompt_cache = PromptCache(

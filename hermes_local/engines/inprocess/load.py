@@ -31,13 +31,7 @@ def extra_buffers(llama_cpp: Any, wanted: bool | None) -> Iterator[None]:
     if env is not None:
         wanted = env.strip().lower() not in ("0", "false", "no", "off")
     if wanted is None:
-        wanted = True
-        if "AMX_INT8 = 1" in llama_cpp.llama_print_system_info().decode(errors="replace"):
-            try:
-                with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
-                    wanted = " amx_tile" not in fh.read()
-            except OSError:
-                pass
+        wanted = not amx_risk(llama_cpp)
     if wanted:
         yield
         return
@@ -87,6 +81,20 @@ def no_chat_handlers(llama_cpp: Any) -> Iterator[None]:
             yield
         finally:
             module.Jinja2ChatFormatter = original
+
+
+def amx_risk(llama_cpp: Any) -> bool:
+    """This build has AMX kernels and the CPU reports AMX: they may die with SIGILL (see `extra_buffers`), unless
+    HERMES_LOCAL_EXTRA_BUFFERS decides. The pre-flight load (preflight.py) tries them in a child first."""
+    if os.environ.get("HERMES_LOCAL_EXTRA_BUFFERS") is not None:
+        return False
+    if "AMX_INT8 = 1" not in llama_cpp.llama_print_system_info().decode(errors="replace"):
+        return False
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
+            return " amx_tile" in fh.read()
+    except OSError:
+        return False
 
 
 GGML_TYPE_Q8_0 = 8
