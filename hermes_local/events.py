@@ -50,6 +50,7 @@ class RunStart(Event):
     tool_call_format: str = ""
     workspace: str = ""  # the run's folder ("" in older logs): `sessions apply|rate|export` find it here
     plan: bool = False  # a plan-only run (`run --plan`): its write/dangerous calls are `Proposal`s
+    folder: dict[str, Any] | None = None  # the folder's identity (`sandbox.workspace.FolderId`; None in older logs)
 
 
 @dataclass

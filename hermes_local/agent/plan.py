@@ -9,7 +9,8 @@ UTF-8 text); `proposal_lines` lists the other proposals with their whole argumen
 terminal-safe. `apply_proposals` runs the proposals in order through an executor (normal approval), logging
 `Applied` before and after each one: a proposal that finished ok is never run again, and one that a crash cut
 off is "started, outcome unknown" (the executor asks the person, or stops with one line). `workspace_reader`
-reads the current files through the tools' confinement. Does not print, build executors or open session logs
+reads the current files of the folder the run recorded (by its identity: a swapped folder is refused) through the
+tools' confinement. Does not print, build executors or open session logs
 (the caller does).
 """
 
@@ -22,13 +23,12 @@ import json
 import posixpath
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from hermes_local.errors import UserError
 from hermes_local.events import Applied, Event, Proposal, RunStart, ToolFinished, ToolOutcome
 from hermes_local.outcome import ToolResult
-from hermes_local.sandbox.workspace import PinnedWorkspace
+from hermes_local.sandbox.workspace import FolderId, pin_recorded
 from hermes_local.textsafe import terminal_safe
 from hermes_local.tools.builtin import file_effect
 from hermes_local.tools.builtin.files import current_bytes
@@ -48,6 +48,7 @@ class Plan:
     proposals: list[Proposal]
     applied: dict[int, ToolOutcome | None] = field(default_factory=dict)  # last Applied per index (None: cut off)
     untrusted: bool = False  # the run read untrusted content before proposing (a fresh approval is needed)
+    folder: FolderId | None = None  # the workspace's identity at the run's start (None: an older log)
 
     def pending(self) -> list[Proposal]:
         """The proposals an earlier `apply` did not carry out (all of them before the first apply)."""
@@ -62,7 +63,7 @@ def plan_of(session_id: str, events: list[Event]) -> Plan:
         raise UserError(f"session {session_id} is not a plan-only run; start one with: hermes-local run --plan TASK")
     if not start.workspace:
         raise UserError(f"session {session_id} did not record its workspace; run the task again with --plan")
-    plan = Plan(session_id, start.workspace, proposals)
+    plan = Plan(session_id, start.workspace, proposals, folder=FolderId.from_dict(start.folder))
     for e in events:
         if isinstance(e, Applied):
             plan.applied[e.index] = _outcome(e)
@@ -80,9 +81,10 @@ def _outcome(e: Applied) -> ToolOutcome | None:
 
 
 @contextlib.contextmanager
-def workspace_reader(workspace: str | Path) -> Iterator[Reader]:
-    """Reads workspace files (pinned, through the tools' confinement) while the block runs."""
-    pin = PinnedWorkspace.open(Path(workspace))
+def workspace_reader(plan: Plan, on_note: Callable[[str], None] | None = None) -> Iterator[Reader]:
+    """Reads the plan's workspace files (the folder it recorded, reopened by its identity; through the tools'
+    confinement) while the block runs."""
+    pin = pin_recorded(plan.folder, plan.workspace, f"session {plan.session_id}", on_note)
     try:
         context = ToolContext(workspace=pin.path, pin=pin)
         yield lambda path: current_bytes(context, path)

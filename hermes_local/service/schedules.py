@@ -1,7 +1,8 @@
 """Schedules kept under `$HERMES_LOCAL_HOME/schedules/`: what runs when, and what happened last time.
 
 A `Schedule` is a name, a 5-field cron expression (minute hour day-of-month month day-of-week, local
-time, read by `croniter`), a task or a workflow file, the workspace, its own allow-list (the only write
+time, read by `croniter`), a task or a workflow file, the workspace (its path and the folder's identity, recorded
+at `add` and checked again each time it fires), its own allow-list (the only write
 and dangerous tools its unattended runs may use) and run options. `add`, `get`, `load_all` and `remove`
 keep one JSON file a schedule (`NAME.json`, written whole through a temporary file, mode 0600); the
 outcome of its latest run (`last_*` fields) is written to the same file. `due(schedule, now)` says whether
@@ -85,6 +86,7 @@ class Schedule(BaseModel):
     task: str | None = None
     workflow: str | None = None  # an absolute path to the workflow's TOML file
     workspace: str
+    folder: dict[str, Any] | None = None  # the workspace's identity when added (`FolderId`; None: an older file)
     allow: list[str] = Field(default_factory=list)
     max_steps: int | None = Field(None, ge=1, le=100)
     tool_choice: Literal["auto", "required", "none"] | None = None

@@ -3,8 +3,9 @@
 The store lives under `$HERMES_LOCAL_HOME/checkpoints/` (out of every tool's reach, `sandbox/protect.py`):
 `objects/ab/cdef...` holds file contents, zlib-compressed and named by the SHA-256 of the raw bytes (each
 content stored once), and `sessions/<id>.jsonl` holds one record per call: session step, call number, tool,
-workspace, and for each affected path the state before and after (`absent`, a file with its hash, size and
-mode, a folder, a symlink with its target). Nothing goes into the workspace or into `sessions/*.jsonl`.
+workspace (its path and its identity: device and inode, checked again by undo and diff), and for each affected
+path the state before and after (`absent`, a file with its hash, size and mode, a folder, a symlink with its
+target). Nothing goes into the workspace or into `sessions/*.jsonl`.
 
 Order makes a kill -9 harmless: the previous content is written (temp file, fsync, rename) and the record
 appended and fsynced *before* the tool touches the file, and the tool writes atomically (confined.py), so
@@ -287,6 +288,7 @@ class Recorder:
     session: str
     workspace: str
     step: int = 0
+    folder: dict[str, Any] | None = None  # the workspace's identity (`FolderId.to_dict()`): undo and diff check it
     file_limit: int = FILE_MAX_BYTES
     shell_budget: int = 256 * 2**20  # bytes of previous content one run_shell snapshot may read
     _numbers: dict[int, int] = field(default_factory=dict)
@@ -318,6 +320,7 @@ class Recorder:
             "tool": call.tool,
             "ts": round(time.time(), 3),
             "workspace": self.workspace,
+            **({"folder": self.folder} if self.folder else {}),
             "changes": changes,
             **extra,
         }
