@@ -60,7 +60,6 @@ def add(
     replace: Annotated[bool, typer.Option("--replace", help="Replace a schedule of that name.")] = False,
 ) -> None:
     """Add schedule NAME: run TASK (or WORKFLOW.toml) at the --cron times, unattended."""
-    from hermes_local.sandbox.workspace import PinnedWorkspace
     from hermes_local.service import schedules
     from hermes_local.workflow.run import load_workflow
 
@@ -77,15 +76,12 @@ def add(
         workflow = str(path.resolve())
     elif db is not None or variables:
         raise UserError("--db and --var are for a workflow schedule (WORKFLOW.toml); a task uses the service's --db")
-    with PinnedWorkspace.open(workspace.expanduser()) as pin:  # the folder's identity: each run checks it again
-        folder = pin.identity
     schedule = schedules.Schedule(
         name=schedules.check_name(name),
         cron=schedules.check_cron(cron),
         task=None if workflow else target,
         workflow=workflow,
-        workspace=folder.path,
-        folder=folder.to_dict(),
+        workspace=str(workspace.expanduser().resolve()),  # `add` records the folder's identity: each run checks it
         allow=allow or [],
         max_steps=max_steps,
         tool_choice=tool_choice,  # type: ignore[arg-type]

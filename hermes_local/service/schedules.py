@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from hermes_local.config import home_dir
 from hermes_local.errors import UserError
+from hermes_local.sandbox.workspace import PinnedWorkspace
 
 MISSED_AFTER = 90.0  # seconds late after which a due run counts as missed (and says so)
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
@@ -153,10 +154,13 @@ def load_all(on_skip: Any = None) -> list[Schedule]:
 
 
 def add(schedule: Schedule, *, replace: bool = False) -> None:
+    """Save a new schedule (or replace one), recording its workspace folder's identity now: each run checks it."""
     check_name(schedule.name)
     check_cron(schedule.cron)
     if not replace and _path(schedule.name).exists():
         raise UserError(f"schedule {schedule.name!r} exists; remove it first (hermes-local schedule remove NAME)")
+    with PinnedWorkspace.open(schedule.workspace) as pin:
+        schedule.workspace, schedule.folder = str(pin.path), pin.identity.to_dict()
     save(schedule)
 
 
