@@ -65,9 +65,14 @@ def new_session_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
 
 
+def valid_session_id(session_id: str) -> bool:
+    """Whether `session_id` is a plain name (letters, digits, `.`, `_`, `-`), never a path."""
+    return bool(_SESSION_ID.match(session_id)) and ".." not in session_id
+
+
 def check_session_id(session_id: str) -> str:
     """`session_id` if it is a plain name (letters, digits, `.`, `_`, `-`), else a UserError."""
-    if not _SESSION_ID.match(session_id) or ".." in session_id:
+    if not valid_session_id(session_id):
         raise UserError(f"{terminal_safe(session_id)!r} is not a session ID; see `hermes-local sessions list`")
     return session_id
 

@@ -1,18 +1,18 @@
 """Show and undo what a session changed in its workspace, from its checkpoints (`tools/effects/checkpoints.py`).
 
-`session_diff(ID, step=N)` lists each changed path with its state before and after (the whole run, or
-step N), `diff_text` renders that as a unified diff for text and size/hash lines for binary files and
-folders. `undo_session(ID, to_step=N)` puts the workspace back as it was before step N (default: before
-the run): changed files get their previous content and permission bits (never set-user/group-ID bits),
-files and folders the run made are removed, removed ones come back. It refuses, per path, one whose
-current state is not the one the run left (someone changed it since; `force=True` overrides) and one
-whose previous content was not kept (over the size limits), and it removes no folder that still holds
-other files. The undo is recorded in the same session as a new step, so `redo=True` (undo to before the
-last undo) brings the run's changes back. It holds the session log's lock (no undo while the run or a
-resume still writes). The workspace comes from the session's records, so both work from any folder: it is
-reopened by the identity the records kept (`PinnedWorkspace.reopen`: a folder moved away, replaced or linked
-elsewhere is refused in one line, never redirected; records from before identities were kept are adopted with a
-note); every access goes through the workspace's pinned fd and `tools/effects/confined.py`. Does not print.
+`session_diff(ID, step=N)` lists each changed path with its state before and after (the whole run, or step N; a team's
+children's changes included, each labelled with the specialist and its step), `diff_text` renders that as a unified
+diff for text and size/hash lines for binary files and folders. `undo_session(ID, to_step=N)` puts the workspace back
+as it was before step N (default: before the run; a team's children's changes too): changed files get their previous
+content and permission bits (never set-user/group-ID bits), files and folders the run made are removed, removed ones
+come back. It refuses, per path, one whose current state is not the one the run left (someone changed it since;
+`force=True` overrides) and one whose previous content was not kept (over the size limits), and it removes no folder
+that still holds other files. The undo is recorded in the same session as a new step, so `redo=True` (undo to before
+the last undo) brings the run's changes back. It holds the session log's lock (no undo while the run or a resume still
+writes). The workspace comes from the session's records, so both work from any folder: it is reopened by the identity
+the records kept (`PinnedWorkspace.reopen`: a folder moved away, replaced or linked elsewhere is refused in one line,
+never redirected; records from before identities were kept are adopted with a note); every access goes through the
+workspace's pinned fd and `tools/effects/confined.py`. Does not print.
 """
 
 from __future__ import annotations
@@ -55,6 +55,11 @@ class Change:
     path: str
     before: State
     after: State | None
+    by: dict[str, Any] = field(default_factory=dict)  # a team child's: its agent, session and own step
+
+    def label(self) -> dict[str, Any]:
+        """Who made it: the step, and a specialist's name, session and own step."""
+        return {"step": self.step} | self.by
 
 
 @dataclass
@@ -65,9 +70,10 @@ class FileDiff:
     before: State
     after: State
     text: str
+    by: list[dict[str, Any]] = field(default_factory=list)  # each change's `Change.label()`, in order
 
     def to_json(self) -> dict[str, Any]:
-        return {"path": self.path, "before": self.before, "after": self.after, "diff": self.text}
+        return {"path": self.path, "before": self.before, "after": self.after, "diff": self.text, "by": self.by}
 
 
 @dataclass
@@ -128,7 +134,8 @@ def load_changes(store: CheckpointStore, records: list[dict[str, Any]], pin: Pin
             continue
         if r.get("phase") == "end":
             open_begins.pop(key, None)
-        out.extend(Change(int(r["step"]), str(r["tool"]), c["path"], c["before"], c["after"]) for c in r["changes"])
+        by = {k: r[k] for k in ("agent", "child", "child_step") if k in r}  # a team child's change, mirrored
+        out.extend(Change(int(r["step"]), str(r["tool"]), c["path"], c["before"], c["after"], by) for c in r["changes"])
     for at, r in sorted(open_begins.values(), key=lambda pair: -pair[0]):
         now = scan(pin, Recorder(store, "", str(pin.path)), 2**62).states
         cut = changes_between(snapshot_states(store, r["snapshot"]), now)
@@ -160,10 +167,13 @@ def session_diff(session: str, step: int | None = None, on_note: Note | None = N
         chosen = [c for c in changes if step is None or c.step == step]
         first: dict[str, State] = {}
         last: dict[str, State] = {}
+        by: dict[str, list[dict[str, Any]]] = {}
         for c in chosen:
             first.setdefault(c.path, c.before)
             last[c.path] = c.after if c.after is not None else current_state(ctx, c.path)
-    diffs = [FileDiff(p, first[p], last[p], "") for p in first if not same_state(first[p], last[p])]
+            if c.label() not in by.setdefault(c.path, []):
+                by[c.path].append(c.label())
+    diffs = [FileDiff(p, first[p], last[p], "", by[p]) for p in first if not same_state(first[p], last[p])]
     for d in diffs:
         d.text = _describe(store, d)
     return diffs
@@ -199,6 +209,15 @@ def _brief(state: State) -> str:
 
 
 def _describe(store: CheckpointStore, d: FileDiff) -> str:
+    heads = "".join(
+        f"# {d.path}: changed by {b['agent']} (its step {b.get('child_step')}) in step {b['step']}\n"
+        for b in d.by
+        if b.get("agent")
+    )  # a team child's changes are part of the run's, labelled
+    return heads + _unlabelled(store, d)
+
+
+def _unlabelled(store: CheckpointStore, d: FileDiff) -> str:
     old, new = _text(_content(store, d.before)), _text(_content(store, d.after))
     if old is not None and new is not None:
         a = "/dev/null" if d.before["t"] == "absent" else f"a/{d.path}"
