@@ -271,9 +271,11 @@ class Proposal(Event):
     """A write/dangerous call of a plan-only run: recorded with its whole arguments for review, not run."""
 
     kind: ClassVar[str] = "proposal"
-    step: int
+    step: int  # the step of the agent that proposed it (a specialist's own step)
     name: str
     arguments: dict[str, Any]  # whole, never abbreviated: `sessions apply` runs exactly this
+    agent: str = ""  # a team child's proposal in its caller's log: the specialist ("" : the run's own)
+    child: str = ""  # and the child's session
 
 
 @dataclass

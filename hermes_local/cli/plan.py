@@ -81,14 +81,16 @@ def sessions_apply(
         items = apply_proposals(plan, executor, log, executor.checkpoints.at if executor.checkpoints else None)
     failed = 0
     for item in items:
-        o = item.outcome
+        o, who = item.outcome, f"[{item.proposal.agent}] " if item.proposal.agent else ""  # a specialist's proposal
         failed += not o.ok
         if o.ok:
-            typer.echo(terminal_safe(f"✓ {item.index}. {o.summary}" + (" (applied before)" if item.earlier else "")))
+            typer.echo(
+                terminal_safe(f"✓ {item.index}. {who}{o.summary}" + (" (applied before)" if item.earlier else ""))
+            )
         elif o.error_kind == "permission_denied":
-            typer.echo(terminal_safe(f"✗ {item.index}. {o.name}: not approved: {_fix(o.name, o.approval)}"))
+            typer.echo(terminal_safe(f"✗ {item.index}. {who}{o.name}: not approved: {_fix(o.name, o.approval)}"))
         else:
-            typer.echo(terminal_safe(f"✗ {item.index}. {o.name}: {o.error_kind}: {(o.error or '')[:300]}"))
+            typer.echo(terminal_safe(f"✗ {item.index}. {who}{o.name}: {o.error_kind}: {(o.error or '')[:300]}"))
     where = terminal_safe(used)  # the folder actually used
     typer.echo(f"applied {len(items) - failed} of {len(items)} proposal(s) in {where}", err=True)
     if failed:

@@ -231,9 +231,10 @@ def run(
     except EngineError as exc:  # a remote engine went away mid-run: the session log is complete so far
         fail(f"{exc.line}; continue with: hermes-local run --resume {session_id}", exc.exit_code)
     if as_json:
-        proposed = result.proposals()
         children = delegations(session_path(result.session_id or ""))  # a team run: each delegation's agent, child
-        extra = ({"proposals": proposed} if planned else {}) | ({"delegations": children} if children else {})
+        extra = ({"proposals": handle.proposals(result)} if planned else {}) | (
+            {"delegations": children} if children else {}
+        )
         typer.echo(json.dumps(result.to_json() | extra, ensure_ascii=True))
     else:
         answered = bool(result.answer and result.answer.strip())  # never a blank line on stdout

@@ -274,6 +274,16 @@ class RunHandle:
         memory, result = self._agent().chat(memory, message)
         return memory, self._named(result)
 
+    def proposals(self, result: RunResult) -> list[dict[str, Any]]:
+        """A plan-only run's proposals in order as `sessions apply` runs them, its team's specialists' included
+        (read from its session log; a run without one: its own)."""
+        from hermes_local.agent.plan import plan_of
+        from hermes_local.session import read_events
+
+        if self.session is None:
+            return result.proposals()
+        return plan_of(self.session.id, read_events(self.session.path)).listing()
+
     def _named(self, result: RunResult) -> RunResult:
         if self.session is not None:
             result.session_id = self.session.id  # a hand-off then names `run --continue ID`

@@ -316,7 +316,7 @@ class RunManager:
                 result = handle.run()
             data = result.to_json()
             if req.plan:  # what `hermes-local sessions apply ID` would run, in order
-                data["proposals"] = result.proposals()
+                data["proposals"] = handle.proposals(result)  # a team's specialists' included
             run.finish("error" if result.stopped == "error" else "done", data, result.error)
         except RunCancelled:
             run.finish("cancelled", error=f"cancelled; continue with: hermes-local run --resume {run.id}")

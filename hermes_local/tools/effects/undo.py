@@ -134,7 +134,9 @@ def load_changes(store: CheckpointStore, records: list[dict[str, Any]], pin: Pin
             continue
         if r.get("phase") == "end":
             open_begins.pop(key, None)
-        by = {k: r[k] for k in ("agent", "child", "child_step") if k in r}  # a team child's change, mirrored
+        by: dict[str, Any] = {
+            k: r[k] for k in ("agent", "child", "child_step") if k in r
+        }  # a team child's change, mirrored
         out.extend(Change(int(r["step"]), str(r["tool"]), c["path"], c["before"], c["after"], by) for c in r["changes"])
     for at, r in sorted(open_begins.values(), key=lambda pair: -pair[0]):
         now = scan(pin, Recorder(store, "", str(pin.path)), 2**62).states
