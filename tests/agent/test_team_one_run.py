@@ -183,9 +183,40 @@ def test_resume_after_kill_9_in_the_child_never_repeats_its_finished_write(
          "Noted.", "The writer noted it."],
     )  # fmt: skip
     args = ["run", "--resume", parent, "--tools-module", str(tools), "--yes", "--json", "--model", f"replay:{again}"]
+    args += ["--workspace", str(workspace)]
     res = runner.invoke(app, args)
     assert res.exit_code == 0, res.output
     assert (workspace / "memo.md").read_text() == "- the notes are drafted\n"  # exactly once
     (second,) = [p for p in sessions_dir().glob("*.writer-*.jsonl") if p != child]
     repeat = [r for r in read_records(second) if r["kind"] == "tool_result" and r["name"] == "append_to_memo"]
     assert repeat[-1]["summary"].startswith("(already done earlier in this run; not repeated)")
+
+
+# -- serve: the parent run's diff, undo and plan include the specialist's ------------------------------------------
+def test_serve_diff_undo_and_plan_of_a_team_run_include_the_specialist(workspace: Path) -> None:
+    from hermes_local.testing import ScriptedLLM
+    from tests.fixtures.service_server import http, served, wait_status
+
+    script = [delegate_call("writer", "Draft the notes"), tool_call_text("write_file", path="notes.md", content="d\n"),
+              "Drafted.", "Done.",  # the run
+              delegate_call("writer", "Draft the notes"), tool_call_text("write_file", path="plan.md", content="p\n"),
+              "Proposed.", "Planned."]  # the plan-only run  # fmt: skip
+    with served(ScriptedLLM(script), workspace, token="owner", tokens=("owner", "other"), agents=WRITER,
+                allow_tools=["write_file"]) as (url, _):  # fmt: skip
+        _, created = http("POST", f"{url}/v1/runs", {"task": "Draft the notes"}, token="owner")
+        run_id = created["id"]
+        assert wait_status(url, run_id, {"done", "error"}, token="owner")["status"] == "done"
+        status, diff = http("GET", f"{url}/v1/runs/{run_id}/diff", token="owner")
+        assert status == 200 and [f["path"] for f in diff["files"]] == ["notes.md"]
+        assert diff["files"][0]["by"][0]["agent"] == "writer" and "changed by writer" in diff["diff"]
+        assert http("POST", f"{url}/v1/runs/{run_id}/undo", {}, token="other")[0] == 403
+        status, report = http("POST", f"{url}/v1/runs/{run_id}/undo", {}, token="owner")
+        assert status == 200 and report["removed"] == ["notes.md"] and not (workspace / "notes.md").exists()
+
+        _, planned = http("POST", f"{url}/v1/runs", {"task": "Plan the notes", "plan": True}, token="owner")
+        done = wait_status(url, planned["id"], {"done", "error"}, token="owner")
+        assert done["status"] == "done" and not (workspace / "plan.md").exists()
+        proposals = done["result"]["proposals"]
+        assert proposals == [{"name": "write_file", "arguments": {"path": "plan.md", "content": "p\n"}, "agent": "writer"}]
+    res = runner.invoke(app, ["sessions", "apply", planned["id"], "--yes"])
+    assert res.exit_code == 0 and (workspace / "plan.md").read_text() == "p\n"
