@@ -1,13 +1,12 @@
 """Sessions: an append-only JSONL log of typed events per run under `$HERMES_LOCAL_HOME/sessions/`.
 
-Each event is one line of ASCII JSON (every non-ASCII character escaped, lone surrogates included),
-written with one `write` and flushed, so a crash loses at most the event in flight and any string
-round-trips; lines are split on `\\n` only. A failed write (disk full) is rolled back to the last
-complete line and stops the run with one line; the next append starts on a fresh line. A session ID
-is a name, never a path. A log is locked while a process appends to it, so two processes cannot
-resume the same session. Reading skips a torn or malformed line, with a warning line to the caller's
-`on_skip` (the CLI prints it). `recorded_folder` is the identity of the folder a run recorded at its start (what
-resume and apply check again). `rate_session` appends the user's verdict (`Rating`) to a finished run's log.
+Each event is one line of ASCII JSON (every non-ASCII character escaped, lone surrogates included), written with one
+`write` and flushed, so a crash loses at most the event in flight and any string round-trips; lines are split on `\\n`
+only. A failed write (disk full) is rolled back to the last complete line and stops the run with one line; the next
+append starts on a fresh line. A session ID is a name, never a path. A log is locked while a process appends to it, so
+two processes cannot resume the same session. Reading skips a torn or malformed line, with a warning line to the
+caller's `on_skip` (the CLI prints it). `recorded_folder` is the identity of the folder a run recorded at its start
+(what resume and apply check again). `rate_session` appends the user's verdict (`Rating`) to a finished run's log.
 Does not run the agent or print; `describe_event` formats events for people (terminal-safe).
 """
 
