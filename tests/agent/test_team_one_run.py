@@ -106,7 +106,10 @@ def test_a_plan_only_team_run_lists_and_applies_the_specialists_proposals(tmp_pa
     )  # fmt: skip
     parent = out["session_id"]
     assert not (workspace / "notes.md").exists()
-    assert [(p["name"], p.get("agent")) for p in out["proposals"]] == [("write_file", "writer"), ("append_to_memo", None)]
+    assert [(p["name"], p.get("agent")) for p in out["proposals"]] == [
+        ("write_file", "writer"),
+        ("append_to_memo", None),
+    ]
     res = runner.invoke(app, ["sessions", "apply", parent, "--yes"])
     assert res.exit_code == 0, res.output
     assert "applied 2 of 2 proposal(s)" in res.stderr and "[writer]" in res.stdout
@@ -217,6 +220,8 @@ def test_serve_diff_undo_and_plan_of_a_team_run_include_the_specialist(workspace
         done = wait_status(url, planned["id"], {"done", "error"}, token="owner")
         assert done["status"] == "done" and not (workspace / "plan.md").exists()
         proposals = done["result"]["proposals"]
-        assert proposals == [{"name": "write_file", "arguments": {"path": "plan.md", "content": "p\n"}, "agent": "writer"}]
+        assert proposals == [
+            {"name": "write_file", "arguments": {"path": "plan.md", "content": "p\n"}, "agent": "writer"}
+        ]
     res = runner.invoke(app, ["sessions", "apply", planned["id"], "--yes"])
     assert res.exit_code == 0 and (workspace / "plan.md").read_text() == "p\n"

@@ -233,6 +233,21 @@ def test_the_daemon_fires_a_schedule_whose_folder_was_swapped_as_a_failed_run(tm
     _untouched(victim)
 
 
+@pytest.mark.parametrize("swap", SWAPS)
+def test_a_scheduled_workflow_refuses_a_swapped_folder(tmp_path: Path, base: Path, swap: str) -> None:
+    proj = base / "proj"
+    wf = tmp_path / "report.toml"
+    wf.write_text('name = "report"\n\n[[steps]]\nid = "w"\ntool = "write_file"\n'
+                  'params = { path = "report.md", content = "the report" }\n')  # fmt: skip
+    add = ["schedule", "add", "wf", "--cron", "30 6 * * *", str(wf), "--workspace", str(proj), "--allow", "write_file"]
+    assert runner.invoke(app, add).exit_code == 0
+    victim = SWAPS[swap](base)
+    with served(ScriptedLLM([]), base.parent) as (_, manager):  # the scheduler of `serve`
+        done = Scheduler(manager).fire("wf")
+    assert done is not None and done.last_status == "error" and "refused, not redirected" in (done.last_note or "")
+    _untouched(victim)
+
+
 # -- serve: GET /v1/runs/ID/diff and POST /v1/runs/ID/undo -----------------------------------------------------------
 def test_serve_diff_and_undo_answer_409_for_a_swapped_folder(base: Path) -> None:
     proj = base / "proj"
