@@ -8,12 +8,8 @@ child's own final answer). Real processes killed with SIGKILL, real files, the r
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
 import sys
 import textwrap
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -23,7 +19,7 @@ from typer.testing import CliRunner
 from hermes_local.cli.app import app
 from hermes_local.engines.replay import tool_call_text, write_replay
 from hermes_local.session import read_records, sessions_dir
-from tests.agent.test_team import delegate_call, write_profiles
+from tests.agent.test_team import delegate_call, kill_when, write_profiles
 
 runner = CliRunner()
 ROOT = Path(__file__).resolve().parents[2]
@@ -120,21 +116,6 @@ def test_a_plan_only_team_run_lists_and_applies_the_specialists_proposals(tmp_pa
 
 
 # -- resume after kill -9, wherever in the child it lands -------------------------------------------------------
-def _kill_when(cmd: list[str], ready: Callable[[], bool], mark: Path) -> None:
-    env = os.environ | {"PYTHONPATH": str(ROOT), "TEAM_TEST_MARK": str(mark)}
-    proc = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
-    deadline = time.monotonic() + 120
-    try:
-        while not ready():
-            assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline, "the run never reached the point to kill it at"
-            time.sleep(0.05)
-    finally:
-        proc.send_signal(signal.SIGKILL)
-        proc.communicate(timeout=30)
-
-
 MEMO = tool_call_text("append_to_memo", content="the notes are drafted")
 
 
@@ -174,7 +155,8 @@ def test_resume_after_kill_9_in_the_child_never_repeats_its_finished_write(
     child_script, ready = KILLS[where](tmp_path, workspace)
     first = write_replay(tmp_path / "first.jsonl", [delegate_call("writer", "Note it"), *child_script])
     cmd = [sys.executable, "-m", "hermes_local", "run", task, "--tools-module", str(tools), "--yes"]
-    _kill_when([*cmd, "--workspace", str(workspace), "--model", f"replay:{first}"], ready, tmp_path / "answering")
+    kill_when([*cmd, "--workspace", str(workspace), "--model", f"replay:{first}"], ready,
+              TEAM_TEST_MARK=str(tmp_path / "answering"))  # fmt: skip
     assert (workspace / "memo.md").read_text() == "- the notes are drafted\n"
     (parent,) = [p.stem for p in sessions_dir().glob("*.jsonl") if ".writer-" not in p.name]
     child = _child_log()
