@@ -92,15 +92,15 @@ class PinnedWorkspace:
         """The recorded folder itself, opened again without following a symlink at any component of its path;
         WorkspaceSwapped (one line naming `what`, the recorded path and what stands there now) when the path no
         longer leads to that folder (moved away, replaced, a symlink swapped in). Never redirected."""
-        held = covering(recorded.path)
-        if held is not None:
-            raise UserError(f"workspace {recorded.path} of {what} is now inside {held.what} ({held.path}); refused")
         fd, why = _walk(recorded.path)
         if fd >= 0:
             info = os.fstat(fd)
-            if (info.st_dev, info.st_ino) == (recorded.dev, recorded.ino):
+            held = covering(recorded.path)  # its path has no symlink now: this is where it is
+            if (info.st_dev, info.st_ino) == (recorded.dev, recorded.ino) and held is None:
                 return cls(Path(recorded.path), fd, info.st_dev, info.st_ino)
             os.close(fd)
+            if held is not None:
+                raise UserError(f"workspace {recorded.path} of {what} is inside {held.what} ({held.path}); refused")
             why = "another folder stands there now (the recorded one was moved away or replaced)"
         now = os.path.realpath(recorded.path)
         where = f" ({recorded.path} leads to {now} now)" if now != recorded.path else ""
