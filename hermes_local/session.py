@@ -5,8 +5,7 @@ Each event is one line of ASCII JSON (every non-ASCII character escaped, lone su
 only. A failed write (disk full) is rolled back to the last complete line and stops the run with one line; the next
 append starts on a fresh line. A session ID is a name, never a path. A log is locked while a process appends to it, so
 two processes cannot resume the same session. Reading skips a torn or malformed line, with a warning line to the
-caller's `on_skip` (the CLI prints it). `recorded_folder` is the identity of the folder a run recorded at its start
-(what resume and apply check again). `rate_session` appends the user's verdict (`Rating`) to a finished run's log.
+caller's `on_skip` (the CLI prints it). `rate_session` appends the user's verdict (`Rating`) to a finished run's log.
 Does not run the agent or print; `describe_event` formats events for people (terminal-safe).
 """
 
@@ -50,7 +49,6 @@ from hermes_local.events import (
     ToolFinished,
     event_from_dict,
 )
-from hermes_local.sandbox.workspace import FolderId
 from hermes_local.textsafe import terminal_safe
 
 _SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
@@ -237,12 +235,6 @@ def recorded_dialect(events: list[Event]) -> str | None:
     """The dialect a logged run was started in (None for logs written before it was recorded)."""
     start = next((e for e in events if isinstance(e, RunStart)), None)
     return start.dialect or None if start is not None else None
-
-
-def recorded_folder(events: list[Event]) -> FolderId | None:
-    """The identity of the folder a logged run recorded at its start (None: an older log, which recorded none)."""
-    start = next((e for e in events if isinstance(e, RunStart)), None)
-    return FolderId.from_dict(start.folder) if start is not None else None
 
 
 def _modified(path: Path) -> float:

@@ -53,13 +53,12 @@ if TYPE_CHECKING:
     from hermes_local.agent.result import RunResult
     from hermes_local.cli.terminal import TerminalPrinter
     from hermes_local.runtime import RunHandle
-    from hermes_local.sandbox.workspace import FolderId
 
 
 def _start(
     settings: Settings,
     *,
-    workspace: Path,
+    workspace: Path | None,
     yes: bool,
     tools_module: list[str] | None,
     db: Path | None,
@@ -70,7 +69,6 @@ def _start(
     team: bool = False,
     logged: list | None = None,
     plan: bool = False,
-    folder: FolderId | None = None,
 ) -> RunHandle:
     """The run of `run` and `chat`, through the front door (`runtime.start_run`): the terminal answers approvals
     and `ask_user`, events go to the session log and the printer. User mistakes exit 2 with one line."""
@@ -86,7 +84,6 @@ def _start(
         approver=approver,
         ask_user=ask_user if approver.interactive else None,  # a person at the terminal can answer it
         plan=plan,  # plan-only: writes and commands become proposals
-        folder=folder,  # a resumed session's folder: reopened, refused when swapped
         team=team,
         logged=logged or [],
         db=db,
@@ -189,15 +186,10 @@ def run(
 
     TASK "-" reads the task from stdin; --continue ID follows a finished session with TASK as a new message.
     """
-    from hermes_local.session import delegations, recorded_dialect, recorded_folder, session_path
+    from hermes_local.session import delegations, recorded_dialect, session_path
 
     task, events = _task_and_events(task, resume, continue_id)
-    session_id = resume or continue_id
-    folder = recorded_folder(events) if session_id else None  # the folder the session ran in, checked again
-    if session_id and folder is None:
-        notice(f"note: session {session_id} recorded no folder identity (an older version wrote it); it goes on in "
-               f"{workspace or Path('.')} as that folder is now")  # fmt: skip
-    workspace = workspace or (Path(folder.path) if folder is not None else Path("."))
+    session_id = resume or continue_id  # it goes on in the folder the session recorded (checked again by the door)
     check_paths(workspace=workspace, db=db, tools_modules=tools_module)  # before the model and any output
     if session_id and dialect is None:
         dialect = recorded_dialect(events)  # the logged turns are in that dialect; another --dialect is refused
@@ -216,7 +208,6 @@ def run(
         team=team or any(e.kind == "routed" for e in events),  # a resumed team run keeps its pick
         logged=events,
         plan=plan,
-        folder=folder,
     )
     session_id = handle.session_id
     try:

@@ -4,8 +4,8 @@
 Every way to start a run goes through here: `hermes-local run`, `chat` and `prompt`, `serve`'s runs (and the
 schedules it fires), `eval`, a workflow (its tool steps and its summary), `sessions apply`, and a team's children
 (each started here with its caller's wiring, `RunHandle._spawn`). In this order `start_run` pins the workspace (a
-folder swapped since it was pinned is refused, never followed; with `folder`, the identity a resumed session, a plan
-or a schedule recorded, the path is opened again without following a symlink and must still be that folder), builds
+folder swapped since it was pinned is refused, never followed; with `folder`, or the identity a resumed session
+logged, the recorded path is opened again without following a symlink and must still be that folder), builds
 the tool registry (unless the spec brings one) and checks the selection and the team against it, loads a deferred
 model (its framing tokens checked before the weights), opens the session log, routes a team's task, and assembles the
 agent. Whatever it opened is closed again when a later step fails, and by `RunHandle.close()` otherwise. Events fan
@@ -34,7 +34,7 @@ from hermes_local.agent.team import ModelShelf, Role
 from hermes_local.config import Settings, load_settings
 from hermes_local.dialects import Dialect
 from hermes_local.errors import UserError
-from hermes_local.events import Event, Token
+from hermes_local.events import Event, RunStart, Token
 from hermes_local.llm import LLM
 from hermes_local.runtime.assemble import RunWiring, Seat, assemble
 from hermes_local.runtime.model import Model, dialect_for, load_llm
@@ -54,8 +54,9 @@ class RunSpec:
     task: str = ""  # the goal ("" for a chat, a resume without a new message, or a tool-only run)
     settings: Settings | None = None  # the settings in force (None: `load_settings()`: config file, environment)
     overrides: Mapping[str, Any] = field(default_factory=dict)  # this run's own settings on top (max_steps, ...)
-    workspace: Path | str | PinnedWorkspace = "."  # a path is pinned by `start_run`; a pin is checked (not swapped)
-    folder: FolderId | None = None  # the identity a resumed session, a plan or a schedule recorded: reopened, checked
+    workspace: Path | str | PinnedWorkspace | None = "."  # a path is pinned by `start_run`; a pin is checked (not
+    # swapped); None: the folder a resumed session (`logged`) recorded, else "."
+    folder: FolderId | None = None  # the identity a plan or a schedule recorded (a resumed session's: from `logged`)
     owner: str = LOCAL_OWNER  # who asked: the local user, or a digest of the serve token that did
     tools: ToolRegistry | None = None  # the run's registry (None: built from the settings and `tools_modules`)
     tools_modules: Sequence[str] = ()  # `--tools-module` files or modules, when the registry is built here
@@ -122,19 +123,23 @@ class RunHandle:
         else:
             self.agent = self._assemble(self.model)
 
-    def _pin(self, workspace: Path | str | PinnedWorkspace) -> PinnedWorkspace:
+    def _pin(self, workspace: Path | str | PinnedWorkspace | None) -> PinnedWorkspace:
         if isinstance(workspace, PinnedWorkspace):
             workspace.check()  # the folder the run was accepted with, or a one-line refusal
             return workspace
-        folder = self.spec.folder
+        spec = self.spec
+        what = f"session {spec.session_id}" if spec.session_id else "the run"
+        folder = spec.folder or recorded_folder(spec.logged)
         if folder is None:
-            pin = PinnedWorkspace.open(workspace)
+            pin = PinnedWorkspace.open("." if workspace is None else workspace)
             self._closers.append(pin.close)
+            if spec.logged and spec.on_notice is not None:  # an older session: its folder as it is now
+                spec.on_notice(f"note: {what} recorded no folder identity (an older version wrote it); it goes on in "
+                               f"{pin.path} as that folder is now")  # fmt: skip
             return pin
-        what = f"session {self.spec.session_id}" if self.spec.session_id else "the run"
         pin = PinnedWorkspace.reopen(folder, what)  # the folder recorded, or a one-line refusal: never redirected
         self._closers.append(pin.close)
-        if os.fspath(workspace) != folder.path and not _same_folder(workspace, pin):
+        if workspace is not None and os.fspath(workspace) != folder.path and not _same_folder(workspace, pin):
             raise UserError(
                 f"--workspace {workspace} is not the folder {what} ran in ({folder.path}); leave --workspace out "
                 "to go on there, or start a new run in the other folder"
@@ -310,6 +315,12 @@ class RunHandle:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def recorded_folder(events: Sequence[Event]) -> FolderId | None:
+    """The identity of the folder a logged run recorded at its start (None: none logged, or an older log)."""
+    start = next((e for e in events if isinstance(e, RunStart)), None)
+    return FolderId.from_dict(start.folder) if start is not None else None
 
 
 def _same_folder(path: Path | str, pin: PinnedWorkspace) -> bool:

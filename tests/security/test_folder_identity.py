@@ -263,3 +263,18 @@ def test_serve_diff_and_undo_answer_409_for_a_swapped_folder(base: Path) -> None
         assert http("GET", f"{url}/v1/runs/{created['id']}/diff", token="other")[0] == 403
         _untouched(victim)
     assert (base / "moved" / "report.md").read_text() == "the report\n"  # the run's file stays where it was moved
+
+
+def test_an_older_session_is_resumed_in_the_folder_given_with_a_note(tmp_path: Path, base: Path) -> None:
+    proj = base / "proj"
+    with SessionLog() as log:  # as an older version logged it: the path only
+        log(RunStart("Write the report", workspace=str(proj)))
+        log(StepStart(1))
+    replay = write_replay(tmp_path / "old.jsonl", [WRITE, "Written."])
+    args = ["run", "--resume", log.id, "--model", f"replay:{replay}", "--yes", "--json", "--workspace", str(proj)]
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0, res.output
+    assert (
+        f"session {log.id} recorded no folder identity (an older version wrote it); it goes on in {proj}" in res.stderr
+    )
+    assert (proj / "report.md").read_text() == "the report\n"
