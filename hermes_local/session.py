@@ -342,9 +342,10 @@ def describe_event(e: Event) -> str | None:
         return f"   ({_one_line(error)}; the run went on without its tools)"
     if isinstance(e, RunEnd):
         return f"stopped: {_one_line(e.stopped)}; answer: {_one_line(e.answer, 2000)}"
-    if isinstance(e, Proposal):
-        args = _one_line(json.dumps(e.arguments, ensure_ascii=False, default=str))
-        return f"   (proposed, not run: {_one_line(e.name, 80)}({args}); `sessions apply` runs it)"
+    if isinstance(e, Proposal):  # a specialist's, in its caller's log, is labelled
+        args, who = _one_line(json.dumps(e.arguments, ensure_ascii=False, default=str)), _one_line(e.agent, 40)
+        who = f"[{who}] " if who else ""
+        return f"   ({who}proposed, not run: {_one_line(e.name, 80)}({args}); `sessions apply` runs it)"
     if isinstance(e, Applied) and e.outcome is not None:
         mark = "✓" if e.outcome.get("ok") is True else "✗"
         return f"applied proposal {e.index}: {mark} {_one_line(e.outcome.get('summary', ''))}"

@@ -106,6 +106,8 @@ def test_a_plan_only_team_run_lists_and_applies_the_specialists_proposals(tmp_pa
         ("write_file", "writer"),
         ("append_to_memo", None),
     ]
+    shown = runner.invoke(app, ["sessions", "show", parent]).stdout
+    assert '([writer] proposed, not run: write_file({"path": "notes.md"' in shown
     res = runner.invoke(app, ["sessions", "apply", parent, "--yes"])
     assert res.exit_code == 0, res.output
     assert "applied 2 of 2 proposal(s)" in res.stderr and "[writer]" in res.stdout
