@@ -1,8 +1,7 @@
 """Schedules kept under `$HERMES_LOCAL_HOME/schedules/`: what runs when, and what happened last time.
 
 A `Schedule` is a name, a 5-field cron expression (minute hour day-of-month month day-of-week, local
-time, read by `croniter`), a task or a workflow file, the workspace (its path and the folder's identity, recorded
-at `add` and checked again each time it fires), its own allow-list (the only write
+time, read by `croniter`), a task or a workflow file, the workspace, its own allow-list (the only write
 and dangerous tools its unattended runs may use) and run options. `add`, `get`, `load_all` and `remove`
 keep one JSON file a schedule (`NAME.json`, written whole through a temporary file, mode 0600); the
 outcome of its latest run (`last_*` fields) is written to the same file. `due(schedule, now)` says whether
@@ -11,6 +10,9 @@ slept or nothing ran): a missed run runs once, whatever number of times were mis
 exclusive `flock` on `NAME.lock`, held for a run: two runs of one schedule never overlap, also between
 `serve` and `schedule daemon`. The folder lives in the agent's home, out of every tool's reach. Does not
 run anything (`scheduler.py` does) or print.
+
+The workspace is kept as its path and the folder's identity (`folder`: device and inode, recorded by `add`), which
+each run checks again (`scheduler.py`): a folder swapped since is refused, never redirected.
 """
 
 from __future__ import annotations
