@@ -50,6 +50,7 @@ class RunStart(Event):
     tool_call_format: str = ""
     workspace: str = ""  # the run's folder ("" in older logs): `sessions apply|rate|export` find it here
     plan: bool = False  # a plan-only run (`run --plan`): its write/dangerous calls are `Proposal`s
+    folder: dict[str, Any] | None = None  # the folder's identity (`sandbox.workspace.FolderId`; None in older logs)
 
 
 @dataclass
@@ -283,9 +284,11 @@ class Proposal(Event):
     """A write/dangerous call of a plan-only run: recorded with its whole arguments for review, not run."""
 
     kind: ClassVar[str] = "proposal"
-    step: int
+    step: int  # the step of the agent that proposed it (a specialist's own step)
     name: str
     arguments: dict[str, Any]  # whole, never abbreviated: `sessions apply` runs exactly this
+    agent: str = ""  # a team child's proposal in its caller's log: the specialist ("" : the run's own)
+    child: str = ""  # and the child's session
 
 
 @dataclass

@@ -1,12 +1,11 @@
 """Sessions: an append-only JSONL log of typed events per run under `$HERMES_LOCAL_HOME/sessions/`.
 
-Each event is one line of ASCII JSON (every non-ASCII character escaped, lone surrogates included),
-written with one `write` and flushed, so a crash loses at most the event in flight and any string
-round-trips; lines are split on `\\n` only. A failed write (disk full) is rolled back to the last
-complete line and stops the run with one line; the next append starts on a fresh line. A session ID
-is a name, never a path. A log is locked while a process appends to it, so two processes cannot
-resume the same session. Reading skips a torn or malformed line, with a warning line to the caller's
-`on_skip` (the CLI prints it). `rate_session` appends the user's verdict (`Rating`) to a finished run's log.
+Each event is one line of ASCII JSON (every non-ASCII character escaped, lone surrogates included), written with one
+`write` and flushed, so a crash loses at most the event in flight and any string round-trips; lines are split on `\\n`
+only. A failed write (disk full) is rolled back to the last complete line and stops the run with one line; the next
+append starts on a fresh line. A session ID is a name, never a path. A log is locked while a process appends to it, so
+two processes cannot resume the same session. Reading skips a torn or malformed line, with a warning line to the
+caller's `on_skip` (the CLI prints it). `rate_session` appends the user's verdict (`Rating`) to a finished run's log.
 Does not run the agent or print; `describe_event` formats events for people (terminal-safe).
 """
 
@@ -64,9 +63,14 @@ def new_session_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
 
 
+def valid_session_id(session_id: str) -> bool:
+    """Whether `session_id` is a plain name (letters, digits, `.`, `_`, `-`), never a path."""
+    return bool(_SESSION_ID.match(session_id)) and ".." not in session_id
+
+
 def check_session_id(session_id: str) -> str:
     """`session_id` if it is a plain name (letters, digits, `.`, `_`, `-`), else a UserError."""
-    if not _SESSION_ID.match(session_id) or ".." in session_id:
+    if not valid_session_id(session_id):
         raise UserError(f"{terminal_safe(session_id)!r} is not a session ID; see `hermes-local sessions list`")
     return session_id
 
@@ -340,9 +344,10 @@ def describe_event(e: Event) -> str | None:
         return f"   ({_one_line(error)}; the run went on without its tools)"
     if isinstance(e, RunEnd):
         return f"stopped: {_one_line(e.stopped)}; answer: {_one_line(e.answer, 2000)}"
-    if isinstance(e, Proposal):
-        args = _one_line(json.dumps(e.arguments, ensure_ascii=False, default=str))
-        return f"   (proposed, not run: {_one_line(e.name, 80)}({args}); `sessions apply` runs it)"
+    if isinstance(e, Proposal):  # a specialist's, in its caller's log, is labelled
+        args, who = _one_line(json.dumps(e.arguments, ensure_ascii=False, default=str)), _one_line(e.agent, 40)
+        who = f"[{who}] " if who else ""
+        return f"   ({who}proposed, not run: {_one_line(e.name, 80)}({args}); `sessions apply` runs it)"
     if isinstance(e, Applied) and e.outcome is not None:
         mark = "✓" if e.outcome.get("ok") is True else "✗"
         return f"applied proposal {e.index}: {mark} {_one_line(e.outcome.get('summary', ''))}"

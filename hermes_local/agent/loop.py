@@ -237,8 +237,9 @@ class Agent:
         return result
 
     def _start(self, goal: str, recalled: list[str]) -> RunStart:  # with the folder and mode `sessions apply` reads
-        where, plan = str(self.executor.context.workspace or ""), self.executor.plan
-        return RunStart(goal, recalled, self.dialect.name, self.dialect.call_format, workspace=where, plan=plan)
+        where, plan, pin = str(self.executor.context.workspace or ""), self.executor.plan, self.executor.context.pin
+        folder = pin.identity.to_dict() if pin is not None else None  # what resume, apply and undo check again
+        return RunStart(goal, recalled, self.dialect.name, self.dialect.call_format, where, plan, folder)
 
     def _new_result(self, steps: int) -> RunResult:
         """A run's result so far, listing the MCP servers that did not start (logged once, one event each)."""

@@ -1,6 +1,7 @@
 """A plan-only run's proposals: what they would change, and applying them (`run --plan`, `sessions apply`).
 
-`plan_of(events)` reads a plan-only session back: its workspace (from `RunStart`), its `Proposal`s in order
+`plan_of(events)` reads a plan-only session back: its workspace (from `RunStart`), its `Proposal`s in order (a
+team's specialists' too, each labelled and placed at the step that delegated)
 and how far an earlier `sessions apply` got (`Applied` events). `proposed_changes` simulates the proposed
 file writes in order on the current contents, as each built-in declares its effect (`Traits.file_effect`:
 `write_file` replaces, `append_to_memo` appends its memo line exactly as the tool does) and `change_lines` renders
@@ -9,7 +10,8 @@ UTF-8 text); `proposal_lines` lists the other proposals with their whole argumen
 terminal-safe. `apply_proposals` runs the proposals in order through an executor (normal approval), logging
 `Applied` before and after each one: a proposal that finished ok is never run again, and one that a crash cut
 off is "started, outcome unknown" (the executor asks the person, or stops with one line). `workspace_reader`
-reads the current files through the tools' confinement. Does not print, build executors or open session logs
+reads the current files of the folder the run recorded (by its identity: a swapped folder is refused) through the
+tools' confinement. Does not print, build executors or open session logs
 (the caller does).
 """
 
@@ -22,13 +24,12 @@ import json
 import posixpath
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from hermes_local.errors import UserError
-from hermes_local.events import Applied, Event, Proposal, RunStart, ToolFinished, ToolOutcome
+from hermes_local.events import Applied, Event, Proposal, RunStart, StepStart, ToolFinished, ToolOutcome
 from hermes_local.outcome import ToolResult
-from hermes_local.sandbox.workspace import PinnedWorkspace
+from hermes_local.sandbox.workspace import FolderId, pin_recorded
 from hermes_local.textsafe import terminal_safe
 from hermes_local.tools.builtin import file_effect
 from hermes_local.tools.builtin.files import current_bytes
@@ -48,6 +49,18 @@ class Plan:
     proposals: list[Proposal]
     applied: dict[int, ToolOutcome | None] = field(default_factory=dict)  # last Applied per index (None: cut off)
     untrusted: bool = False  # the run read untrusted content before proposing (a fresh approval is needed)
+    folder: FolderId | None = None  # the workspace's identity at the run's start (None: an older log)
+    steps: list[int] = field(default_factory=list)  # each proposal's step in this session (a specialist's: the
+    # step that delegated to it)
+
+    def step_of(self, index: int) -> int:
+        """The step of proposal `index` (from 1) in this session."""
+        return self.steps[index - 1] if index <= len(self.steps) else self.proposals[index - 1].step
+
+    def listing(self) -> list[dict[str, Any]]:
+        """The proposals as `run --plan --json` and serve list them: name, arguments, and a specialist's name."""
+        return [{"name": p.name, "arguments": p.arguments} | ({"agent": p.agent} if p.agent else {})
+                for p in self.proposals]  # fmt: skip
 
     def pending(self) -> list[Proposal]:
         """The proposals an earlier `apply` did not carry out (all of them before the first apply)."""
@@ -57,12 +70,20 @@ class Plan:
 def plan_of(session_id: str, events: list[Event]) -> Plan:
     """The plan of a logged session; one line when it is no plan-only run or recorded no workspace."""
     start = next((e for e in events if isinstance(e, RunStart)), None)
-    proposals = [e for e in events if isinstance(e, Proposal)]  # also those of a `run --plan --resume ID`
+    proposals: list[Proposal] = []  # also those of a `run --plan --resume ID`, and those of the team's children
+    steps: list[int] = []
+    step = 0
+    for e in events:
+        if isinstance(e, StepStart):
+            step = e.step
+        elif isinstance(e, Proposal):
+            proposals.append(e)
+            steps.append(step if e.agent else e.step)
     if start is None or not (start.plan or proposals):
         raise UserError(f"session {session_id} is not a plan-only run; start one with: hermes-local run --plan TASK")
     if not start.workspace:
         raise UserError(f"session {session_id} did not record its workspace; run the task again with --plan")
-    plan = Plan(session_id, start.workspace, proposals)
+    plan = Plan(session_id, start.workspace, proposals, folder=FolderId.from_dict(start.folder), steps=steps)
     for e in events:
         if isinstance(e, Applied):
             plan.applied[e.index] = _outcome(e)
@@ -80,9 +101,10 @@ def _outcome(e: Applied) -> ToolOutcome | None:
 
 
 @contextlib.contextmanager
-def workspace_reader(workspace: str | Path) -> Iterator[Reader]:
-    """Reads workspace files (pinned, through the tools' confinement) while the block runs."""
-    pin = PinnedWorkspace.open(Path(workspace))
+def workspace_reader(plan: Plan, on_note: Callable[[str], None] | None = None) -> Iterator[Reader]:
+    """Reads the plan's workspace files (the folder it recorded, reopened by its identity; through the tools'
+    confinement) while the block runs."""
+    pin = pin_recorded(plan.folder, plan.workspace, f"session {plan.session_id}", on_note)
     try:
         context = ToolContext(workspace=pin.path, pin=pin)
         yield lambda path: current_bytes(context, path)
@@ -174,7 +196,8 @@ def proposal_lines(plan: Plan) -> list[str]:
             done = plan.applied[i]
             state = " [applied]" if done is not None and done.ok else " [tried]"
         args = json.dumps(shown, ensure_ascii=False, default=str)
-        lines.append(f"{i}. step {p.step}: {terminal_safe(p.name)}({terminal_safe(args)}){state}")
+        who = f"[{terminal_safe(p.agent)}, its step {p.step}] " if p.agent else ""
+        lines.append(f"{i}. step {plan.step_of(i)}: {who}{terminal_safe(p.name)}({terminal_safe(args)}){state}")
     return lines
 
 
@@ -203,14 +226,15 @@ def apply_proposals(
             executor.remember_done(before.digest, before.result)
             items.append(ApplyItem(i, p, before, earlier=True))
             continue
-        outcome = ToolOutcome(p.step, p.name, p.arguments, ToolResult(True, ""))
+        step = plan.step_of(i)
+        outcome = ToolOutcome(step, p.name, p.arguments, ToolResult(True, ""))
         if i in plan.applied and before is None:  # started by an apply that was cut off: it may have done its work
             executor.remember_unknown(outcome.digest)
         log(Applied(i))
         if at_step is not None:
-            at_step(p.step)
+            at_step(step)
         result = executor.execute(p.name, p.arguments)
-        outcome = ToolOutcome(p.step, p.name, p.arguments, result)
+        outcome = ToolOutcome(step, p.name, p.arguments, result)
         log(Applied(i, outcome.to_dict()))
         items.append(ApplyItem(i, p, outcome))
     return items

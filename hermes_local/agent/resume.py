@@ -5,8 +5,9 @@ ledger from the logged tool outcomes, and a step cut off by a crash gets its too
 results, then `interrupted` for a call that had started and `not run` for the rest. Completed calls
 are handed to the executor so they are never run again; a write or dangerous call that timed out or
 was cut off by the crash is handed over as "started, outcome unknown", so it is never re-run by itself
-(the executor asks, or stops the run), and its tool turn tells the model the outcome is unknown. This
-module does not run anything, call the model or write the log.
+(the executor asks, or stops the run), and its tool turn tells the model the outcome is unknown. What the run's
+team children did (their own logs) is handed over the same way (`remember_children`). This module does not run
+anything, call the model or write the log.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from hermes_local.agent.memory import Memory, Turn, TurnSink, extract_plan
 from hermes_local.dialects import Dialect
 from hermes_local.events import (
     AssistantText,
+    Delegation,
     Event,
     RunStart,
     ToolCallStarted,
@@ -22,8 +24,9 @@ from hermes_local.events import (
     ToolOutcome,
     TurnAdded,
 )
-from hermes_local.outcome import ToolResult
+from hermes_local.outcome import ToolResult, abbreviate_arguments, arguments_digest
 from hermes_local.prompts import Segments
+from hermes_local.session import read_events, sessions_dir, valid_session_id
 from hermes_local.tools.execution import Executor
 
 INTERRUPTED = (
@@ -32,6 +35,7 @@ INTERRUPTED = (
 )
 NOT_STARTED = "not run: the previous run was killed before this call started; call it again if it is still needed"
 STOPPED_CALLS = frozenset({INTERRUPTED, NOT_STARTED})
+MAX_TEAM_DEPTH = 8  # nested delegations followed when a resumed run learns what its children did
 
 
 def rebuild_memory(
@@ -60,10 +64,36 @@ def rebuild_memory(
             executor.remember_done(e.outcome.digest, e.outcome.result)
         elif e.outcome.error_kind == "timeout" and _writes(executor, e.outcome.name):
             executor.remember_unknown(e.outcome.digest)  # it may have done its work before the limit
+    remember_children(events, executor)
     memory.on_turn = on_turn
     if memory.turns and memory.turns[-1].role == "assistant":
         _settle_interrupted_step(memory, memory.turns[-1].step, events, dialect, executor)
     return memory
+
+
+def remember_children(events: list[Event], executor: Executor, depth: int = 0) -> None:
+    """Hand the executor what the run's team children did (their logs, through the `Delegation`s, nested): a
+    finished call is done, and a call a child started but never finished (a kill) or that timed out is "started,
+    outcome unknown". So a write a specialist finished is never repeated by the resumed run, whichever agent of it
+    asks again (the executors of a team share them: `Executor.join`)."""
+    seen: set[str] = set()
+    for link in (e for e in events if isinstance(e, Delegation)):
+        path = sessions_dir() / f"{link.child}.jsonl"
+        if link.child in seen or depth >= MAX_TEAM_DEPTH or not valid_session_id(link.child) or not path.is_file():
+            continue
+        seen.add(link.child)
+        child = read_events(path)
+        finished = {e.outcome.digest for e in child if isinstance(e, ToolFinished)}
+        for e in child:
+            if isinstance(e, ToolFinished) and e.outcome.ok:
+                executor.remember_done(e.outcome.digest, e.outcome.result)
+            elif isinstance(e, ToolFinished) and e.outcome.error_kind == "timeout":
+                executor.remember_unknown(e.outcome.digest)
+            elif isinstance(e, ToolCallStarted) and abbreviate_arguments(e.arguments) == e.arguments:
+                digest = arguments_digest(e.name, e.arguments)
+                if digest not in finished:
+                    executor.remember_unknown(digest)  # cut off by the kill: it may have done its work
+        remember_children(child, executor, depth + 1)
 
 
 def _writes(executor: Executor, name: str) -> bool:

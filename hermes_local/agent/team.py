@@ -2,17 +2,18 @@
 
 `Team.delegate` is the runner behind the `delegate` tool (`tools/builtin/delegate.py`). A sub-run is an ordinary
 `Agent` run, built by `make_agent` (the front door, `runtime/assemble.py`, from the parent run's wiring: the profile's
-tools, instructions and step limit, the parent's labelled approver, sandbox and workspace), logged as a session of
-its own whose id is derived from the parent's and the call (`<parent>.<agent>-<digest>`), whose first event names
-the parent and the call, while the parent's log gets a `Delegation` event when it starts and ends. Asked again for
-the same call (the parent was resumed), an ended child's envelope is read back from its log, never re-run, and an
+tools, instructions and step limit, the parent's labelled approver, sandbox and workspace), logged as a session of its
+own whose id is derived from the parent's and the call (`<parent>.<agent>-<digest>`), whose first event names the
+parent and the call, while the parent's log gets a `Delegation` event when it starts and ends. Asked again for the
+same call (the parent was resumed), an ended child's envelope is read back from its log, never re-run, and an
 unfinished child is resumed, so a finished child write is never repeated (the same call made again later in a run is
 answered the same way, as a finished write is). Whatever happens, the caller gets an `Envelope`, never an exception;
-each logged event of the child also reaches the caller's sink as a `ChildEvent` (its terminal, its stream), never
-its log. `Role` is an agent's place in a team, `apply_profile` a specialist's settings, `offer_delegate` the
-wiring's one call that gives an agent the `delegate` tool. A specialist runs on its caller's model unless its
-profile names another (`model`): `ModelShelf` keeps those of one run, each loaded once, by the wiring's loader, on
-first use. The router at the front is `router.py`. Does not load models, print, or know the CLI."""
+each logged event of the child also reaches the caller's sink as a `ChildEvent` (its terminal, its stream), never its
+log, except a plan-only child's `Proposal`, which goes into the caller's log labelled with the specialist (the run's
+plan holds it). `Role` is an agent's place in a team, `apply_profile` a specialist's settings, `offer_delegate` the
+wiring's one call that gives an agent the `delegate` tool. A specialist runs on its caller's model unless its profile
+names another (`model`): `ModelShelf` keeps those of one run, each loaded once, by the wiring's loader, on first use.
+The router at the front is `router.py`. Does not load models, print, or know the CLI."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from typing import Any, ClassVar
 
 from hermes_local.agent.loop import Agent, EventSink
 from hermes_local.config import Settings
-from hermes_local.events import Delegation, Event, RunEnd, RunResumed, RunStart, ToolFinished, ToolOutcome
+from hermes_local.events import Delegation, Event, Proposal, RunEnd, RunResumed, RunStart, ToolFinished, ToolOutcome
 from hermes_local.llm import LLM
 from hermes_local.outcome import arguments_digest
 from hermes_local.profiles import DELEGATE, AgentProfile
@@ -226,7 +227,9 @@ class Team:
 
             def sink(event: Event) -> None:
                 log(event)
-                if event.logged or isinstance(event, ChildEvent):  # shown live by the caller, tagged
+                if isinstance(event, Proposal):  # the run's plan holds it too: `sessions apply PARENT` runs it
+                    self._tell(replace(event, agent=event.agent or link.agent, child=event.child or link.child))
+                elif event.logged or isinstance(event, ChildEvent):  # shown live by the caller, tagged
                     self._tell(ChildEvent(link.agent, link.child, event))
 
             with self.make_agent(link.agent, link.task, log.id, sink) as sub:

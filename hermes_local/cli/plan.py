@@ -2,7 +2,8 @@
 
 `show_plan` prints a plan-only session's proposals: file writes as unified diffs against the current files,
 every other call with its arguments (`agent/plan.py` computes both, terminal-safe). `sessions_apply` runs the
-proposals in order in the session's own workspace (any current folder) through the normal approval of a
+proposals in order in the session's own workspace (any current folder; the folder the run recorded, checked by
+its identity: a folder moved away or replaced since is refused in one line, exit 2) through the normal approval of a
 terminal (`--yes`, `--allow`, or the question), each recorded in the session log. `sessions_rate` stores the
 user's verdict in the log (`session.rate_session`). Holds no logic; `app.py` mounts these.
 """
@@ -36,7 +37,7 @@ def show_plan(session_id: str) -> int:
     if not plan.proposals:
         typer.echo("(plan-only run: nothing was proposed)")
         return 0
-    with workspace_reader(plan.workspace) as read:
+    with workspace_reader(plan, notice) as read:  # the folder the run recorded (a swapped one is refused)
         changes = proposed_changes(plan.pending(), read)  # what applying now would change
     for change in changes:
         typer.echo("\n".join(change_lines(change)))
@@ -69,25 +70,28 @@ def sessions_apply(
     spec = RunSpec(
         settings=settings,
         workspace=Path(plan.workspace),
+        folder=plan.folder,  # reopened by the identity the run recorded: a swapped folder is refused, exit 2
         tools_modules=tools_module or [],
         approver=terminal_approver(settings, yes=yes),
         session_id=session_id,  # logged in the plan's own session, and checkpointed under it
         on_notice=notice,
     )
     with start_run(spec, None) as handle:  # the tool side only: the proposals are the calls
-        executor, log = handle.executor, handle.emit
+        executor, log, used = handle.executor, handle.emit, str(handle.workspace.path)
         items = apply_proposals(plan, executor, log, executor.checkpoints.at if executor.checkpoints else None)
     failed = 0
     for item in items:
-        o = item.outcome
+        o, who = item.outcome, f"[{item.proposal.agent}] " if item.proposal.agent else ""  # a specialist's proposal
         failed += not o.ok
         if o.ok:
-            typer.echo(terminal_safe(f"✓ {item.index}. {o.summary}" + (" (applied before)" if item.earlier else "")))
+            typer.echo(
+                terminal_safe(f"✓ {item.index}. {who}{o.summary}" + (" (applied before)" if item.earlier else ""))
+            )
         elif o.error_kind == "permission_denied":
-            typer.echo(terminal_safe(f"✗ {item.index}. {o.name}: not approved: {_fix(o.name, o.approval)}"))
+            typer.echo(terminal_safe(f"✗ {item.index}. {who}{o.name}: not approved: {_fix(o.name, o.approval)}"))
         else:
-            typer.echo(terminal_safe(f"✗ {item.index}. {o.name}: {o.error_kind}: {(o.error or '')[:300]}"))
-    where = terminal_safe(plan.workspace)
+            typer.echo(terminal_safe(f"✗ {item.index}. {who}{o.name}: {o.error_kind}: {(o.error or '')[:300]}"))
+    where = terminal_safe(used)  # the folder actually used
     typer.echo(f"applied {len(items) - failed} of {len(items)} proposal(s) in {where}", err=True)
     if failed:
         raise typer.Exit(1)

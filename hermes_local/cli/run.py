@@ -59,7 +59,7 @@ if TYPE_CHECKING:
 def _start(
     settings: Settings,
     *,
-    workspace: Path,
+    workspace: Path | None,
     yes: bool,
     tools_module: list[str] | None,
     db: Path | None,
@@ -141,7 +141,9 @@ def run(
     rpc_servers: Annotated[
         str | None, typer.Option(help="llama.cpp RPC backends host:port,host:port (passed through).")
     ] = None,
-    workspace: WorkspaceOpt = Path("."),
+    workspace: Annotated[
+        Path | None, typer.Option(help="Folder the tools may read and write (default: here; --resume: the session's).")
+    ] = None,
     tool_choice: ToolChoiceOpt = None,
     no_grammar: NoGrammarOpt = False,
     no_memory: NoMemoryOpt = False,
@@ -189,8 +191,8 @@ def run(
     from hermes_local.session import delegations, recorded_dialect, session_path
 
     task, events = _task_and_events(task, resume, continue_id)
+    session_id = resume or continue_id  # it goes on in the folder the session recorded (checked again by the door)
     check_paths(workspace=workspace, db=db, tools_modules=tools_module)  # before the model and any output
-    session_id = resume or continue_id
     if session_id and dialect is None:
         dialect = recorded_dialect(events)  # the logged turns are in that dialect; another --dialect is refused
     settings = settings_from_flags(locals())
@@ -222,9 +224,10 @@ def run(
     except EngineError as exc:  # a remote engine went away mid-run: the session log is complete so far
         fail(f"{exc.line}; continue with: hermes-local run --resume {session_id}", exc.exit_code)
     if as_json:
-        proposed = result.proposals()
         children = delegations(session_path(result.session_id or ""))  # a team run: each delegation's agent, child
-        extra = ({"proposals": proposed} if planned else {}) | ({"delegations": children} if children else {})
+        extra = ({"proposals": handle.proposals(result)} if planned else {}) | (
+            {"delegations": children} if children else {}
+        )
         typer.echo(json.dumps(result.to_json() | extra, ensure_ascii=True))
     else:
         answered = bool(result.answer and result.answer.strip())  # never a blank line on stdout

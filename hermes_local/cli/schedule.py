@@ -82,7 +82,7 @@ def add(
         cron=schedules.check_cron(cron),
         task=None if workflow else target,
         workflow=workflow,
-        workspace=str(workspace.expanduser().resolve()),
+        workspace=str(workspace.expanduser().resolve()),  # `add` records the folder's identity: each run checks it
         allow=allow or [],
         max_steps=max_steps,
         tool_choice=tool_choice,  # type: ignore[arg-type]

@@ -1,6 +1,7 @@
 """`hermes-local sessions diff|undo ID` and `hermes-local checkpoints info|clear`: thin, over `tools/effects/undo.py`.
 
-Mounted from app.py. The workspace comes from the session's checkpoints, so these work from any folder;
+Mounted from app.py. The workspace comes from the session's checkpoints, so these work from any folder (the
+folder the session recorded, checked by its identity: a swapped one is refused, exit 2);
 what they print is terminal-safe (file contents are the model's and the tools', never trusted). An undo that
 refused some paths prints them and exits 1; user mistakes (unknown session, nothing to undo) exit 2.
 """
@@ -12,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from hermes_local.cli.common import SessionArg
+from hermes_local.cli.common import SessionArg, notice
 from hermes_local.textsafe import terminal_safe
 
 checkpoints_app = typer.Typer(
@@ -28,7 +29,7 @@ def sessions_diff(
     """Show what a session changed in its workspace: a unified diff for text, size and hash for the rest."""
     from hermes_local.tools.effects.undo import diff_text, session_diff
 
-    diffs = session_diff(session_id, step)
+    diffs = session_diff(session_id, step, on_note=notice)
     if as_json:
         for d in diffs:
             typer.echo(json.dumps(d.to_json(), ensure_ascii=True))
@@ -54,7 +55,7 @@ def sessions_undo(
     changes back. Works from any folder: the workspace comes from the session."""
     from hermes_local.tools.effects.undo import undo_session
 
-    report = undo_session(session_id, to_step, force=force, redo=redo)
+    report = undo_session(session_id, to_step, force=force, redo=redo, on_note=notice)
     if as_json:
         typer.echo(json.dumps(report.to_json(), ensure_ascii=True))
     else:
@@ -65,7 +66,8 @@ def sessions_undo(
         for path, why in report.refused:
             typer.echo(f"refused  {terminal_safe(path)}: {terminal_safe(why)}", err=True)
         done = len(report.restored) + len(report.removed)
-        typer.echo(f"undo recorded as step {report.step} of {session_id}: {done} path(s) changed", err=True)
+        where = terminal_safe(report.workspace)
+        typer.echo(f"undo recorded as step {report.step} of {session_id}: {done} path(s) changed in {where}", err=True)
         if not report.refused and report.step and done:
             typer.echo(f"redo with: hermes-local sessions undo {session_id} --redo", err=True)
     if report.refused:

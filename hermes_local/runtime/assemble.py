@@ -95,7 +95,9 @@ def assemble(wiring: RunWiring, seat: Seat) -> Agent:
         # on its caller's model, settings and dialect, unless the child's profile names its own model
         caller = replace(wiring, llm=llm, settings=settings, session=seat.session_id)
         own_seat = Seat(tools, ask, sink, child, dialect, session_id=child.session)
-        return wiring.spawn(caller, own_seat) if wiring.spawn is not None else assemble(caller, own_seat)
+        agent = wiring.spawn(caller, own_seat) if wiring.spawn is not None else assemble(caller, own_seat)
+        executor.join(agent.executor, child.name or "")  # one run: its writes done, its checkpoints
+        return agent
 
     offer_delegate(registry, settings, role, specialist, seat.sink, full, lambda: executor.approver)  # built below
     skills = offer_skills(registry, wiring.pin.path, settings.deny_tools, None if role.name else notice)

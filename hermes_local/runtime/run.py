@@ -4,11 +4,13 @@
 Every way to start a run goes through here: `hermes-local run`, `chat` and `prompt`, `serve`'s runs (and the
 schedules it fires), `eval`, a workflow (its tool steps and its summary), `sessions apply`, and a team's children
 (each started here with its caller's wiring, `RunHandle._spawn`). In this order `start_run` pins the workspace (a
-folder swapped since it was pinned is refused, never followed), builds the tool registry (unless the spec brings
-one) and checks the selection and the team against it, loads a deferred model (its framing tokens checked before the
-weights), opens the session log, routes a team's task, and assembles the agent. Whatever it opened is closed again
-when a later step fails, and by `RunHandle.close()` otherwise. Events fan out to the typed `Sinks`: the session log
-(logged events only), a display (every event), and a token stream (each streamed piece, pushed as it comes).
+folder swapped since it was pinned is refused, never followed; with `folder`, or the identity a resumed session
+logged, the recorded path is opened again without following a symlink and must still be that folder), builds
+the tool registry (unless the spec brings one) and checks the selection and the team against it, loads a deferred
+model (its framing tokens checked before the weights), opens the session log, routes a team's task, and assembles the
+agent. Whatever it opened is closed again when a later step fails, and by `RunHandle.close()` otherwise. Events fan
+out to the typed `Sinks`: the session log (logged events only), a display (every event), and a token stream (each
+streamed piece, pushed as it comes).
 
 A spec without a model (`start_run(spec, None)`) opens the tool side only (pin, registry, executor, session log)
 for the doors that run recorded calls rather than a model (`sessions apply`, a workflow's steps). Does not print,
@@ -18,6 +20,7 @@ parse flags or speak HTTP.
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -30,12 +33,13 @@ from hermes_local.agent.router import front
 from hermes_local.agent.team import ModelShelf, Role
 from hermes_local.config import Settings, load_settings
 from hermes_local.dialects import Dialect
-from hermes_local.events import Event, Token
+from hermes_local.errors import UserError
+from hermes_local.events import Event, RunStart, Token
 from hermes_local.llm import LLM
 from hermes_local.runtime.assemble import RunWiring, Seat, assemble
 from hermes_local.runtime.model import Model, dialect_for, load_llm
 from hermes_local.runtime.tools import build_registry, check_team, role_catalog
-from hermes_local.sandbox.workspace import PinnedWorkspace
+from hermes_local.sandbox.workspace import FolderId, PinnedWorkspace
 from hermes_local.session import SessionLog
 from hermes_local.tools import Approver, Executor, ToolRegistry, default_registry
 from hermes_local.tools.registry import AskUser
@@ -50,7 +54,9 @@ class RunSpec:
     task: str = ""  # the goal ("" for a chat, a resume without a new message, or a tool-only run)
     settings: Settings | None = None  # the settings in force (None: `load_settings()`: config file, environment)
     overrides: Mapping[str, Any] = field(default_factory=dict)  # this run's own settings on top (max_steps, ...)
-    workspace: Path | str | PinnedWorkspace = "."  # a path is pinned by `start_run`; a pin is checked (not swapped)
+    workspace: Path | str | PinnedWorkspace | None = "."  # a path is pinned by `start_run`; a pin is checked (not
+    # swapped); None: the folder a resumed session (`logged`) recorded, else "."
+    folder: FolderId | None = None  # the identity a plan or a schedule recorded (a resumed session's: from `logged`)
     owner: str = LOCAL_OWNER  # who asked: the local user, or a digest of the serve token that did
     tools: ToolRegistry | None = None  # the run's registry (None: built from the settings and `tools_modules`)
     tools_modules: Sequence[str] = ()  # `--tools-module` files or modules, when the registry is built here
@@ -117,12 +123,27 @@ class RunHandle:
         else:
             self.agent = self._assemble(self.model)
 
-    def _pin(self, workspace: Path | str | PinnedWorkspace) -> PinnedWorkspace:
+    def _pin(self, workspace: Path | str | PinnedWorkspace | None) -> PinnedWorkspace:
         if isinstance(workspace, PinnedWorkspace):
             workspace.check()  # the folder the run was accepted with, or a one-line refusal
             return workspace
-        pin = PinnedWorkspace.open(workspace)
+        spec = self.spec
+        what = f"session {spec.session_id}" if spec.session_id else "the run"
+        folder = spec.folder or recorded_folder(spec.logged)
+        if folder is None:
+            pin = PinnedWorkspace.open("." if workspace is None else workspace)
+            self._closers.append(pin.close)
+            if spec.logged and spec.on_notice is not None:  # an older session: its folder as it is now
+                spec.on_notice(f"note: {what} recorded no folder identity (an older version wrote it); it goes on in "
+                               f"{pin.path} as that folder is now")  # fmt: skip
+            return pin
+        pin = PinnedWorkspace.reopen(folder, what)  # the folder recorded, or a one-line refusal: never redirected
         self._closers.append(pin.close)
+        if workspace is not None and os.fspath(workspace) != folder.path and not _same_folder(workspace, pin):
+            raise UserError(
+                f"--workspace {workspace} is not the folder {what} ran in ({folder.path}); leave --workspace out "
+                "to go on there, or start a new run in the other folder"
+            )
         return pin
 
     def _registry(self) -> ToolRegistry:
@@ -258,6 +279,16 @@ class RunHandle:
         memory, result = self._agent().chat(memory, message)
         return memory, self._named(result)
 
+    def proposals(self, result: RunResult) -> list[dict[str, Any]]:
+        """A plan-only run's proposals in order as `sessions apply` runs them, its team's specialists' included
+        (read from its session log; a run without one: its own)."""
+        from hermes_local.agent.plan import plan_of
+        from hermes_local.session import read_events
+
+        if self.session is None:
+            return result.proposals()
+        return plan_of(self.session.id, read_events(self.session.path)).listing()
+
     def _named(self, result: RunResult) -> RunResult:
         if self.session is not None:
             result.session_id = self.session.id  # a hand-off then names `run --continue ID`
@@ -284,6 +315,21 @@ class RunHandle:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def recorded_folder(events: Sequence[Event]) -> FolderId | None:
+    """The identity of the folder a logged run recorded at its start (None: none logged, or an older log)."""
+    start = next((e for e in events if isinstance(e, RunStart)), None)
+    return FolderId.from_dict(start.folder) if start is not None else None
+
+
+def _same_folder(path: Path | str, pin: PinnedWorkspace) -> bool:
+    """Whether `path` (followed as a person typed it) names the pinned folder."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return False
+    return (info.st_dev, info.st_ino) == (pin.dev, pin.ino)
 
 
 def start_run(spec: RunSpec, model: Model | None, sinks: Sinks | None = None) -> RunHandle:

@@ -7,8 +7,16 @@ fd: the file tools walk from it (`tools/effects/confined.py`), the sandbox binds
 argv-only caller (an MCP stdio client) gets `launcher()`, a `/bin/sh` prefix that opens that magic
 link as fd 3 for `--bind-fd 3`. `check()` refuses a run whose folder was swapped (moved away, or
 replaced by a symlink or another folder) since it was pinned: it is never redirected to the new
-target. `strip_set_id()` clears set-id bits a command left on files of the workspace. Does not walk
-paths inside the workspace for the tools or decide what a tool may do.
+target. `strip_set_id()` clears set-id bits a command left on files of the workspace.
+
+What outlives the run keeps the folder's identity, not its path: `identity` is a `FolderId` (the resolved path,
+the device and inode of the opened folder), recorded once when a run, schedule or checkpoint first names the
+workspace, and `PinnedWorkspace.reopen(recorded)` is how every later act (a schedule firing, `sessions apply`,
+`undo`/`diff`, `run --resume`/`--continue`, the serve routes that do the same) opens it again: each component of
+the recorded path is opened with `O_NOFOLLOW | O_DIRECTORY` from `/`, so a symlink anywhere on the way is refused,
+and the folder reached must have the recorded device and inode; a folder moved away, replaced or linked elsewhere
+is `WorkspaceSwapped` (one line naming the recorded path and what stands there now), never redirected. Does not
+walk paths inside the workspace for the tools or decide what a tool may do.
 """
 
 from __future__ import annotations
@@ -16,8 +24,10 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from hermes_local.errors import UserError, WorkspaceSwapped
 from hermes_local.sandbox.protect import STATE, covering
@@ -27,6 +37,28 @@ MAX_STRIP_SCAN = 100_000  # entries looked at after a command for set-id bits
 MAX_DEPTH = 64
 SET_ID = stat.S_ISUID | stat.S_ISGID
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+@dataclass(frozen=True)
+class FolderId:
+    """A folder's identity as first recorded: its resolved path and the device and inode of the folder opened."""
+
+    path: str
+    dev: int
+    ino: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "dev": self.dev, "ino": self.ino}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> FolderId | None:
+        """The identity a log, record or schedule file holds; None when it holds none (or a tampered one)."""
+        if not isinstance(data, dict):
+            return None
+        path, dev, ino = data.get("path"), data.get("dev"), data.get("ino")
+        if not (isinstance(path, str) and path.startswith("/") and isinstance(dev, int) and isinstance(ino, int)):
+            return None
+        return cls(path, dev, ino)
 
 
 @dataclass
@@ -54,6 +86,33 @@ class PinnedWorkspace:
             raise UserError(why) from exc
         info = os.fstat(fd)
         return cls(real, fd, info.st_dev, info.st_ino)
+
+    @classmethod
+    def reopen(cls, recorded: FolderId, what: str = "the run") -> PinnedWorkspace:
+        """The recorded folder itself, opened again without following a symlink at any component of its path;
+        WorkspaceSwapped (one line naming `what`, the recorded path and what stands there now) when the path no
+        longer leads to that folder (moved away, replaced, a symlink swapped in). Never redirected."""
+        fd, why = _walk(recorded.path)
+        if fd >= 0:
+            info = os.fstat(fd)
+            held = covering(recorded.path)  # its path has no symlink now: this is where it is
+            if (info.st_dev, info.st_ino) == (recorded.dev, recorded.ino) and held is None:
+                return cls(Path(recorded.path), fd, info.st_dev, info.st_ino)
+            os.close(fd)
+            if held is not None:
+                raise UserError(f"workspace {recorded.path} of {what} is inside {held.what} ({held.path}); refused")
+            why = "another folder stands there now (the recorded one was moved away or replaced)"
+        now = os.path.realpath(recorded.path)
+        where = f" ({recorded.path} leads to {now} now)" if now != recorded.path else ""
+        raise WorkspaceSwapped(
+            f"workspace {recorded.path} of {what} is not the folder it recorded: {why}{where}; refused, not "
+            f"redirected. Put the folder back at {recorded.path}, or start a new run in the folder you mean"
+        )
+
+    @property
+    def identity(self) -> FolderId:
+        """What a run, schedule or checkpoint records of this folder (`reopen` checks it later)."""
+        return FolderId(str(self.path), self.dev, self.ino)
 
     def swapped(self) -> str | None:
         """Why the path no longer names the pinned folder (moved, replaced, a symlink now), else None."""
@@ -119,6 +178,29 @@ def folder_of(workspace: PinnedWorkspace | Path | None) -> Path | None:
     return workspace.path if isinstance(workspace, PinnedWorkspace) else workspace
 
 
+def _walk(path: str) -> tuple[int, str]:
+    """(an fd of the folder `path` names, "") opening each component with O_NOFOLLOW from `/`; (-1, why) when a
+    component is missing, not a folder, or a symlink."""
+    fd = os.open("/", _DIR)
+    at = ""
+    for part in [p for p in path.split("/") if p]:
+        at += "/" + part
+        try:
+            nxt = os.open(part, _DIR, dir_fd=fd)
+        except OSError as exc:
+            os.close(fd)
+            try:
+                link = stat.S_ISLNK(os.lstat(at).st_mode)
+            except OSError:
+                link = False
+            if link:
+                return -1, f"{at} is a symlink now"
+            return -1, f"{at} is {'gone' if isinstance(exc, FileNotFoundError) else 'not a folder'} ({exc.strerror})"
+        os.close(fd)
+        fd = nxt
+    return fd, ""
+
+
 def _strip_in(fd: int, rel: str, dev: int, since_ns: int, changed: list[str], budget: list[int], depth: int) -> None:
     try:
         with os.scandir(fd) as it:
@@ -175,3 +257,16 @@ def _clear(fd: int, name: str, info: os.stat_result) -> bool:
         return False
     finally:
         os.close(leaf)
+
+
+def pin_recorded(
+    recorded: FolderId | None, path: str | os.PathLike[str], what: str, on_note: Callable[[str], None] | None = None
+) -> PinnedWorkspace:
+    """`PinnedWorkspace.reopen(recorded)`; a record written before identities were kept (`recorded` None) is
+    adopted: `path` is opened as it is now, and `on_note` is told so in one line."""
+    if recorded is not None:
+        return PinnedWorkspace.reopen(recorded, what)
+    pin = PinnedWorkspace.open(path)
+    if on_note is not None:
+        on_note(f"note: {what} recorded no folder identity (an older version wrote it); using {pin.path} as it is now")
+    return pin

@@ -8,7 +8,7 @@ events), `POST /v1/runs/{id}/approvals`, `POST /v1/runs/{id}/cancel`, `GET /v1/r
 `GET /v1/health`, `POST /v1/chat/completions`, `GET /v1/models`, and the web page at `/` with the read-only routes
 it uses (`GET /v1/ui`, `/v1/status`, `/v1/sessions[/{id}]`: `page.py`). Every route is a thin call into
 `runs.RunManager`, `openai_compat` or `page`; user mistakes (`HermesError`, and bodies that fail validation)
-become JSON errors
+become JSON errors (a run whose recorded folder was moved away or replaced since: 409)
 `{"error": {"message", "type"}}` with 400, 403 (workspace outside the roots; a run started with other
 credentials), 404 (unknown run), 409 (wrong state) or 503 (the run queue or the chat queue is full; the chat
 one says when to retry in `Retry-After`). Chat completions wait in their own bounded queue and run on their
@@ -42,6 +42,7 @@ from hermes_local.errors import (
     RunNotFound,
     UserError,
     WorkspaceForbidden,
+    WorkspaceSwapped,
 )
 from hermes_local.service import chats, openai_compat, page
 from hermes_local.service.guard import CREDENTIAL_KEY, Guard
@@ -87,7 +88,7 @@ def _error_status(exc: HermesError) -> int:
         return 403
     if isinstance(exc, RunNotFound):
         return 404
-    if isinstance(exc, Conflict):
+    if isinstance(exc, Conflict | WorkspaceSwapped):  # a run's folder moved away or replaced since it recorded it
         return 409
     if isinstance(exc, QueueFull):
         return 503

@@ -27,7 +27,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import Response
 
-from hermes_local.errors import RunNotFound, UserError
+from hermes_local.errors import RunNotFound, UserError, WorkspaceSwapped
 from hermes_local.service.guard import CREDENTIAL_KEY
 from hermes_local.service.runs import RunManager
 from hermes_local.session import list_sessions, read_records, session_path
@@ -154,6 +154,8 @@ def _diff(session_id: str) -> str:
 
     try:
         return diff_text(session_diff(session_id))
+    except WorkspaceSwapped as exc:  # its folder was moved away or replaced: said, never read from the new one
+        return f"(not shown: {exc.line})\n"
     except UserError:  # no checkpoints (nothing written, or dropped by retention)
         return ""
 

@@ -93,9 +93,9 @@ class RunManager:
         return self.running[0] if self.running else None
 
     # -- requests --------------------------------------------------------------------------
-    def resolve_workspace(self, requested: str | None, rooted: bool = True) -> Path:
-        """The run's workspace: the server's by default; a folder under a configured root, else 403 (any folder
-        when not `rooted`: a schedule's, set by the local user in their own home)."""
+    def resolve_workspace(self, requested: str | None) -> Path:
+        """The run's workspace: the server's by default; a folder under a configured root, else 403 (a schedule's
+        folder, set by the local user, comes pinned by its identity instead: `submit(pin=)`)."""
         if requested is None:
             return self.workspace
         try:
@@ -103,7 +103,7 @@ class RunManager:
             path = (path if path.is_absolute() else self.workspace / path).resolve()
         except (OSError, RuntimeError, ValueError) as exc:  # a symlink loop, a name too long, ~nobody
             raise UserError(f"workspace {requested[:200]!r} cannot be resolved: {exc.__class__.__name__}") from exc
-        if rooted and not any(path == root or path.is_relative_to(root) for root in self.roots):
+        if not any(path == root or path.is_relative_to(root) for root in self.roots):
             raise WorkspaceForbidden(
                 f"workspace {requested} is not under a configured workspace root; add it to workspace_roots"
             )
@@ -124,14 +124,26 @@ class RunManager:
         return self.registry.subset(self.registry.names() if names is None else names, share_cleanup=False)
 
     def submit(
-        self, request: RunRequest, owner: str = "", *, unattended: list[str] | None = None, rooted: bool = True
+        self,
+        request: RunRequest,
+        owner: str = "",
+        *,
+        unattended: list[str] | None = None,
+        pin: PinnedWorkspace | None = None,
     ) -> Run:
         """Queue a run for `owner` (the creator's credential, see `Run.check_owner`); QueueFull past the bound.
-        `unattended`: nobody is asked; only these write/dangerous tools run (a schedule's allow-list)."""
-        workspace = self.resolve_workspace(request.workspace, rooted)
-        self.registry_for(request.tools)  # reject unknown tools now, not in the background
-        # Pinned now, when the run is accepted: a folder swapped while it waits is refused, never followed.
-        pin = PinnedWorkspace.open(workspace)
+        `unattended`: nobody is asked; only these write/dangerous tools run (a schedule's allow-list). `pin`: the
+        folder already opened by its recorded identity (a schedule's, in any folder of the local user's); the run
+        owns it from here."""
+        try:
+            self.registry_for(request.tools)  # reject unknown tools now, not in the background
+        except BaseException:
+            if pin is not None:
+                pin.close()
+            raise
+        if pin is None:
+            # Pinned now, when the run is accepted: a folder swapped while it waits is refused, never followed.
+            pin = PinnedWorkspace.open(self.resolve_workspace(request.workspace))
         run = Run(new_session_id(), request, pin.path, self.approval_timeout, owner)
         run.unattended = unattended
         with self._cond:
@@ -304,7 +316,7 @@ class RunManager:
                 result = handle.run()
             data = result.to_json()
             if req.plan:  # what `hermes-local sessions apply ID` would run, in order
-                data["proposals"] = result.proposals()
+                data["proposals"] = handle.proposals(result)  # a team's specialists' included
             run.finish("error" if result.stopped == "error" else "done", data, result.error)
         except RunCancelled:
             run.finish("cancelled", error=f"cancelled; continue with: hermes-local run --resume {run.id}")

@@ -5,7 +5,9 @@
 ticks every `poll` seconds (and once at once, so a run missed while nothing ran goes at the next start, once,
 and says so). `fire(name)` takes the schedule's lock without waiting (a run of it still going: this one is
 skipped and reported; `run-now` is refused), re-reads the schedule under the lock (another process may have
-handled that time already), records the time as handled, and runs it: a task as an ordinary run of the
+handled that time already), records the time as handled, and runs it in the folder the schedule recorded when it
+was added (reopened by its identity; one swapped since, or a schedule without an identity, is a failed and reported
+run, never redirected): a task as an ordinary run of the
 `RunManager` (its session is the run id: `sessions show`, the page and resume work on it) with
 `unattended=` the schedule's allow-list, so nobody is ever waited for and every write/dangerous call outside
 it is denied; a workflow through `workflow.run.run_workflow` with a non-asking approver. The outcome (session,
@@ -24,6 +26,7 @@ from typing import Any
 
 from hermes_local.config import Settings
 from hermes_local.errors import HermesError, QueueFull, UserError
+from hermes_local.sandbox.workspace import FolderId, PinnedWorkspace
 from hermes_local.service import schedules
 from hermes_local.service.run import RunRequest
 from hermes_local.service.runs import RunManager
@@ -140,14 +143,17 @@ class Scheduler:
             lock.release()
 
     def _launch(self, schedule: Schedule, note: str) -> tuple[str | None, str, list[str]]:
-        """(session id, status, names of the denied calls) of one unattended run of `schedule`."""
+        """(session id, status, names of the denied calls) of one unattended run of `schedule`, in the folder it
+        recorded when added (reopened by its identity: a folder swapped since is refused, never redirected)."""
+        folder = recorded_folder(schedule)
         if schedule.workflow is not None:
-            return self._workflow(schedule)
+            return self._workflow(schedule, folder)
         options: dict[str, Any] = {"max_steps": schedule.max_steps, "tool_choice": schedule.tool_choice}
         options["instructions"] = schedule.instructions
         request = RunRequest.model_validate({"task": schedule.task or "", "workspace": schedule.workspace} | options)
+        pin = PinnedWorkspace.reopen(folder, f"schedule {schedule.name}")
         try:
-            run = self.manager.submit(request, unattended=list(schedule.allow), rooted=False)
+            run = self.manager.submit(request, unattended=list(schedule.allow), pin=pin)
         except QueueFull as exc:
             return None, "skipped", [exc.line]
         if note:
@@ -160,7 +166,7 @@ class Scheduler:
         status = str(result.get("stopped") or run.status)
         return run.id, status if run.status != "cancelled" else "cancelled", denied
 
-    def _workflow(self, schedule: Schedule) -> tuple[str | None, str, list[str]]:
+    def _workflow(self, schedule: Schedule, folder: FolderId) -> tuple[str | None, str, list[str]]:
         from hermes_local.workflow.run import load_workflow, run_workflow
 
         settings = self.manager.settings
@@ -170,12 +176,26 @@ class Scheduler:
             wf,
             settings,
             workspace=Path(schedule.workspace),
+            folder=folder,  # checked again by the front door
             db_path=Path(schedule.db) if schedule.db else None,
             approver=approver,
             llm_factory=lambda: self.manager.model,
         )
         denied = [o.tool for o in result.failed if o.error_kind == "permission_denied"]
         return result.session_id, "ok" if result.ok else "failed", denied
+
+
+def recorded_folder(schedule: Schedule) -> FolderId:
+    """The identity of the folder `schedule` was added with; a schedule file from before identities were kept is
+    refused (one line saying how to add it again), since nobody is there to confirm the folder."""
+    folder = FolderId.from_dict(schedule.folder)
+    if folder is None:
+        raise UserError(
+            f"schedule {schedule.name} recorded no folder identity (an older version added it), so it does not run "
+            f"unattended; add it again to record {schedule.workspace}: hermes-local schedule add {schedule.name} "
+            f"--replace --cron '{schedule.cron}' --workspace {schedule.workspace} ..."
+        )
+    return folder
 
 
 def _denied_note(name: str, denied: list[str]) -> str:

@@ -12,6 +12,9 @@ slept or nothing ran): a missed run runs once, whatever number of times were mis
 exclusive `flock` on `NAME.lock`, held for a run: two runs of one schedule never overlap, also between
 `serve` and `schedule daemon`. The folder lives in the agent's home, out of every tool's reach. Does not
 run anything (`scheduler.py` does) or print.
+
+The workspace is kept as its path and the folder's identity (`folder`: device and inode, recorded by `add`), which
+each run checks again (`scheduler.py`): a folder swapped since is refused, never redirected.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from hermes_local.config import home_dir
 from hermes_local.errors import UserError
+from hermes_local.sandbox.workspace import PinnedWorkspace
 
 MISSED_AFTER = 90.0  # seconds late after which a due run counts as missed (and says so)
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
@@ -110,6 +114,7 @@ class Schedule(BaseModel):
     task: str | None = None
     workflow: str | None = None  # an absolute path to the workflow's TOML file
     workspace: str
+    folder: dict[str, Any] | None = None  # the workspace's identity when added (`FolderId`; None: an older file)
     allow: list[str] = Field(default_factory=list)
     max_steps: int | None = Field(None, ge=1, le=100)
     tool_choice: Literal["auto", "required", "none"] | None = None
@@ -204,10 +209,13 @@ def scan(now: float | None = None) -> tuple[list[Schedule], list[Broken]]:
 
 
 def add(schedule: Schedule, *, replace: bool = False) -> None:
+    """Save a new schedule (or replace one), recording its workspace folder's identity now: each run checks it."""
     check_name(schedule.name)
     check_cron(schedule.cron)
     if not replace and _path(schedule.name).exists():
         raise UserError(f"schedule {schedule.name!r} exists; remove it first (hermes-local schedule remove NAME)")
+    with PinnedWorkspace.open(schedule.workspace) as pin:
+        schedule.workspace, schedule.folder = str(pin.path), pin.identity.to_dict()
     save(schedule)
 
 

@@ -24,7 +24,7 @@ does not sandbox tools: confinement is each tool's job (see `tools/effects/confi
 `Recorder` (`checkpoints`), every write or dangerous call runs as one recorded call: what it changes in the
 workspace is kept before it changes it (`tools/effects/checkpoints.py`); the call of a tool that does not
 checkpoint itself (`Traits.checkpoints_itself`: a tool module's, an MCP server's) is bracketed by two workspace
-scans (`tools/effects/snapshot.py`).
+scans (`tools/effects/snapshot.py`). `join` makes a team's child executor part of its caller's run.
 """
 
 from __future__ import annotations
@@ -89,6 +89,14 @@ class Executor:
         self._done_writes[digest] = result
         if result.provenance == "untrusted" and not self.approver.untrusted_from:
             self.approver.untrusted_from = "a tool result of the resumed run"
+
+    def join(self, child: Executor, agent: str) -> None:
+        """A team's child run is part of this one: it shares the writes done and started (a finished write is never
+        repeated anywhere in the run, a resumed one included), and its checkpoint records are kept in this run's
+        too, labelled with `agent` (`Recorder.parent`), so undo and diff of this run include them."""
+        child._done_writes, child._unknown = self._done_writes, self._unknown
+        if self.checkpoints is not None and child.checkpoints is not None:
+            child.checkpoints.parent, child.checkpoints.agent = self.checkpoints, agent
 
     def remember_unknown(self, digest: str) -> None:
         """Mark a write call (by digest) as started with an unknown outcome: never re-run it by itself."""

@@ -27,7 +27,7 @@ from hermes_local.events import ToolOutcome, WorkflowEvent
 from hermes_local.llm import LLM
 from hermes_local.prompts import BoundedSandbox
 from hermes_local.runtime import Model, RunHandle, RunSpec, start_run
-from hermes_local.sandbox.workspace import PinnedWorkspace
+from hermes_local.sandbox.workspace import FolderId, PinnedWorkspace
 from hermes_local.tools import Approver, Executor, ToolRegistry, ToolResult
 from hermes_local.workflow.spec import (
     StepSpec,
@@ -139,6 +139,7 @@ def run_workflow(
     workspace: Path,
     db_path: Path | None,
     approver: Approver,
+    folder: FolderId | None = None,
     resume: bool = False,
     llm_factory: Callable[[], LLM] | None = None,
     on_step: StepSink | None = None,
@@ -164,6 +165,7 @@ def run_workflow(
     spec = RunSpec(
         settings=settings,
         workspace=workspace,
+        folder=folder,  # a schedule's: the folder it recorded, reopened and checked by the front door
         tools=wf.registry,
         approver=approver,
         db=db_path,

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -394,6 +395,21 @@ def test_run_team_can_hand_the_task_straight_to_a_specialist(tmp_path: Path, wor
     assert [type(e) for e in read_events(session)].count(Routed) == 1  # not routed again
 
 
+def kill_when(cmd: list[str], ready: Callable[[], bool], **env: str) -> None:
+    """Run `cmd` (this checkout on its path, `env` added) and kill -9 it once `ready()`; it must not end before."""
+    full = os.environ | {"PYTHONPATH": str(Path(__file__).resolve().parents[2])} | env
+    proc = subprocess.Popen(cmd, env=full, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    try:
+        while not ready():
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the run never reached the point to kill it at"
+            time.sleep(0.05)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate(timeout=30)
+
+
 def test_a_parent_killed_mid_delegation_resumes_its_child_and_never_repeats_a_finished_write(
     tmp_path: Path, workspace: Path
 ) -> None:
@@ -409,19 +425,10 @@ def test_a_parent_killed_mid_delegation_resumes_its_child_and_never_repeats_a_fi
             tool_call_text("slow_append", text="two"),  # killed while it runs
         ],
     )
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     cmd = [sys.executable, "-m", "hermes_local", "run", task, "--tools-module", str(tools), "--yes"]
-    cmd += ["--workspace", str(workspace), "--model", f"replay:{first}"]
-    child = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 120
-    try:
-        while (workspace / "log.txt").read_text().count("\n") < 2 if (workspace / "log.txt").exists() else True:
-            assert child.poll() is None, child.communicate()
-            assert time.monotonic() < deadline, "the specialist never reached its slow write"
-            time.sleep(0.1)
-    finally:
-        child.send_signal(signal.SIGKILL)
-        child.communicate(timeout=30)
+    log = workspace / "log.txt"
+    kill_when([*cmd, "--workspace", str(workspace), "--model", f"replay:{first}"],
+              lambda: log.exists() and log.read_text().count("\n") >= 2)  # fmt: skip
     (parent,) = [p.stem for p in sessions_dir().glob("*.jsonl") if ".logger-" not in p.name]
     (sub,) = [p.stem for p in sessions_dir().glob("*.logger-*.jsonl")]
     assert sub.startswith(parent + ".")

@@ -3,19 +3,21 @@
 The store lives under `$HERMES_LOCAL_HOME/checkpoints/` (out of every tool's reach, `sandbox/protect.py`):
 `objects/ab/cdef...` holds file contents, zlib-compressed and named by the SHA-256 of the raw bytes (each
 content stored once), and `sessions/<id>.jsonl` holds one record per call: session step, call number, tool,
-workspace, and for each affected path the state before and after (`absent`, a file with its hash, size and
-mode, a folder, a symlink with its target). Nothing goes into the workspace or into `sessions/*.jsonl`.
+workspace (its path and its identity: device and inode, checked again by undo and diff), and for each affected
+path the state before and after (`absent`, a file with its hash, size and mode, a folder, a symlink with its
+target). Nothing goes into the workspace or into `sessions/*.jsonl`.
 
 Order makes a kill -9 harmless: the previous content is written (temp file, fsync, rename) and the record
 appended and fsynced *before* the tool touches the file, and the tool writes atomically (confined.py), so
 after a crash the file holds the old or the new content and the checkpoint restores the old.
 
-`Recorder` is one run's (or one undo's) recording; `Executor` makes it current around each write or dangerous
-call (`Recorder.call`, a context variable that follows the tool into its thread), and the one write path every
-file tool uses (`tools/effects/confined.py`: `write_atomically`, `append_line`, folders created on the way,
-`remove_leaf`) calls `before_change` here. `run_shell` records through `tools/effects/snapshot.py`. Retention
-(`prune`) removes the oldest sessions' records first, then the objects nothing refers to. Does not
-restore or diff anything (`tools/effects/undo.py`) and never follows a workspace path itself: it gets dir fds.
+`Recorder` is one run's (or one undo's) recording (a team child's also keeps each record in its caller's, at the
+delegation's step, labelled with the specialist: `Recorder.parent`, set by `Executor.join`); `Executor` makes it
+current around each write or dangerous call (`Recorder.call`, a context variable that follows the tool into its
+thread), and the one write path every file tool uses (`tools/effects/confined.py`: `write_atomically`,
+`append_line`, folders created on the way, `remove_leaf`) calls `before_change` here. `run_shell` records through
+`tools/effects/snapshot.py`. Retention (`prune`) removes the oldest sessions' records first, then the objects nothing
+refers to. Does not restore or diff anything (`tools/effects/undo.py`) and never follows a workspace path itself.
 """
 
 from __future__ import annotations
@@ -25,7 +27,6 @@ import contextvars
 import hashlib
 import json
 import os
-import re
 import secrets
 import shutil
 import stat
@@ -39,6 +40,7 @@ from typing import Any
 
 from hermes_local.errors import UserError
 from hermes_local.sandbox.protect import agent_home
+from hermes_local.session import valid_session_id
 from hermes_local.tools.registry import ToolFailure
 
 FILE_MAX_BYTES = 32 * 2**20  # previous content larger than this is described (size), not kept
@@ -47,12 +49,11 @@ State = dict[str, Any]  # {"t": "absent"|"file"|"dir"|"link"|"other", ...}
 ABSENT: State = {"t": "absent"}
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
-_SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")  # session.py's rule: a name, never a path
 
 
 def check_session(session: str) -> str:
     """`session` if it is a plain session ID, else a UserError naming where IDs are listed."""
-    if not _SESSION_ID.match(session) or ".." in session:
+    if not valid_session_id(session):  # session.py's rule: a name, never a path
         raise UserError(f"{session[:100]!r} is not a session ID; see `hermes-local sessions list`")
     return session
 
@@ -287,9 +288,13 @@ class Recorder:
     session: str
     workspace: str
     step: int = 0
+    folder: dict[str, Any] | None = None  # the workspace's identity (`FolderId.to_dict()`): undo and diff check it
     file_limit: int = FILE_MAX_BYTES
     shell_budget: int = 256 * 2**20  # bytes of previous content one run_shell snapshot may read
+    parent: Recorder | None = None  # a team child's: its caller's recording, which keeps each record too
+    agent: str = ""  # a team child's specialist, the label its records carry in the caller's
     _numbers: dict[int, int] = field(default_factory=dict)
+    _mirrored: dict[tuple[str, int, int], int] = field(default_factory=dict)  # (child, step, call) -> call number
     _lock: threading.Lock = field(default_factory=threading.Lock)
     scan_cache: dict[tuple[str, int, int, int, int], State] = field(default_factory=dict)  # snapshot.py's
 
@@ -318,11 +323,34 @@ class Recorder:
             "tool": call.tool,
             "ts": round(time.time(), 3),
             "workspace": self.workspace,
+            **({"folder": self.folder} if self.folder else {}),
             "changes": changes,
             **extra,
         }
+        self._keep(record, durable)
+
+    def _keep(self, record: dict[str, Any], durable: bool) -> None:
+        """Append `record` to this session's records, and to the caller's when this is a team child's."""
         with self._lock:
             self.store.append(self.session, record, durable=durable)
+        if self.parent is not None:
+            self.parent.mirror(record, self.agent, self.session, durable)
+
+    def mirror(self, record: dict[str, Any], agent: str, child: str, durable: bool) -> None:
+        """Keep a team child's record as one of this run's: at this run's current step (the delegation's), labelled
+        with the specialist, its session and its own step (a grandchild's keeps its innermost labels)."""
+        key = (str(record.get("child") or child), int(record["step"]), int(record["call"]))
+        with self._lock:
+            number = self._mirrored.get(key)
+            if number is None:  # a command's begin and end records become one call here too
+                number = self._mirrored[key] = self._numbers.get(self.step, 0) + 1
+                self._numbers[self.step] = number
+        labels = {
+            "agent": record.get("agent") or agent,
+            "child": key[0],
+            "child_step": record.get("child_step", key[1]),
+        }
+        self._keep(record | {"step": self.step, "call": number} | labels, durable)
 
 
 def before_change(

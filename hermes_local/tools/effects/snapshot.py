@@ -233,7 +233,8 @@ def open_recorder(session: str | None, context: ToolContext, max_mb: int) -> Rec
     store = CheckpointStore()
     if store.size()[1] > max_mb * 2**20:
         store.prune(max_mb * 2**20, keep=frozenset({session}))
-    return Recorder(store, session, os.fspath(workspace_root(context)))
+    folder = context.pin.identity.to_dict() if context.pin is not None else None
+    return Recorder(store, session, os.fspath(workspace_root(context)), folder=folder)
 
 
 def steps_to(rec: Recorder | None, sink: Callable[[Any], None] | None) -> Callable[[Any], None] | None:

@@ -1,16 +1,18 @@
 """Show and undo what a session changed in its workspace, from its checkpoints (`tools/effects/checkpoints.py`).
 
-`session_diff(ID, step=N)` lists each changed path with its state before and after (the whole run, or
-step N), `diff_text` renders that as a unified diff for text and size/hash lines for binary files and
-folders. `undo_session(ID, to_step=N)` puts the workspace back as it was before step N (default: before
-the run): changed files get their previous content and permission bits (never set-user/group-ID bits),
-files and folders the run made are removed, removed ones come back. It refuses, per path, one whose
-current state is not the one the run left (someone changed it since; `force=True` overrides) and one
-whose previous content was not kept (over the size limits), and it removes no folder that still holds
-other files. The undo is recorded in the same session as a new step, so `redo=True` (undo to before the
-last undo) brings the run's changes back. It holds the session log's lock (no undo while the run or a
-resume still writes). The workspace comes from the session's records, so both work from any folder;
-every access goes through the workspace's pinned fd and `tools/effects/confined.py`. Does not print.
+`session_diff(ID, step=N)` lists each changed path with its state before and after (the whole run, or step N; a team's
+children's changes included, each labelled with the specialist and its step), `diff_text` renders that as a unified
+diff for text and size/hash lines for binary files and folders. `undo_session(ID, to_step=N)` puts the workspace back
+as it was before step N (default: before the run; a team's children's changes too): changed files get their previous
+content and permission bits (never set-user/group-ID bits), files and folders the run made are removed, removed ones
+come back. It refuses, per path, one whose current state is not the one the run left (someone changed it since;
+`force=True` overrides) and one whose previous content was not kept (over the size limits), and it removes no folder
+that still holds other files. The undo is recorded in the same session as a new step, so `redo=True` (undo to before
+the last undo) brings the run's changes back. It holds the session log's lock (no undo while the run or a resume still
+writes). The workspace comes from the session's records, so both work from any folder: it is reopened by the identity
+the records kept (`PinnedWorkspace.reopen`: a folder moved away, replaced or linked elsewhere is refused in one line,
+never redirected; records from before identities were kept are adopted with a note); every access goes through the
+workspace's pinned fd and `tools/effects/confined.py`. Does not print.
 """
 
 from __future__ import annotations
@@ -20,13 +22,13 @@ import difflib
 import errno
 import fcntl
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from hermes_local.errors import UserError
+from hermes_local.errors import UserError, WorkspaceSwapped
 from hermes_local.sandbox.protect import agent_home
-from hermes_local.sandbox.workspace import PinnedWorkspace
+from hermes_local.sandbox.workspace import FolderId, PinnedWorkspace, pin_recorded
 from hermes_local.tools.effects.checkpoints import (
     ABSENT,
     CheckpointStore,
@@ -41,6 +43,7 @@ from hermes_local.tools.effects.snapshot import changes_between, scan, snapshot_
 from hermes_local.tools.registry import ToolContext, ToolFailure
 
 MAX_DIFF_BYTES = 1_000_000  # text files larger than this are described, not diffed
+Note = Callable[[str], None]
 
 
 @dataclass
@@ -52,6 +55,11 @@ class Change:
     path: str
     before: State
     after: State | None
+    by: dict[str, Any] = field(default_factory=dict)  # a team child's: its agent, session and own step
+
+    def label(self) -> dict[str, Any]:
+        """Who made it: the step, and a specialist's name, session and own step."""
+        return {"step": self.step} | self.by
 
 
 @dataclass
@@ -62,9 +70,10 @@ class FileDiff:
     before: State
     after: State
     text: str
+    by: list[dict[str, Any]] = field(default_factory=list)  # each change's `Change.label()`, in order
 
     def to_json(self) -> dict[str, Any]:
-        return {"path": self.path, "before": self.before, "after": self.after, "diff": self.text}
+        return {"path": self.path, "before": self.before, "after": self.after, "diff": self.text, "by": self.by}
 
 
 @dataclass
@@ -73,14 +82,15 @@ class UndoReport:
 
     session: str
     step: int
+    workspace: str = ""  # the folder it acted in (the one the session recorded)
     restored: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
     refused: list[tuple[str, str]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         refused = [{"path": p, "reason": why} for p, why in self.refused]
-        return {"session": self.session, "step": self.step, "restored": self.restored, "removed": self.removed,
-                "refused": refused}  # fmt: skip
+        return {"session": self.session, "step": self.step, "workspace": self.workspace, "restored": self.restored,
+                "removed": self.removed, "refused": refused}  # fmt: skip
 
 
 def _open(session: str) -> tuple[CheckpointStore, str, list[dict[str, Any]]]:
@@ -95,17 +105,22 @@ def _open(session: str) -> tuple[CheckpointStore, str, list[dict[str, Any]]]:
     return store, str(records[-1]["workspace"]), records
 
 
+def _pin(records: list[dict[str, Any]], session: str, on_note: Note | None) -> PinnedWorkspace:
+    """The session's folder, reopened by the identity its first record kept (never redirected); records written
+    before identities were kept are adopted with a note."""
+    folder = next((f for r in records if (f := FolderId.from_dict(r.get("folder"))) is not None), None)
+    try:
+        return pin_recorded(folder, str(records[-1]["workspace"]), f"session {session}", on_note)
+    except WorkspaceSwapped:
+        raise
+    except UserError as exc:
+        raise UserError(f"the workspace of session {session} cannot be opened: {exc.line}") from exc
+
+
 def was_undone(session: str) -> bool:
     """Whether the session's changes stand undone now: an odd number of undo records (each redo is one too)."""
     check_session(session)
     return sum(r.get("tool") == "undo" for r in CheckpointStore().records(session)) % 2 == 1
-
-
-def _pin(workspace: str, session: str) -> PinnedWorkspace:
-    try:
-        return PinnedWorkspace.open(workspace)
-    except UserError as exc:
-        raise UserError(f"the workspace of session {session} cannot be opened: {exc.line}") from exc
 
 
 def load_changes(store: CheckpointStore, records: list[dict[str, Any]], pin: PinnedWorkspace) -> list[Change]:
@@ -119,7 +134,10 @@ def load_changes(store: CheckpointStore, records: list[dict[str, Any]], pin: Pin
             continue
         if r.get("phase") == "end":
             open_begins.pop(key, None)
-        out.extend(Change(int(r["step"]), str(r["tool"]), c["path"], c["before"], c["after"]) for c in r["changes"])
+        by: dict[str, Any] = {
+            k: r[k] for k in ("agent", "child", "child_step") if k in r
+        }  # a team child's change, mirrored
+        out.extend(Change(int(r["step"]), str(r["tool"]), c["path"], c["before"], c["after"], by) for c in r["changes"])
     for at, r in sorted(open_begins.values(), key=lambda pair: -pair[0]):
         now = scan(pin, Recorder(store, "", str(pin.path)), 2**62).states
         cut = changes_between(snapshot_states(store, r["snapshot"]), now)
@@ -136,24 +154,28 @@ def current_state(ctx: ToolContext, path: str) -> State:
         return dict(ABSENT) if exc.kind == "not_found" else {"t": "other"}
 
 
-def session_diff(session: str, step: int | None = None) -> list[FileDiff]:
-    """What session `session` changed (in step `step` only, when given): one entry per changed path."""
+def session_diff(session: str, step: int | None = None, on_note: Note | None = None) -> list[FileDiff]:
+    """What session `session` changed (in step `step` only, when given): one entry per changed path. `on_note`
+    is told when an older session's folder is taken as it is now (it recorded no identity)."""
     if (
         not CheckpointStore().records(check_session(session))
         and (agent_home() / "sessions" / f"{session}.jsonl").exists()
     ):
         return []  # a recorded run that changed nothing
-    store, workspace, records = _open(session)
-    with _pin(workspace, session) as pin:
+    store, _, records = _open(session)
+    with _pin(records, session, on_note) as pin:
         changes = load_changes(store, records, pin)
         ctx = ToolContext(workspace=pin.path, pin=pin)
         chosen = [c for c in changes if step is None or c.step == step]
         first: dict[str, State] = {}
         last: dict[str, State] = {}
+        by: dict[str, list[dict[str, Any]]] = {}
         for c in chosen:
             first.setdefault(c.path, c.before)
             last[c.path] = c.after if c.after is not None else current_state(ctx, c.path)
-    diffs = [FileDiff(p, first[p], last[p], "") for p in first if not same_state(first[p], last[p])]
+            if c.label() not in by.setdefault(c.path, []):
+                by[c.path].append(c.label())
+    diffs = [FileDiff(p, first[p], last[p], "", by[p]) for p in first if not same_state(first[p], last[p])]
     for d in diffs:
         d.text = _describe(store, d)
     return diffs
@@ -189,6 +211,15 @@ def _brief(state: State) -> str:
 
 
 def _describe(store: CheckpointStore, d: FileDiff) -> str:
+    heads = "".join(
+        f"# {d.path}: changed by {b['agent']} (its step {b.get('child_step')}) in step {b['step']}\n"
+        for b in d.by
+        if b.get("agent")
+    )  # a team child's changes are part of the run's, labelled
+    return heads + _unlabelled(store, d)
+
+
+def _unlabelled(store: CheckpointStore, d: FileDiff) -> str:
     old, new = _text(_content(store, d.before)), _text(_content(store, d.after))
     if old is not None and new is not None:
         a = "/dev/null" if d.before["t"] == "absent" else f"a/{d.path}"
@@ -222,10 +253,12 @@ def _session_lock(session: str) -> Iterator[None]:
         os.close(fd)
 
 
-def undo_session(session: str, to_step: int | None = None, *, force: bool = False, redo: bool = False) -> UndoReport:
+def undo_session(
+    session: str, to_step: int | None = None, *, force: bool = False, redo: bool = False, on_note: Note | None = None
+) -> UndoReport:
     """Restore the workspace to before step `to_step` of `session` (default: before the run). See the module doc."""
-    store, workspace, records = _open(session)
-    with _session_lock(session), _pin(workspace, session) as pin:
+    store, _, records = _open(session)
+    with _session_lock(session), _pin(records, session, on_note) as pin:
         changes = load_changes(store, records, pin)
         if redo:
             undos = [c.step for c in changes if c.tool == "undo"]
@@ -243,7 +276,8 @@ def undo_session(session: str, to_step: int | None = None, *, force: bool = Fals
             target.setdefault(c.path, c.before)
         left: dict[str, State | None] = {c.path: c.after for c in changes}
         rec = Recorder(store, session, str(pin.path), step=max(c.step for c in changes) + 1)
-        report = UndoReport(session, rec.step)
+        rec.folder = pin.identity.to_dict()
+        report = UndoReport(session, rec.step, str(pin.path))
         with rec.call("undo"):
             _restore(store, ToolContext(workspace=pin.path, pin=pin), target, left, force, report)
     return report
