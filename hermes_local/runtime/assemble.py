@@ -138,6 +138,6 @@ def _recall(longterm: LongTermMemory, approver: Approver, goal: str) -> list[str
     hits = longterm.hits(goal)
     tainted = next((h.item for h in hits if not h.item.trusted), None)
     if tainted is not None and not approver.untrusted_from:
-        what = "the episode of a run that read untrusted content" if tainted.kind == "episode" else "a fact not stated by the user"
+        what = "an episode of a run that read untrusted content" if tainted.kind == "episode" else "an unstated fact"
         approver.untrusted_from = f"long-term memory (recalled item {tainted.id}, {what})"
     return [h.line for h in hits]

@@ -9,8 +9,7 @@ import pytest
 from hermes_local.agent.memory import extract_plan
 from hermes_local.config import load_settings
 from hermes_local.longterm import LongTermMemory
-from hermes_local.runtime import memory_scope
-from hermes_local.runtime import build_registry
+from hermes_local.runtime import build_registry, memory_scope
 from hermes_local.testing import ScriptedLLM, build_agent, tool_call_text
 from hermes_local.tools import Approver, ToolRegistry, tool
 
