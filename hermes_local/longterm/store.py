@@ -17,6 +17,7 @@ an `Embedder` in) and does not decide what a run was worth: `add_episode` takes 
 from __future__ import annotations
 
 import json
+import math
 import sqlite3
 import time
 from collections.abc import Callable
@@ -37,6 +38,7 @@ CANDIDATES = 50  # items each signal ranks before fusion
 # and a z of `Embedder.shared_word_floor`. Measured on tests/data/memory_recall.json (scripts/memory_recall.py).
 COVERAGE_FLOOR = 0.5
 MIN_VECTORS = 20
+FLOOR_ITEMS = 300  # the size of the store the models' z floors were measured on (tests/data/memory_recall.json)
 MODES = ("hybrid", "fts", "vector")
 # What a scope may recall (items aliased `i`; parameters: owner, workspace, wide): the owner's items that did not
 # fail, of this workspace, or facts the user stated, or (memory_scope = "user") any of the owner's workspaces.
@@ -63,6 +65,7 @@ class LongTermMemory:
         self.path = path or home_dir() / "memory.db"
         self.embedder = embedder
         self.scope = scope or Scope()
+        self._compared = 0  # the vectors the last recall compared the goal with
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=2.0)
@@ -265,8 +268,9 @@ class LongTermMemory:
             return []
         found = {i.id: i for i in self._fetch(list(fused))}
         judge = self.embedder if len(vec) >= MIN_VECTORS else None  # meaning counts over a large enough store
-        z_floor = judge.floor if judge is not None else float("inf")
-        shared_floor = judge.shared_word_floor if judge is not None else float("inf")
+        scale = floor_scale(self._compared)
+        z_floor = judge.floor * scale if judge is not None else float("inf")
+        shared_floor = judge.shared_word_floor * scale if judge is not None else float("inf")
         out: list[Hit] = []
         for cand in sorted(fused.values(), key=lambda c: -c.score):
             item = found.get(cand.id)
@@ -301,6 +305,7 @@ class LongTermMemory:
             f"SELECT v.id, v.vec FROM vectors v JOIN items i ON i.id = v.id WHERE v.model = ? AND {_RECALLABLE}",
             (self.embedder.name, *self._recallable),
         ).fetchall()
+        self._compared = len(rows)
         return nearest(query, [(int(i), bytes(b)) for i, b in rows], CANDIDATES)
 
     def _embed_missing(self, batch: int = 32) -> int:
@@ -327,6 +332,15 @@ class LongTermMemory:
 
     def close(self) -> None:
         self._db.close()
+
+
+def floor_scale(items: int) -> float:
+    """How much of a z floor measured over FLOOR_ITEMS items holds over `items`: the best z of an unrelated goal
+    grows like sqrt(2 ln n) (the largest of n draws), so a smaller store's floor is lower by that ratio (a store of
+    20 cannot even reach z 4.6). Never above 1: larger stores keep the measured floor."""
+    if items < 2:
+        return 1.0
+    return min(1.0, math.sqrt(2 * math.log(items)) / math.sqrt(2 * math.log(FLOOR_ITEMS)))
 
 
 def _item(row: tuple[Any, ...]) -> Item:
