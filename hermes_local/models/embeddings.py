@@ -93,6 +93,9 @@ def _convertible() -> bool:
     return all(importlib.util.find_spec(name) is not None for name in ("gguf", "safetensors"))
 
 
+_CONVERTING = threading.Lock()
+
+
 class _ConvertFirst:
     """An embedder whose GGUF is converted from its pip package at the first `embed` (once, under a lock), then
     the wrapped embedder (which loads that file lazily) does the work."""
@@ -100,10 +103,9 @@ class _ConvertFirst:
     def __init__(self, embedder: Any, found: EmbeddingChoice, on_notice: Callable[[str], None] | None) -> None:
         self._embedder, self._found, self._notice = embedder, found, on_notice
         self.name, self.floor, self.shared_word_floor = embedder.name, embedder.floor, embedder.shared_word_floor
-        self._lock = threading.Lock()
 
     def embed(self, texts: Sequence[str], *, query: bool = False) -> list[list[float]]:
-        with self._lock:
+        with _CONVERTING:  # one conversion per process, whichever run (of several at once) needs it first
             if not self._found.path.exists():
                 assert self._found.choice is not None
                 label = self._found.choice.label
