@@ -142,8 +142,10 @@ class LongTermMemory:
             raise ValueError("an empty fact cannot be remembered")
         if len(text) > MAX_FACT_CHARS:
             raise ValueError(f"a fact may be at most {MAX_FACT_CHARS} characters (this one has {len(text)})")
-        existing = self._db.execute(
-            "SELECT id FROM items WHERE kind = 'fact' AND text = ? AND owner = ?", (text, self.scope.owner)
+        existing = self._db.execute(  # the owner's same sentence, where this store would recall it
+            "SELECT id FROM items WHERE kind = 'fact' AND text = ? AND owner = ? "
+            "AND (workspace = ? OR trust = 'trusted')",
+            (text, self.scope.owner, self.scope.workspace),
         ).fetchone()
         if existing:
             if trust == "trusted":
