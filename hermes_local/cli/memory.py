@@ -87,7 +87,7 @@ def memory_search(
     from hermes_local.runtime import memory_store
 
     settings = settings_from_flags(locals())
-    store = memory_store(settings, workspace=workspace, on_notice=typer.echo)
+    store = memory_store(settings, workspace=workspace, on_notice=lambda line: typer.echo(line, err=True))
     hits = store.hits(query) if settings.memory and store.enabled else []
     _echo_all(
         hits,
