@@ -16,7 +16,7 @@ from typing import Annotated, Any
 
 import typer
 
-from hermes_local.cli.common import JsonOpt, WorkspaceOpt, fail, settings_from_flags
+from hermes_local.cli.common import JsonOpt, WorkspaceOpt, fail, notice, settings_from_flags
 from hermes_local.textsafe import terminal_safe
 
 memory_app = typer.Typer(
@@ -87,7 +87,7 @@ def memory_search(
     from hermes_local.runtime import memory_store
 
     settings = settings_from_flags(locals())
-    store = memory_store(settings, workspace=workspace, on_notice=lambda line: typer.echo(line, err=True))
+    store = memory_store(settings, workspace=workspace, on_notice=notice)
     hits = store.hits(query) if settings.memory and store.enabled else []
     _echo_all(
         hits,
