@@ -197,6 +197,7 @@ def test_a_continued_run_that_recalled_untrusted_memory_still_asks_again(tmp_pat
     assert recalled(first["session_id"])[0].startswith("[untrusted")
     replay = write_replay(tmp_path / "continue.jsonl", [call("run_shell", command="touch PWNED_RECALL"), "Done."])
     args = ["run", "--continue", first["session_id"], "Go on", "--json", "--model", f"replay:{replay}"]
+    args += ["--workspace", str(tmp_path)]  # (without it the continued run works in the current folder)
     res = runner.invoke(app, [*args, "--allow", "run_shell"])
     assert res.exit_code in (0, 3), res.output
     [shell] = [r for r in _results(first["session_id"]) if r.get("name") == "run_shell" or "run_shell" in str(r)]
