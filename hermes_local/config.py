@@ -142,6 +142,9 @@ class Settings(BaseModel):
     # on disk (or this name/path), else the embedded chat model; "none": words only
     memory: bool = True
     memory_failed: str = Field("skip", pattern="^(skip|mark)$")
+    # what a run recalls: "workspace" (its own folder's episodes and facts, plus the facts you stated) or "user" (all of
+    # your items, those of other folders labelled as data); never another owner's (a serve token's) items
+    memory_scope: str = Field("workspace", pattern="^(workspace|user)$")
     embedding_model: str | None = None
     cache_ttl: dict[str, float] = Field(default_factory=dict)  # tool name -> seconds its read results are reused
     # what write/dangerous calls change is kept under $HERMES_LOCAL_HOME/checkpoints (sessions diff/undo), at

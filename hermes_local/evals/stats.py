@@ -106,14 +106,19 @@ def _failure_rate(counts: dict[str, int]) -> float | None:
     return round(counts["failed"] / ran, 4) if ran else None
 
 
-def gather(since: float | None = None, now: float | None = None, folder: Path | None = None) -> dict[str, Any]:
-    """The figures of the runs started in the last `since` seconds (None: all), as a JSON-ready dict."""
+def gather(
+    since: float | None = None, now: float | None = None, folder: Path | None = None, only: set[str] | None = None
+) -> dict[str, Any]:
+    """The figures of the runs started in the last `since` seconds (None: all), as a JSON-ready dict; `only`: of
+    these sessions alone (a serve token's own runs)."""
     now = time.time() if now is None else now
     cutoff = now - since if since is not None else None
     folder = sessions_dir() if folder is None else folder
     runs: list[_Run] = []
     sessions = 0
     for path in sorted(folder.glob("*.jsonl")) if folder.is_dir() else []:
+        if only is not None and path.stem not in only:
+            continue
         try:
             if cutoff is not None and path.stat().st_mtime < cutoff:
                 continue  # last written before the window opened: none of its runs started inside it

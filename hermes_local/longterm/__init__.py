@@ -5,9 +5,11 @@
 `remember` tool, through which the model writes a fact (in the `memory` toolset of `tools/builtin/memory.py`; its
 other traits, on its `@tool`: it needs memory on, and the goal words that call for it). At the start of a run the
 agent injects the recalled lines once, as a frozen block (never re-retrieved per step, so the prompt prefix stays
-stable); at the end the front door (`runtime/assemble.py`) stores the run's episode. Does not decide what is worth
-remembering in a fact (the model does, through the tool, with a fresh approval after untrusted content) and loads no
-model.
+stable); at the end the front door (`runtime/assemble.py`) stores the run's episode. Every item belongs to an owner
+and a workspace (`items.Scope`); a fact the model writes is trusted only when the person approved that very call and
+the run had read nothing untrusted (recalled untrusted items count), never because `remember` was pre-approved.
+Does not decide what is worth remembering in a fact (the model does, through the tool, with a fresh approval after
+untrusted content) and loads no model.
 """
 
 from __future__ import annotations
@@ -18,15 +20,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hermes_local.longterm.store import (
+from hermes_local.longterm.items import (
+    LOCAL_OWNER,
     MAX_FACT_CHARS,
-    RECALL_CHARS,
+    UNTRUSTED_LABEL,
     Embedder,
-    Fact,
     Hit,
     Item,
-    LongTermMemory,
+    Scope,
+    untrusted_recall,
+    workspace_identity,
 )
+from hermes_local.longterm.store import RECALL_CHARS, LongTermMemory
 from hermes_local.tools.builtin.memory import MEMORY
 from hermes_local.tools.registry import Tool, ToolContext, ToolFailure, tool
 from hermes_local.tools.traits import Cue, Traits
@@ -35,17 +40,24 @@ if TYPE_CHECKING:
     from hermes_local.config import Settings
 
 __all__ = [
+    "LOCAL_OWNER",
     "LONGTERM_TOOLS",
     "MAX_FACT_CHARS",
     "RECALL_CHARS",
+    "UNTRUSTED_LABEL",
     "Embedder",
     "Fact",
     "Hit",
     "Item",
     "LongTermMemory",
+    "Scope",
     "open_memory",
     "remember",
+    "untrusted_recall",
+    "workspace_identity",
 ]
+
+Fact = Item  # the name callers used when memory held only facts
 
 
 GOAL_WORDS = re.compile(r"\bremember\b|记住")  # call for it
@@ -67,8 +79,10 @@ def remember(fact: str, ctx: ToolContext) -> dict:
         fact: One short sentence worth remembering, e.g. "Reports go in reports/ as Markdown".
     """
     store = ctx.longterm or LongTermMemory()
+    # the user's own yes to this very fact, with nothing untrusted read (or recalled) before it
+    trust = "trusted" if ctx.approval == "user" and not ctx.after_untrusted else "untrusted"
     try:
-        return {"remembered": fact, "id": store.add(fact)}
+        return {"remembered": fact, "id": store.add(fact, trust=trust), "trust": trust}
     except ValueError as exc:
         raise ToolFailure("invalid_arguments", f"{exc}; remember one short sentence instead.") from exc
     except sqlite3.Error as exc:
@@ -83,16 +97,27 @@ LONGTERM_TOOLS: list[Tool] = [remember]
 CHAT_MODEL_FLOOR, CHAT_MODEL_SHARED_WORD_FLOOR = 4.0, 1.0
 
 
-def open_memory(settings: Settings, load_embedder: Callable[..., Embedder], path: Path | None = None) -> LongTermMemory:
-    """The store of a run, with the embedding model `models.embeddings.embedding_choice` finds (none: words only),
-    loaded by `load_embedder` (the wiring hands it the engines' loader: this district loads no model itself)."""
-    from hermes_local.models.embeddings import embedding_choice
+def open_memory(
+    settings: Settings,
+    load_embedder: Callable[..., Embedder],
+    path: Path | None = None,
+    scope: Scope | None = None,
+    on_notice: Callable[[str], None] | None = None,
+) -> LongTermMemory:
+    """The store of a run for `scope` (its owner and workspace), with the embedding model
+    `models.embeddings.embedding_choice` finds (none: words only), loaded by `load_embedder` (the wiring hands it
+    the engines' loader: this district loads no model itself). A packaged embedding model not converted yet is
+    converted at the first embed (one `on_notice` line)."""
+    from hermes_local.models.embeddings import convert_on_first_use, embedding_choice
 
     found = embedding_choice(settings.embedding_model) if settings.memory else None
     if found is None:
-        return LongTermMemory(path)
+        return LongTermMemory(path, scope=scope)
     entry = found.choice.entry if found.choice else None
     floor = entry.similarity_floor if entry and entry.similarity_floor is not None else CHAT_MODEL_FLOOR
     shared = entry.shared_word_floor if entry and entry.shared_word_floor is not None else CHAT_MODEL_SHARED_WORD_FLOOR
     prefixes = {"query_prefix": entry.query_prefix, "document_prefix": entry.document_prefix} if entry else {}
-    return LongTermMemory(path, embedder=load_embedder(found.path, floor=floor, shared_word_floor=shared, **prefixes))
+    embedder = load_embedder(found.path, floor=floor, shared_word_floor=shared, **prefixes)
+    if found.pending:  # the packaged checkpoint: converted (once) when a vector is first needed
+        embedder = convert_on_first_use(embedder, found, on_notice)
+    return LongTermMemory(path, embedder=embedder, scope=scope)

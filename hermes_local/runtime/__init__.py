@@ -17,7 +17,7 @@ from hermes_local.runtime.model import (
     load_tokenizer,
 )
 from hermes_local.runtime.run import LOCAL_OWNER, RunHandle, RunSpec, Sinks, start_run
-from hermes_local.runtime.tools import build_registry, check_team, memory_store, role_catalog
+from hermes_local.runtime.tools import build_registry, check_team, memory_scope, memory_store, role_catalog
 
 __all__ = [
     "LOCAL_OWNER",
@@ -34,6 +34,7 @@ __all__ = [
     "load_llm",
     "load_model",
     "load_tokenizer",
+    "memory_scope",
     "memory_store",
     "role_catalog",
     "start_run",

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from hermes_local.agent.loop import Agent, AgentConfig, EventSink
 from hermes_local.agent.team import ModelShelf, Role, apply_profile, offer_delegate, own_model
@@ -32,6 +33,9 @@ from hermes_local.tools.registry import AskUser
 from hermes_local.tools.setup import build_executor, tool_context
 from hermes_local.tools.skills import offer_skills
 from hermes_local.tools.toolsets import narrow, route, usable_tools
+
+if TYPE_CHECKING:
+    from hermes_local.longterm import LongTermMemory
 
 # (the caller's wiring, the specialist's seat) -> its agent, started as a run of its own through `start_run`
 Spawn = Callable[["RunWiring", "Seat"], Agent]
@@ -51,6 +55,7 @@ class RunWiring:
     plan_only: bool = False  # reads run, writes and dangerous calls become proposals
     spawn: Spawn | None = None  # starts a specialist's run through the front door (None: assembled here)
     session: str | None = None  # a specialist's caller: the session of the agent that delegates
+    owner: str = ""  # whose run it is ("": the local user; else a serve token's digest): whose memory it uses
 
 
 @dataclass(frozen=True)
@@ -78,7 +83,7 @@ def assemble(wiring: RunWiring, seat: Seat) -> Agent:
     if not dialect or (role.name and settings.dialect):
         dialect = dialect_for(settings, llm, check=own is not None)  # its own model's framing tokens, checked
     check_tool_use(dialect, settings)
-    longterm = memory_store(settings)
+    longterm = memory_store(settings, owner=wiring.owner, workspace=wiring.pin, on_notice=wiring.on_notice)
     remembering = settings.memory and longterm.enabled  # off: no recall, no episode, no `remember`
     notice = wiring.on_notice
     context = tool_context(settings, wiring.pin, longterm, db_path=wiring.db, n_ctx=llm.n_ctx, on_notice=notice)
@@ -119,7 +124,7 @@ def assemble(wiring: RunWiring, seat: Seat) -> Agent:
     if settings.hooks:  # the user's [[hooks]]: run sandboxed on pre_tool, post_tool, stop and session_end
         executor.hooks = Hooks(settings.hooks, context.sandbox, wiring.pin, seat.session_id or "", seat.sink)
         on_event = executor.hooks.watch(on_event)
-    recall = longterm.recall if remembering else None
+    recall = partial(_recall, longterm, executor.approver) if remembering else None
     agent = Agent(llm, executor, config, on_event=on_event, recall=recall, dialect=dialect)
     if remembering and not role.name:  # the run's own episode; a specialist's sub-run is part of it
         failed = settings.memory_failed == "mark"
@@ -136,3 +141,14 @@ def assemble(wiring: RunWiring, seat: Seat) -> Agent:
             f"the system prompt does not render ({type(exc).__name__}: {exc}); check {home_dir() / 'prompts'}"
         ) from exc
     return agent
+
+
+def _recall(longterm: LongTermMemory, approver: Approver, goal: str) -> list[str]:
+    """The lines a run with `goal` starts with (once). A recalled item that is not trusted is untrusted content
+    the run has read: from here on a dangerous call or `remember` is asked again, as after an untrusted result."""
+    hits = longterm.hits(goal)
+    tainted = next((h.item for h in hits if not h.item.trusted), None)
+    if tainted is not None and not approver.untrusted_from:
+        what = "an episode of a run that read untrusted content" if tainted.kind == "episode" else "an unstated fact"
+        approver.untrusted_from = f"long-term memory (recalled item {tainted.id}, {what})"
+    return [h.line for h in hits]

@@ -194,7 +194,9 @@ class RunHandle:
             return assemble(replace(self._caller, pin=self.pin), seat)
         shelf = ModelShelf(self._specialist_model, {self.settings.model: llm} if self.settings.model else {})
         self._closers.append(shelf.clear)
-        wiring = RunWiring(llm, self.settings, self.pin, shelf, spec.db, spec.ask_user, spec.on_notice, spec.plan)
+        wiring = RunWiring(
+            llm, self.settings, self.pin, shelf, spec.db, spec.ask_user, spec.on_notice, spec.plan, owner=spec.owner
+        )  # the owner: whose memory the run recalls and writes
         return assemble(replace(wiring, spawn=self._spawn), seat)
 
     def _route(self, llm: LLM, dialect: Dialect, session: str) -> Role:
@@ -241,10 +243,11 @@ class RunHandle:
         """The executor of a run without a model: the settings' approval policy over the registry, checkpointed
         under the session."""
         from hermes_local.longterm import LongTermMemory
+        from hermes_local.runtime.tools import memory_scope
         from hermes_local.tools.setup import build_executor, tool_context
 
         assert self.pin is not None and self.registry is not None
-        longterm = LongTermMemory()
+        longterm = LongTermMemory(scope=memory_scope(self.settings, self.spec.owner, self.pin))
         self._closers.append(longterm.close)
         context = tool_context(self.settings, self.pin, longterm, db_path=self.spec.db, on_notice=self.spec.on_notice)
         if self.spec.output_cap is not None:
@@ -272,7 +275,15 @@ class RunHandle:
     def resume(self, events: Sequence[Event] | None = None, message: str | None = None) -> RunResult:
         """Continue the logged session (`events`, default the spec's `logged`): a killed run from where it stopped,
         or a finished one with `message` as a new turn."""
-        return self._named(self._agent().resume(list(self.spec.logged if events is None else events), message=message))
+        from hermes_local.events import RunStart
+        from hermes_local.longterm import untrusted_recall
+
+        logged = list(self.spec.logged if events is None else events)
+        agent = self._agent()
+        start = next((e for e in logged if isinstance(e, RunStart)), None)
+        if start is not None and untrusted_recall(start.recalled) and not agent.executor.approver.untrusted_from:
+            agent.executor.approver.untrusted_from = "long-term memory recalled at the start of the resumed run"
+        return self._named(agent.resume(logged, message=message))
 
     def chat(self, memory: Memory | None, message: str) -> tuple[Memory, RunResult]:
         """One turn of a conversation (`memory` None: the first)."""

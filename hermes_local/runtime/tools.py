@@ -25,7 +25,7 @@ from hermes_local.tools.registry import tool_warnings
 from hermes_local.tools.toolsets import router_catalog, usable_tools
 
 if TYPE_CHECKING:
-    from hermes_local.longterm import LongTermMemory
+    from hermes_local.longterm import LongTermMemory, Scope
 
 
 def build_registry(
@@ -74,12 +74,31 @@ def build_registry(
     return registry
 
 
-def memory_store(settings: Settings, path: Path | None = None) -> LongTermMemory:
-    """The run's long-term memory (`path`, default memory.db in the home) with the embedding model the settings
-    find (`longterm.open_memory`)."""
+def memory_store(
+    settings: Settings,
+    path: Path | None = None,
+    *,
+    owner: str = "",
+    workspace: Path | PinnedWorkspace | None = None,
+    on_notice: Callable[[str], None] | None = None,
+) -> LongTermMemory:
+    """The long-term memory of `owner` ("" : the local user) in `workspace` (`path`, default memory.db in the
+    home), scoped as the settings say (`memory_scope`), with the embedding model they find (`longterm.open_memory`)."""
     from hermes_local.longterm import open_memory
 
-    return open_memory(settings, load_embedder, path)
+    return open_memory(settings, load_embedder, path, memory_scope(settings, owner, workspace), on_notice)
+
+
+def memory_scope(settings: Settings, owner: str = "", workspace: Path | PinnedWorkspace | None = None) -> Scope:
+    """Whose memory a run uses: its owner ("": the local user) and its workspace's identity (a pinned folder's
+    device and inode with its path; a path's own when not pinned)."""
+    from hermes_local.longterm import LOCAL_OWNER, Scope, workspace_identity
+
+    if isinstance(workspace, PinnedWorkspace):
+        place = workspace_identity(workspace.path, workspace.dev, workspace.ino)
+    else:
+        place = workspace_identity(workspace)
+    return Scope(owner or LOCAL_OWNER, place, wide=settings.memory_scope == "user")
 
 
 def role_catalog(

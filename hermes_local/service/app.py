@@ -249,10 +249,12 @@ def create_app(
         return manager.health() | {"chats": chat_queue.health()}
 
     @api.get("/v1/stats")
-    def stats(since: str | None = None) -> dict[str, Any]:  # `hermes-local stats --json`, from the session logs
+    def stats(request: Request, since: str | None = None) -> dict[str, Any]:  # `stats --json`, from the logs
         from hermes_local.evals.stats import gather, parse_since
 
-        return gather(parse_since(since) if since else None)
+        # under tokens, only the caller's own runs (the logs carry no owner: the runs its token started here)
+        only = page.visible(manager, request.scope.get(CREDENTIAL_KEY, ""))
+        return gather(parse_since(since) if since else None, only=only)
 
     @api.get("/v1/models")
     async def models() -> dict[str, Any]:

@@ -83,9 +83,12 @@ def asset(path: str) -> bytes:
     return (STATIC / ASSETS[path][0]).read_bytes()
 
 
-def _latest_call(manager: RunManager) -> dict[str, Any] | None:
-    """The newest `llm_call` event of the runs this server remembers (None before any model call)."""
+def _latest_call(manager: RunManager, credential: str = "") -> dict[str, Any] | None:
+    """The newest `llm_call` event of the runs this server remembers (under tokens: of the caller's runs; None
+    before any model call)."""
     for run in reversed(list(manager.runs.values())):
+        if credential and run.owner != credential:
+            continue
         with run.cond:
             found = next((data for name, data in reversed(run.events) if name == "llm_call"), None)
         if found is not None:
@@ -93,10 +96,15 @@ def _latest_call(manager: RunManager) -> dict[str, Any] | None:
     return None
 
 
-def status(manager: RunManager) -> dict[str, Any]:
-    """The status strip: `health` plus context use and the prompt-cache state of the latest model call."""
+def status(manager: RunManager, credential: str = "") -> dict[str, Any]:
+    """The status strip: `health` plus context use and the prompt-cache state of the latest model call; under
+    tokens, the caller's own runs only (another token's running ids and token use are not shown)."""
     out = manager.health()
-    call = _latest_call(manager)
+    mine = visible(manager, credential)
+    if mine is not None:
+        out["running_ids"] = [i for i in out["running_ids"] if i in mine]
+        out["running"] = out["running"] if out["running"] in mine else None
+    call = _latest_call(manager, credential)
     n_ctx = int(out.get("n_ctx") or 0)
     used = int(call["prompt_tokens"]) + int(call["completion_tokens"]) if call else 0
     reused = int(call["prompt_tokens"]) - int(call["prompt_tokens_evaluated"]) if call else 0
@@ -120,7 +128,7 @@ def form(manager: RunManager) -> dict[str, Any]:
     return {"roots": roots, "toolsets": toolsets, "modes": list(MODES), "max_steps": s.max_steps}
 
 
-def _visible(manager: RunManager, credential: str) -> set[str] | None:
+def visible(manager: RunManager, credential: str) -> set[str] | None:
     """The session ids a caller may read: None (all) without tokens, else the runs its token started."""
     if not credential:
         return None
@@ -129,7 +137,7 @@ def _visible(manager: RunManager, credential: str) -> set[str] | None:
 
 def sessions(manager: RunManager, credential: str) -> list[dict[str, Any]]:
     """`GET /v1/sessions`: the newest `MAX_SESSIONS` logs (id, goal, events, stopped, modified), newest first."""
-    found = list_sessions(last=MAX_SESSIONS, only=_visible(manager, credential))  # oldest first, by mtime
+    found = list_sessions(last=MAX_SESSIONS, only=visible(manager, credential))  # oldest first, by mtime
     return [
         {"id": s.id, "goal": s.goal[:300], "events": s.events, "stopped": s.stopped, "modified": s.modified}
         for s in reversed(found)  # newest first
@@ -138,7 +146,7 @@ def sessions(manager: RunManager, credential: str) -> list[dict[str, Any]]:
 
 def session(manager: RunManager, credential: str, session_id: str) -> dict[str, Any]:
     """`GET /v1/sessions/{id}`: the log's events as dicts (404 when absent or not the caller's)."""
-    allowed = _visible(manager, credential)
+    allowed = visible(manager, credential)
     if allowed is not None and session_id not in allowed:
         raise RunNotFound(f"no session {session_id[:80]!r} of yours in this server; see GET /v1/sessions")
     try:
@@ -176,8 +184,8 @@ def add_routes(api: FastAPI, manager: RunManager) -> None:
         return form(manager)
 
     @api.get("/v1/status")
-    async def ui_status() -> dict[str, Any]:
-        return status(manager)
+    async def ui_status(request: Request) -> dict[str, Any]:
+        return status(manager, request.scope.get(CREDENTIAL_KEY, ""))
 
     @api.get("/v1/sessions")
     def ui_sessions(request: Request) -> dict[str, Any]:  # reads files: in the thread pool

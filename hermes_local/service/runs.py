@@ -35,7 +35,7 @@ from hermes_local.config import Settings
 from hermes_local.dialects.base import Dialect
 from hermes_local.errors import Conflict, HermesError, QueueFull, RunNotFound, UserError, WorkspaceForbidden
 from hermes_local.events import Event
-from hermes_local.longterm import LongTermMemory
+from hermes_local.longterm import LOCAL_OWNER, LongTermMemory, Scope
 from hermes_local.sandbox import procs
 from hermes_local.sandbox.workspace import PinnedWorkspace
 from hermes_local.service.process import SharedModel, kill_child_process_groups
@@ -204,8 +204,8 @@ class RunManager:
         if not run.finished:
             raise Conflict(f"run {run.id} has not finished; rate it once it has")
         rating = rate_session(run.id, verdict, note)
-        with contextlib.closing(LongTermMemory()) as memory:
-            memory.rated(run.id, rating.verdict)  # a bad run's episode is never recalled
+        with contextlib.closing(LongTermMemory(scope=Scope(owner=run.owner or LOCAL_OWNER))) as memory:
+            memory.rated(run.id, rating.verdict)  # a bad run's episode (its owner's) is never recalled
         return {"id": run.id, "verdict": rating.verdict, "note": rating.note}
 
     def health(self) -> dict[str, Any]:

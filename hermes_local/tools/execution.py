@@ -195,9 +195,9 @@ class Executor:
         with recording or contextlib.nullcontext():  # the tool's thread inherits the call being recorded
             if recording is not None and not t.traits.checkpoints_itself:  # it writes by its own means
                 with snapshot.scanned(self.context.pin, self.context.workspace):
-                    result = cap_result(self._run(t, args), self.context.output_cap)
+                    result = cap_result(self._run(t, args, how), self.context.output_cap)
             else:
-                result = cap_result(self._run(t, args), self.context.output_cap)
+                result = cap_result(self._run(t, args, how), self.context.output_cap)
         if t.permission != "read" and result.error_kind == "timeout":
             result = unknown_outcome(t.name, result)
         if t.permission == "read":
@@ -209,11 +209,14 @@ class Executor:
             self._done_writes[key] = result
         return dataclasses.replace(result, approval=how)
 
-    def _run(self, t: Tool, args: dict[str, Any]) -> ToolResult:
+    def _run(self, t: Tool, args: dict[str, Any], how: str = "") -> ToolResult:
         kwargs = dict(args)
         timeout = t.timeout or self.context.timeout
-        if t.context_param:
-            kwargs[t.context_param] = dataclasses.replace(self.context, timeout=timeout)
+        if t.context_param:  # this call's own: its time limit, how it was approved, what the run had read before it
+            tainted = bool(self.approver.untrusted_from)
+            kwargs[t.context_param] = dataclasses.replace(
+                self.context, timeout=timeout, approval=how, after_untrusted=tainted
+            )
         outcome: dict[str, Any] = {}
 
         def target() -> None:

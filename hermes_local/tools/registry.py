@@ -35,7 +35,7 @@ AskUser = Callable[[str], str]  # a question -> the person's reply ("" when ther
 class FactStore(Protocol):
     """Where `remember` writes a fact for future sessions (`longterm.LongTermMemory`)."""
 
-    def add(self, text: str) -> int: ...
+    def add(self, text: str, *, trust: str = ...) -> int: ...
 
 
 @dataclass
@@ -57,6 +57,8 @@ class ToolContext:
     longterm: FactStore | None = None  # where `remember` writes (None: the default store)
     warned: set[str] = field(default_factory=set)  # one-time warnings already given in this run
     pin: PinnedWorkspace | None = None  # the run's workspace, opened once (every use goes through its fd)
+    approval: str = ""  # how this call was approved (`Approver.decide`'s "how": "user" is the person's own yes)
+    after_untrusted: bool = False  # the run had read (or recalled) untrusted content before this call
 
 
 class ToolFailure(Exception):

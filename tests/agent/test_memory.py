@@ -9,7 +9,7 @@ import pytest
 from hermes_local.agent.memory import extract_plan
 from hermes_local.config import load_settings
 from hermes_local.longterm import LongTermMemory
-from hermes_local.runtime import build_registry
+from hermes_local.runtime import build_registry, memory_scope
 from hermes_local.testing import ScriptedLLM, build_agent, tool_call_text
 from hermes_local.tools import Approver, ToolRegistry, tool
 
@@ -135,8 +135,9 @@ def test_prompt_too_small_for_the_fixed_prefix_is_an_error_not_a_crash(workspace
 def test_long_term_memory_is_recalled_once_as_a_frozen_block(workspace: Path) -> None:
     first = ScriptedLLM([call("remember", fact="The user's reports go in reports/ as Markdown"), "noted"])
     make_agent(first, workspace, allow_tools=["remember"]).run("Remember where my reports go")
-    store = LongTermMemory()
+    store = LongTermMemory(scope=memory_scope(load_settings({}), workspace=workspace))  # this run's owner and folder
     assert [f.text for f in store.all()] == ["The user's reports go in reports/ as Markdown"]
+    assert store.all()[0].trust == "untrusted"  # pre-approved `remember`: the user never said it
     assert store.search("write the reports in markdown") and not store.search("zebra")
 
     second = ScriptedLLM([call("get_current_time"), "ok"])

@@ -66,6 +66,13 @@ def _recalls_nothing(folder: Path, res: Result) -> None:
     assert json.loads(res.stdout) == []  # the fact about tea is unrelated to "my goal", on the real vectors
 
 
+def _stated(folder: Path, _: Result) -> None:
+    from hermes_local.longterm import LongTermMemory
+
+    stated = [i for i in LongTermMemory().items() if i.text == "Reports go in reports/ as Markdown"]
+    assert [i.trust for i in stated] == ["trusted"]  # the user's own words
+
+
 def _memory_on(folder: Path, _: Result) -> None:
     from hermes_local.longterm import LongTermMemory
 
@@ -166,6 +173,7 @@ CASES: dict[str, Case] = {
     "hermes-local sessions list | show ID | export ID --as-case": Case(check=_exported),
     "hermes-local memory list | show ID | forget ID": Case(shows="forgot", check=_forgotten),
     'hermes-local memory search "my goal" --json': Case(real=True, check=_recalls_nothing),
+    'hermes-local memory add "Reports go in reports/ as Markdown"': Case(shows="remembered", check=_stated),
     "hermes-local memory export | off | on": Case(shows="long-term memory is on", check=_memory_on),
     "hermes-local cache info | clear": Case(shows="removed 0 file(s)"),
     "hermes-local eval cases.jsonl --jobs 4": Case(shows="2/2 cases passed"),

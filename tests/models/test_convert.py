@@ -51,7 +51,8 @@ def test_the_converted_file_is_a_bert_gguf_with_the_phantom_space_vocabulary(min
 
 
 def test_models_import_installs_the_packaged_model_where_memory_finds_it(hermetic_home: Path) -> None:
-    assert embedding_choice(None).fallback  # nothing installed: the chat model's own embeddings
+    pending = embedding_choice(None)  # nothing converted: the packaged model, to be converted at first use
+    assert pending is not None and pending.pending and not pending.path.exists()
     done = subprocess.run(
         [sys.executable, "-m", "hermes_local", "models", "import", "all-minilm-l6-v2"],
         capture_output=True, text=True, timeout=120, check=False,
@@ -61,7 +62,7 @@ def test_models_import_installs_the_packaged_model_where_memory_finds_it(hermeti
     assert path == hermetic_home / "hermes" / "models" / "all-MiniLM-L6-v2.F16.gguf" and path.is_file()
     assert "converting" in done.stderr and not list(path.parent.glob(".*partial"))
     found = embedding_choice(None)
-    assert found is not None and not found.fallback and found.path == path
+    assert found is not None and not found.fallback and not found.pending and found.path == path
     doctor_line = subprocess.run(
         [sys.executable, "-m", "hermes_local", "models", "info", "all-minilm-l6-v2"],
         capture_output=True, text=True, timeout=60, check=False,

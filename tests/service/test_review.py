@@ -74,4 +74,8 @@ def test_a_run_rated_bad_over_http_keeps_its_episode_marked_failed(
     assert view["status"] == "done", view
     [episode] = LongTermMemory().items("episode")
     assert status == 200 and episode.session_id == created["id"] and episode.status == "failed"
-    assert LongTermMemory().recall("passport expiry date") == []
+    from hermes_local.config import load_settings
+    from hermes_local.runtime import memory_scope
+
+    here = LongTermMemory(scope=memory_scope(load_settings({}), workspace=workspace))  # what the next run would use
+    assert here.recall("passport expiry date") == []
