@@ -142,13 +142,10 @@ class Settings(BaseModel):
     # on disk (or this name/path), else the embedded chat model; "none": words only
     memory: bool = True
     memory_failed: str = Field("skip", pattern="^(skip|mark)$")
-    # what a run recalls: "workspace" (its own folder's episodes and facts, plus the facts you stated) or "user" (all of
-    # your items, those of other folders labelled as data); never another owner's (a serve token's) items
-    memory_scope: str = Field("workspace", pattern="^(workspace|user)$")
+    memory_scope: str = Field("workspace", pattern="^(workspace|user)$")  # README: "Whose memory"
     embedding_model: str | None = None
     cache_ttl: dict[str, float] = Field(default_factory=dict)  # tool name -> seconds its read results are reused
-    # what write/dangerous calls change is kept under $HERMES_LOCAL_HOME/checkpoints (sessions diff/undo), at
-    # most this many MB (oldest sessions dropped first); 0 turns checkpoints off
+    # MB kept of what writes change ($HERMES_LOCAL_HOME/checkpoints; oldest dropped first; 0: off); sessions diff/undo
     checkpoint_max_mb: int = Field(2048, ge=0)
     max_tokens: int = Field(512, ge=1)
     # most tokens one thought may take before its closing marker is forced (0: half of the reply's max_tokens)

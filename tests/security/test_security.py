@@ -496,6 +496,8 @@ def test_cli_run_shell_grandchild_and_http_get(arena: dict[str, Path], cli_env: 
 def test_cli_http_get_allowed_host_by_flag_or_setting(
     arena: dict[str, Path], cli_env: None, local_server: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # memory off: a recalled episode of the run before (it read a web page) would arm provenance (issue 44)
+    monkeypatch.setenv("HERMES_LOCAL_MEMORY", "false")
     get = [("http_get", {"url": local_server + "/"})]
     assert run_cli(arena, get, "--allow", "http_get")["tool_calls"][0]["error_kind"] == "not_found"  # not offered
     assert run_cli(arena, get, "--allow", "http_get", "--allow-host", "127.0.0.1")["tool_calls"][0]["ok"]
