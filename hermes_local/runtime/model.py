@@ -158,7 +158,12 @@ class Model:
         if self.llm is not None:
             return
         source = find_model(settings)  # resolved once: the tokenizer, the dialect and the weights take it
-        dialect = dialect_for(settings, load_tokenizer(settings, source), source, check=True)
+        tokenizer = load_tokenizer(settings, source)
+        dialect = dialect_for(settings, tokenizer, source)
+        if (settings.dialect or "").lower() == "auto" and notice is not None:  # said before any refusal
+            notice(f"--dialect auto picked {dialect.name} ({dialect.call_format} tool calls) from the model's template")
+        if not source.replay:
+            require_framing(dialect, tokenizer)
         check_tool_use(dialect, settings)
         if dialect.call_format == "none" and notice is not None:
             notice(f'{settings.model} has tool_call_format = "none" in models.toml: it runs without tools')
