@@ -51,7 +51,19 @@ class ModelSource:
                 value = getattr(self.choice.entry, name)
                 if name not in settings.model_fields_set and value is not None:
                     load[name] = value
+        for name, value in qualified_settings(settings, self.path).items():  # `models qualify` beats the registry
+            if name in ENTRY_LOAD_OPTIONS:
+                load[name] = value
         return EngineModel(path=self.path, header=self.header, names=tuple(names), load=load)
+
+
+def qualified_settings(settings: Settings, model_path: str | Path | None) -> dict[str, Any]:
+    """The defaults `models qualify` recorded for this GGUF, for the settings the user did not give (flag,
+    environment or config file); {} for a file never qualified (or changed since)."""
+    from hermes_local.models.qualified import qualified_defaults
+
+    recorded = qualified_defaults(model_path) if model_path else {}
+    return {k: v for k, v in recorded.items() if k not in settings.model_fields_set}
 
 
 def find_model(settings: Settings) -> ModelSource:
