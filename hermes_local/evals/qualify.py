@@ -105,6 +105,13 @@ def run_probes(settings: Settings, repeat: int, on_run: Callable[[str], None] | 
         for mode in MODES:
             chosen = settings.model_copy(update={"tool_choice": mode})
             reports = run_suite(suite, chosen, repeat=repeat, on_progress=on_run)
-            verdicts[mode] = {r.id: f"{sum(run.passed for run in r.runs)}/{len(r.runs)}" for r in reports}
+            verdicts[mode] = {r.id: _verdict(r.runs) for r in reports}
             passes[mode] = round(sum(r.passed for r in reports) / len(reports), 4)
     return {"passes": passes, "probes": verdicts, "repeat": repeat}
+
+
+def _verdict(runs: list[Any]) -> str:
+    """ "k/K", and the check the first failed run failed on ("0/2 tool_calls")."""
+    passed = f"{sum(run.passed for run in runs)}/{len(runs)}"
+    failed = next((run for run in runs if not run.passed and run.failures), None)
+    return f"{passed} {failed.failures[0].check}" if failed is not None else passed
