@@ -2,8 +2,10 @@
 
 When a reply holds something that starts like a call (any family's opener: `<tool_call>`, `<function`,
 `[TOOL_CALLS]`, `{"name"`, `<|tool_call>`, `to=functions.`, ...) but parsing it gives an error, the lazy
-grammar never engaged (the model wrote the call outside its trigger, or in another family's syntax).
-`span_start` finds where that span begins: the last opener before which the reply still parses cleanly.
+grammar never engaged (the model wrote the call outside its trigger). `span_start` finds where that span
+begins: the last opener before which the reply still parses cleanly. A reply that gave neither a call nor an
+error but holds an unambiguous call opener of some family (`<|tool_call>`, `to=functions.`, ...) wrote its call
+in a syntax this dialect does not read: it is re-decoded from that opener.
 `redecode` then asks the model again from exactly there: the prompt is the step's prompt, the reply's
 own tokens up to the span, and the dialect's call opener (`required_prefill`), decoded once under the call
 grammar from its first token. On the in-process engine the prompt and the kept reply are already in the
@@ -26,6 +28,10 @@ _OPENERS = re.compile(
     r"|<｜tool▁call▁begin｜>|<minimax:tool_call>|<invoke\s|```tool_code|<\|python_tag\|>|<\s*tool\s*>",
     re.I,
 )
+# Openers of call syntaxes only their own family's dialect reads (the shared parser reads `<tool_call>`, `<function=`
+# and `[TOOL_CALLS]` in every dialect, so one of those that gave no call was prose): a reply holding one outside its
+# thoughts that gave neither a call nor an error wrote its call in another family's syntax, and is re-decoded there.
+_FOREIGN = re.compile(r"<\|tool_call>|to=functions\.[A-Za-z_]|<｜tool▁call▁begin｜>|<minimax:tool_call>|```tool_code")
 
 
 @dataclass
@@ -57,9 +63,15 @@ def try_redecode(
 ) -> Redo | None:
     """Re-decode `text` (the step's reply) once when its call does not parse and the engine can rewind; None
     when nothing needs it or it cannot be done (a forced call, no grammar, a remote engine, no opener)."""
-    if last is None or last.prefill or not last.options.grammar or not rewinds(llm) or not parse(text).errors:
+    if last is None or last.prefill or not last.options.grammar or not rewinds(llm):
         return None
-    start = span_start(text, parse)
+    parsed = parse(text)
+    foreign = None if parsed.calls or parsed.errors or parsed.rehearsed else _FOREIGN.search(text)
+    if foreign is not None and foreign.group() in parsed.reasoning:
+        foreign = None  # written inside a thought: a rehearsal, not a call
+    if not parsed.errors and foreign is None:
+        return None
+    start = foreign.start() if foreign is not None else span_start(text, parse)
     if start is None:
         return None
     redo = redecode(llm, last.prompt, last.completion, start, opener, last.options)

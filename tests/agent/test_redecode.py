@@ -91,3 +91,32 @@ def test_sessions_show_says_what_was_replaced() -> None:
     assert line is not None and 'replaced: {"name": "t", UTC}' in line and "re-decoded as <tool_call>" in line
     failed = describe_event(Redecoded(1, "{bad", "{worse", False))
     assert failed is not None and "the text before it was kept" in failed
+
+
+def test_a_call_in_another_familys_syntax_is_redecoded_in_this_dialects(workspace: Path) -> None:
+    events: list[Event] = []
+    gemma_style = "Checking.<|tool_call>call:get_current_time{}<tool_call|>"
+    llm = RewindingLLM([gemma_style, AGAIN, "It is 10:00."])
+    result = make_agent(llm, workspace, events).run("What time is it?")
+    llm.assert_all_used()
+    redone = [e for e in events if isinstance(e, Redecoded)]
+    assert [(e.replaced, e.ok) for e in redone] == [("<|tool_call>call:get_current_time{}<tool_call|>", True)]
+    assert [e.outcome.name for e in events if isinstance(e, ToolFinished)] == ["get_current_time"]
+    assert result.answer == "It is 10:00."
+
+
+def test_prose_with_json_is_not_redecoded(workspace: Path) -> None:
+    events: list[Event] = []
+    llm = RewindingLLM(['Use {"name": "x"} as the config.'])
+    make_agent(llm, workspace, events).run("How do I name the config?")
+    llm.assert_all_used()
+    assert not [e for e in events if isinstance(e, Redecoded)]
+
+
+def test_a_tag_named_in_prose_or_a_call_rehearsed_in_a_thought_is_not_redecoded(workspace: Path) -> None:
+    for reply in ("Calls go between <tool_call> tags.", "<think>maybe <|tool_call>call:get_current_time{}</think>No."):
+        events: list[Event] = []
+        llm = RewindingLLM([reply])
+        make_agent(llm, workspace, events).run("How do calls look?")
+        llm.assert_all_used()
+        assert not [e for e in events if isinstance(e, Redecoded)], reply
