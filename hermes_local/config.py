@@ -129,8 +129,7 @@ class Settings(BaseModel):
     engine_token: str | None = None
     engine_timeout: float = Field(120.0, gt=0, le=MAX_TIMEOUT, allow_inf_nan=False)
     temperature: float = Field(0.2, ge=0.0, allow_inf_nan=False)  # tool-call steps
-    # final answers (the step-limit request) and workflow summaries
-    answer_temperature: float = Field(0.7, ge=0.0, allow_inf_nan=False)
+    answer_temperature: float = Field(0.7, ge=0.0, allow_inf_nan=False)  # final answers, workflow summaries
     answer_guard: bool = True  # send back once an answer given without any tool call when the goal needs a tool
     redecode: bool = True  # in-process: a call that does not parse is decoded again under the grammar, same step
     instructions: str = ""  # the user's standing rules, added to the system prompt

@@ -326,9 +326,7 @@ def describe_event(e: Event) -> str | None:
         args = _one_line(json.dumps(e.arguments, ensure_ascii=False, default=str))
         return f"   (not run: {_one_line(e.name, 80)}({args}) was only written inside the thought)"
     if isinstance(e, Redecoded):
-        then = (
-            f"re-decoded as {_one_line(e.text, 2000)}" if e.ok else "still no valid call: the text before it was kept"
-        )
+        then = f"re-decoded as {_one_line(e.text, 2000)}" if e.ok else "no valid call again: kept the text before it"
         return f"   (unreadable call replaced: {_one_line(e.replaced, 2000)} — {then})"
     if isinstance(e, Guarded):
         if e.reason != "no_tool":
