@@ -3,7 +3,8 @@
 Runs `hermes-local eval tests/data/eval/starter.jsonl --tool-choice auto` (default model: the embedded
 SmolLM2) with HERMES_LOCAL_REDECODE=false and =true, alternating, `--rounds` times each, each in its own
 temporary home, and prints per setting: cases passed, mean model steps per run, mean wall seconds per run,
-tool calls and how many were valid, and the after/before ratios. Timings only mean something on an idle
+tool calls and how many were valid, replies re-decoded, calls that went back as an unreadable-call error
+turn, and the after/before ratios. Timings only mean something on an idle
 machine (both settings run in the same process tree, interleaved, so drift hits both alike).
 
 Usage (repo root): PYTHONPATH=$PWD python scripts/redecode_eval.py [--model smollm2] [--rounds 2] [--json PATH]
@@ -62,12 +63,18 @@ def main(argv: list[str] | None = None) -> int:
             "mean_seconds": round(mean(setting, "mean_seconds"), 3),
             "tool_calls": mean(setting, "tool_calls"),
             "valid_rate": round(mean(setting, "tool_call_validity_rate"), 4),
+            "redecoded": mean(setting, "redecoded"),
+            "unreadable": mean(setting, "unreadable_calls"),
         }
-    print(f"{'':24} {'passed':>8} {'steps/run':>10} {'s/run':>8} {'calls':>7} {'valid':>7}")
+    print(
+        f"{'':24} {'passed':>8} {'steps/run':>10} {'s/run':>8} {'calls':>7} {'valid':>7} "
+        f"{'redecoded':>10} {'unreadable':>10}"
+    )
     for label, row in rows.items():
         print(
             f"{label:24} {row['passed']:>5.1f}/{row['cases']:<2.0f} {row['mean_steps']:>10.3f} "
-            f"{row['mean_seconds']:>8.2f} {row['tool_calls']:>7.1f} {row['valid_rate']:>7.3f}"
+            f"{row['mean_seconds']:>8.2f} {row['tool_calls']:>7.1f} {row['valid_rate']:>7.3f} "
+            f"{row['redecoded']:>10.1f} {row['unreadable']:>10.1f}"
         )
     before, after = rows["before (redecode off)"], rows["after (redecode on)"]
     ratios = {k: round(after[k] / before[k], 3) if before[k] else None for k in ("mean_steps", "mean_seconds")}
