@@ -133,9 +133,9 @@ class Settings(BaseModel):
     engine_token: str | None = None
     engine_timeout: float = Field(120.0, gt=0, le=MAX_TIMEOUT, allow_inf_nan=False)
     temperature: float = Field(0.2, ge=0.0, allow_inf_nan=False)  # tool-call steps
-    # final answers (the step-limit request) and workflow summaries
-    answer_temperature: float = Field(0.7, ge=0.0, allow_inf_nan=False)
+    answer_temperature: float = Field(0.7, ge=0.0, allow_inf_nan=False)  # final answers, workflow summaries
     answer_guard: bool = True  # send back once an answer given without any tool call when the goal needs a tool
+    redecode: bool = True  # in-process: a call that does not parse is decoded again under the grammar, same step
     instructions: str = ""  # the user's standing rules, added to the system prompt
     # long-term memory: recall at a run's start, its episode at the end (`run --no-memory`, `memory off`); a failed
     # run's episode is "skip"ped or kept "mark"ed failed; embeddings from a models.toml `kind = "embedding"` model

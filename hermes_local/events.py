@@ -134,6 +134,19 @@ class RehearsedCall(Event):
 
 
 @dataclass
+class Redecoded(Event):
+    """A reply's call span that did not parse, decoded again under the call grammar in the same step: what the
+    model wrote first (`replaced`), what it wrote the second time (`text`), and whether that is a valid call
+    (`ok`; if not, the step goes on with the text before the span)."""
+
+    kind: ClassVar[str] = "redecoded"
+    step: int
+    replaced: str
+    text: str
+    ok: bool
+
+
+@dataclass
 class Token(Event):
     """A piece of streamed model output (shown live, never logged)."""
 
@@ -324,7 +337,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
     t.kind: t
     for t in (RunStart, RunResumed, StepStart, TurnAdded, LLMCall, AssistantText, Reasoning, RehearsedCall, Token)
     + (ToolCallStarted, ToolFinished, Guarded, BudgetWarning, Compaction, McpServerFailed, RunEnd)
-    + (Proposal, Applied, Rating, Routed, Delegation, HookRan)
+    + (Proposal, Applied, Rating, Routed, Delegation, HookRan, Redecoded)
 }
 WORKFLOW_KINDS = frozenset({"workflow_start", "workflow_step", "workflow_end"})
 

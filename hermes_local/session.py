@@ -40,6 +40,7 @@ from hermes_local.events import (
     Proposal,
     Rating,
     Reasoning,
+    Redecoded,
     RehearsedCall,
     Routed,
     RunEnd,
@@ -299,7 +300,7 @@ def describe_reply(e: AssistantText) -> str:
 
 # The kinds a terminal shows as they happen (`describe_event` lines), a team run's routing and delegations included.
 SHOWN_LIVE: tuple[type[Event], ...] = (StepStart, LLMCall, ToolCallStarted, ToolFinished, RehearsedCall, Guarded)
-SHOWN_LIVE += (BudgetWarning, Compaction, Routed, Delegation, HookRan)
+SHOWN_LIVE += (BudgetWarning, Compaction, Routed, Delegation, HookRan, Redecoded)
 
 
 def describe_event(e: Event) -> str | None:
@@ -330,6 +331,9 @@ def describe_event(e: Event) -> str | None:
     if isinstance(e, RehearsedCall):
         args = _one_line(json.dumps(e.arguments, ensure_ascii=False, default=str))
         return f"   (not run: {_one_line(e.name, 80)}({args}) was only written inside the thought)"
+    if isinstance(e, Redecoded):
+        then = f"re-decoded as {_one_line(e.text, 2000)}" if e.ok else "no valid call again: kept the text before it"
+        return f"   (unreadable call replaced: {_one_line(e.replaced, 2000)} — {then})"
     if isinstance(e, Guarded):
         if e.reason != "no_tool":
             what = "an empty reply" if e.reason == "empty" else "a reply of only a made-up tool result"

@@ -1,6 +1,7 @@
 """Run the malformed-call corpus through `parse_tool_calls`: recovery rate, failures, throughput.
 
 Usage (from the repo root): python scripts/parse_corpus.py [--repeat 2000] [--json PATH] [--corpus PATH]
+       python scripts/parse_corpus.py --families   (parsed/total per family, each case through its dialect)
 
 A case is recovered when its calls equal `expect_calls` exactly and its error count equals
 `expect_errors`. Throughput parses the whole corpus `--repeat` times and reports calls per second
@@ -64,7 +65,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
     parser.add_argument("--repeat", type=int, default=2000, help="corpus passes for the throughput figure")
     parser.add_argument("--json", type=Path, help="also write the figures to this JSON file")
+    parser.add_argument("--families", action="store_true", help="the per-family corpora through each dialect")
     args = parser.parse_args(argv)
+    if args.families:
+        return families()
 
     cases = load(args.corpus)
     failures = check(cases)
@@ -84,6 +88,20 @@ def main(argv: list[str] | None = None) -> int:
         figures = {"cases": len(cases), "recovered": recovered, "failures": failures, **speed}
         args.json.write_text(json.dumps(figures, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return 1 if failures else 0
+
+
+def families() -> int:
+    """Each case of the family corpora parsed by its family's dialect: parsed/total per family, and the misses."""
+    from hermes_local.dialects.families import family_corpus_misses, load_cases
+
+    total_right = total = 0
+    for name, (right, count, misses) in family_corpus_misses(load_cases(ROOT / "tests" / "data")).items():
+        total_right, total = total_right + right, total + count
+        print(f"{name:12} {right}/{count}")
+        for miss in misses:
+            print(f"  FAIL {miss}")
+    print(f"{'all':12} {total_right}/{total}")
+    return 0 if total_right == total else 1
 
 
 if __name__ == "__main__":

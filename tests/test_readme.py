@@ -225,6 +225,13 @@ EXERCISED: dict[str, str] = {
     "test_script_wrapper_downloads",
     "python scripts/bench.py": SCRIPTS,  # --help only: benchmarks run on an idle machine, not in the suite
     "python scripts/parse_corpus.py": SCRIPTS,
+    "python scripts/parse_corpus.py --families": "tests/dialects/test_family_corpus.py::"
+    "test_every_family_case_parses_to_exactly_its_calls",
+    "python scripts/redecode_eval.py": SCRIPTS,  # --help only: it times a real model, on an idle machine
+    "hermes-local run TASK --model my.gguf --dialect auto": "tests/dialects/test_families.py::"
+    "test_auto_says_which_dialect_it_picked",
+    "hermes-local models qualify smollm2 --repeat 2": "tests/models/test_qualify_real.py::"
+    "test_qualify_the_embedded_model_and_runs_use_its_defaults",
     "python scripts/sandbox_overhead.py": SCRIPTS,
     "toml: [mcp.servers.git]": HERE + "test_the_mcp_config_example_starts_both_servers",
     "python: from pathlib import Path": HERE
@@ -384,6 +391,7 @@ def test_the_measurement_scripts_run() -> None:
     fewer = {"parse_corpus.py": ["--repeat", "2"], "sandbox_overhead.py": ["3"], "bench.py": ["--help"]}
     fewer["checkpoint_overhead.py"] = ["3", "20"]  # rounds, files
     fewer["skills_cost.py"] = ["--skills", "3"]
+    fewer["redecode_eval.py"] = ["--help"]
     for line in lines:
         script = line.split()[1]
         if script.endswith("download_model.py"):

@@ -26,6 +26,7 @@ from hermes_local.agent.budget import DayUsage, TokenBudget
 from hermes_local.agent.guards import LoopGuard, first_step_note
 from hermes_local.agent.ledger import episode_record
 from hermes_local.agent.memory import Memory, Turn, extract_plan
+from hermes_local.agent.redecode import LastCall, try_redecode
 from hermes_local.agent.result import AgentConfig, RunResult, handoff, step_limit_line
 from hermes_local.agent.resume import rebuild_memory
 from hermes_local.agent.turn import execute_turn, is_parroted
@@ -38,6 +39,7 @@ from hermes_local.events import (
     BudgetWarning,
     Compaction,
     Event,
+    Redecoded,
     RunEnd,
     RunResumed,
     RunStart,
@@ -88,6 +90,7 @@ class Agent:
         self._previous_tokens: list[int] = []
         self._grammar_texts: dict[bool, str | None] = {}  # keyed by "without final_answer"
         self._last_truncated: str | None = None  # the last completion's closing reason, if any
+        self._last_call: LastCall | None = None  # the last model call (a re-decode starts from it)
         self.closers: list[Callable[[], None]] = []
         self._failures_logged: set[str] = set()  # MCP servers logged as down (once per agent: a chat logs them once)
         self.loop_guard = LoopGuard(max_identical=self.config.max_identical_calls)
@@ -215,6 +218,7 @@ class Agent:
         )
         self.on_event(Token(prefill)) if prefill else None  # the reply begins with it (a terminal hides the markup)
         completion = self.llm.complete(tokens, options, on_token=lambda piece: self.on_event(Token(piece)))
+        self._last_call = LastCall(tokens, options, completion, prefill)
         self._last_truncated = getattr(completion, "truncated", None)
         new = len(tokens) - common_prefix_length(tokens, self._previous_tokens)
         self._previous_tokens = tokens + completion.tokens
@@ -223,6 +227,28 @@ class Agent:
         if (warning := self.budget.warning()) is not None:
             self.on_event(BudgetWarning(step, warning))
         return prefill + completion.text
+
+    def _redecoded(self, step: int, text: str, result: RunResult) -> str:
+        """`text`, or its call span decoded again under the grammar when it does not parse (agent/redecode.py)."""
+        if not self.config.redecode:
+            return text
+        names = self.executor.registry.names()
+        redo = try_redecode(
+            self.llm,
+            self._last_call,
+            text,
+            lambda reply: self.dialect.parse(extract_plan(reply)[2], names),
+            self.dialect.required_prefill,
+        )
+        if redo is None:
+            return text
+        new = len(redo.prompt) - common_prefix_length(redo.prompt, self._previous_tokens)
+        self._previous_tokens = redo.prompt + redo.completion.tokens
+        usage = redo.completion.usage
+        self.on_event(result.add_call(step, usage, new, redo.completion.finish_reason, self.dialect.required_prefill))
+        self.budget.charge(usage.prompt_tokens_evaluated + usage.completion_tokens)
+        self.on_event(Redecoded(step, redo.replaced, redo.written, redo.ok))
+        return redo.reply
 
     # -- entry points ----------------------------------------------------------------------
     def run(self, goal: str) -> RunResult:
@@ -296,7 +322,7 @@ class Agent:
                 if self.config.reminder_every and step > 1 and (step - 1) % self.config.reminder_every == 0:
                     memory.add_user_note(step, memory.reminder_note())
                 choice = "required" if force_tool and self._grammar() else self.config.tool_choice
-                text = self._complete(memory, step, choice, result, forced=force_tool)
+                text = self._redecoded(step, self._complete(memory, step, choice, result, forced=force_tool), result)
                 force_tool = False
                 current, todo, plain = extract_plan(text)
                 reply = self.dialect.parse(plain, tool_names)

@@ -48,6 +48,7 @@ class AgentConfig:
     temperature: float = 0.2  # tool-call steps
     answer_temperature: float = 0.7  # the final-answer request (and tool_choice=none)
     answer_guard: bool = True  # bounce one answer given without any tool call when the goal needs a tool
+    redecode: bool = True  # a call that does not parse is decoded again under the grammar (agent/redecode.py)
     max_tokens: int = 512
     max_reasoning_tokens: int = 0  # a thought's budget before its closing marker is forced (0: max_tokens // 2)
     tool_choice: str = "auto"  # auto | required | none

@@ -2,6 +2,8 @@
 
 A registry entry's `tool_call_format` names the syntax the model writes its calls in: `hermes`
 (`<tool_call>{...}</tool_call>`), `qwen` (the same tags, plus Qwen3-Coder's `<function=...>`),
+`qwen3-coder` (written as `<function=...>`), `gemma` (`<|tool_call>call:NAME{...}`), `harmony` (gpt-oss
+`to=functions.NAME`), `deepseek` (`<｜tool▁call▁begin｜>`), `minimax` (`<minimax:tool_call>`),
 `mistral` (`[TOOL_CALLS][...]`), `llama3` (bare JSON with `parameters`), or `none` (the model was not
 trained to call tools: it runs with tool_choice "none"). Each fixed dialect has its own call format;
 only `chat_format = "gguf"` (the model's own template renders the prompt) takes the call format from
@@ -14,8 +16,12 @@ from __future__ import annotations
 
 from typing import Literal
 
-ToolCallFormat = Literal["hermes", "qwen", "mistral", "llama3", "none"]
-CALL_FORMATS: tuple[str, ...] = ("hermes", "qwen", "mistral", "llama3", "none")
+ToolCallFormat = Literal[
+    "hermes", "qwen", "mistral", "llama3", "qwen3-coder", "gemma", "harmony", "deepseek", "minimax", "none"
+]
+CALL_FORMATS: tuple[str, ...] = (
+    "hermes", "qwen", "mistral", "llama3", "qwen3-coder", "gemma", "harmony", "deepseek", "minimax", "none"
+)  # fmt: skip
 
 # chat format (dialect name or alias) -> the call format it writes; gguf: whatever tool_call_format says
 OWN_CALL_FORMAT: dict[str, str] = {
@@ -25,6 +31,9 @@ OWN_CALL_FORMAT: dict[str, str] = {
     "mistral": "mistral",
     "mistral-v3": "mistral",
     "llama3": "llama3",
+    "qwen3-coder": "qwen3-coder",
+    "gemma4": "gemma",
+    "harmony": "harmony",
 }
 
 
@@ -44,11 +53,23 @@ def call_format_for(chat_format: str, tool_call_format: str | None) -> str:
     return tool_call_format or OWN_CALL_FORMAT.get(chat_format, "hermes")
 
 
+_MARKERS = (
+    ("tool▁calls▁begin", "deepseek"),
+    ("<minimax:tool_call>", "minimax"),
+    ("<function=", "qwen3-coder"),
+    ("<|tool_call>", "gemma"),
+    ("to=functions.", "harmony"),
+)
+
+
 def detect_call_format(template: str) -> str:
     """The call syntax a GGUF chat template teaches, from its markers (hermes when none is recognised)."""
     if "[TOOL_CALLS]" in template:
         return "mistral"
-    if "<function=" in template or "<tool_call>" in template and "# Tools" in template:
+    for marker, name in _MARKERS:
+        if marker in template:
+            return name
+    if "<tool_call>" in template and "# Tools" in template:
         return "qwen"
     if "<tool_call>" in template:
         return "hermes"

@@ -2,7 +2,9 @@
 
 A thought is the model thinking aloud: `<think>...</think>` (Qwen3, DeepSeek-R1, Hermes 3/4-style
 reasoning), `<|startofthought|>...<|endofthought|>` (Hermes 2 Pro as the founding documents show it) and
-`[THINK]...[/THINK]` (Magistral). `parse.py` reads every known pair whatever the dialect, so a call
+`[THINK]...[/THINK]` (Magistral), `<|channel>thought...<channel|>` (Gemma 4); gpt-oss's analysis
+channel (`HARMONY_THOUGHT`) is read by its own dialect only (`<|end|>` closes other messages too).
+`parse.py` reads every known pair whatever the dialect, so a call
 rehearsed inside any of them is never run (it comes back in `ParseResult.rehearsed`); a dialect names
 its own pair first (`Dialect.thoughts`), for the history and the reasoning budget.
 `ReplyStream` splits streamed pieces into channels for a terminal: `thought`, `text` (prose), and
@@ -19,7 +21,9 @@ Markers = tuple[str, str]
 THINK: Markers = ("<think>", "</think>")
 HERMES_THOUGHT: Markers = ("<|startofthought|>", "<|endofthought|>")
 MISTRAL_THINK: Markers = ("[THINK]", "[/THINK]")
-KNOWN_THOUGHTS: tuple[Markers, ...] = (THINK, HERMES_THOUGHT, MISTRAL_THINK)
+GEMMA_THOUGHT: Markers = ("<|channel>thought", "<channel|>")  # Gemma 4
+HARMONY_THOUGHT: Markers = ("<|channel|>analysis<|message|>", "<|end|>")  # gpt-oss: the analysis channel
+KNOWN_THOUGHTS: tuple[Markers, ...] = (THINK, HERMES_THOUGHT, MISTRAL_THINK, GEMMA_THOUGHT)
 RESPONSE_FRAMING = ("<|startofresponse|>", "<|endofresponse|>")  # Hermes 2 Pro's answer framing: dropped
 CALL_CLOSERS = ("[/TOOL_CALLS]",)  # closing markers some models add after a call: never an error
 

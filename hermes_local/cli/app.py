@@ -20,6 +20,7 @@ from hermes_local.cli.memory import memory_app
 from hermes_local.cli.models import doctor, models_app
 from hermes_local.cli.plan import sessions_apply, sessions_rate
 from hermes_local.cli.prompt import prompt_command
+from hermes_local.cli.qualify import models_qualify  # noqa: F401 - registers `models qualify` on models_app
 from hermes_local.cli.records import agents_app, sessions_app, tools_app
 from hermes_local.cli.run import RUN_EXAMPLES, chat, run
 from hermes_local.cli.schedule import schedule_app

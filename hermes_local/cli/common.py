@@ -155,7 +155,8 @@ EngineUrlOpt = Annotated[
 DialectOpt = Annotated[
     str | None,
     typer.Option(
-        help="Prompt format: hermes, qwen, mistral, mistral-v3, llama3, or gguf (the model's own chat template). "
+        help="Prompt format: hermes, qwen, qwen3-coder, mistral, mistral-v3, llama3, gemma4, harmony (gpt-oss), "
+        "gguf (the model's own chat template), or auto (picked from the GGUF's template, and said). "
         "Default: models.toml chat_format, else detected from the GGUF."
     ),
 ]

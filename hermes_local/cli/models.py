@@ -21,6 +21,7 @@ from hermes_local.config import home_dir
 from hermes_local.errors import UserError
 from hermes_local.sandbox.policy import SandboxPolicy
 from hermes_local.sandbox.protect import covering
+from hermes_local.textsafe import terminal_safe
 
 models_app = typer.Typer(help="Model registry: list, info, download, import.", no_args_is_help=True)
 NCtx = Annotated[str | None, typer.Option(help="Context window for the estimate (default: settings, 4096), or auto.")]
@@ -34,15 +35,21 @@ def _stderr(message: str) -> None:
 def models_list(as_json: JsonOpt = False) -> None:
     """Show every registry model and quant, its size, and whether (and where) it is installed."""
     from hermes_local.models.gguf import human_bytes
+    from hermes_local.models.qualified import qualification
     from hermes_local.models.registry import registry_rows
 
-    rows = registry_rows()
+    rows = [r | {"qualification": qualification(r["path"])} for r in registry_rows()]
     if as_json:
         typer.echo(json.dumps([r | {"path": str(r["path"]) if r["path"] else None} for r in rows], indent=2))
         return
     for r in rows:
         state = f"installed      {r['path']}" if r["path"] else f"not installed  ({r['hint']})"
         typer.echo(f"{'*' if r['default'] else ' '} {r['name']:34} {human_bytes(r['size']):>10}  {state}")
+        if (q := r["qualification"]) is not None:
+            passes = ", ".join(f"{mode} {rate:.0%}" for mode, rate in q.get("passes", {}).items())
+            chosen = ", ".join(f"{k}={v}" for k, v in q.get("defaults", {}).items())
+            line = f"    qualified {q.get('qualified_at', '?')}: pass^{q.get('repeat', 1)} {passes}; {chosen}"
+            typer.echo(terminal_safe(line))  # the file is the user's to edit: never raw to the terminal
     typer.echo("(* = default quant; NAME alone picks it, NAME:QUANT another)")
 
 

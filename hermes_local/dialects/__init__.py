@@ -13,11 +13,14 @@ from __future__ import annotations
 from typing import Any
 
 from hermes_local.dialects.base import Dialect, result_content
+from hermes_local.dialects.gemma import Gemma4Dialect
 from hermes_local.dialects.gguf import GGUFDialect
+from hermes_local.dialects.harmony import HarmonyDialect
 from hermes_local.dialects.hermes import HermesDialect
 from hermes_local.dialects.llama3 import Llama3Dialect
 from hermes_local.dialects.mistral import MistralDialect, MistralV3Dialect
 from hermes_local.dialects.qwen import QwenDialect
+from hermes_local.dialects.qwen3coder import Qwen3CoderDialect
 from hermes_local.errors import UserError
 from hermes_local.llm import LLM
 
@@ -39,8 +42,19 @@ _FIXED: dict[str, type[Dialect]] = {
     "mistral": MistralDialect,
     "mistral-v3": MistralV3Dialect,
     "llama3": Llama3Dialect,
+    "qwen3-coder": Qwen3CoderDialect,
+    "gemma4": Gemma4Dialect,
+    "harmony": HarmonyDialect,
 }
-ALIASES = {"chatml": "hermes", "llama-3": "llama3", "tekken": "mistral"}
+ALIASES = {
+    "chatml": "hermes",
+    "llama-3": "llama3",
+    "tekken": "mistral",
+    "qwen3coder": "qwen3-coder",
+    "gemma": "gemma4",
+    "gemma-4": "gemma4",
+    "gpt-oss": "harmony",
+}
 DIALECT_NAMES = (*_FIXED, "gguf")
 
 
@@ -70,7 +84,8 @@ def get_dialect(name: str, header: Any | None = None, *, tool_call_format: str |
     if key == "gguf":
         return _gguf_dialect(header, tool_call_format)
     if key not in _FIXED:
-        raise UserError(f"unknown dialect {name!r}; use --dialect with one of: {', '.join(DIALECT_NAMES)}")
+        names = ", ".join((*DIALECT_NAMES, "auto"))
+        raise UserError(f"unknown dialect {name!r}; use --dialect with one of: {names}")
     dialect = _FIXED[key]()
     if tool_call_format == "none":
         dialect.call_format = "none"
@@ -82,6 +97,14 @@ def get_dialect(name: str, header: Any | None = None, *, tool_call_format: str |
     return dialect
 
 
+_TEMPLATE_MARKERS = (  # checked before the ChatML ones: Qwen3-Coder and DeepSeek/MiniMax templates hold them too
+    ("<function=", "qwen3-coder"),
+    ("<|tool_call>", "gemma4"),
+    ("<|turn>", "gemma4"),
+    ("<|channel|>", "harmony"),
+    ("tool▁calls▁begin", "gguf"),  # DeepSeek: its own template, its call format
+    ("<minimax:tool_call>", "gguf"),  # MiniMax M2
+)
 _VOCAB_PROBES = (("<|im_start|>", "hermes"), ("<|start_header_id|>", "llama3"), ("[AVAILABLE_TOOLS]", "mistral"))
 
 
@@ -94,6 +117,9 @@ def detect_dialect(header: Any | None, llm: LLM | None = None) -> str:
     template = str(meta.get("tokenizer.chat_template.tool_use") or meta.get("tokenizer.chat_template") or "")
     pre = str(meta.get("tokenizer.ggml.pre") or "")
     arch = str(header.architecture or "")
+    for marker, name in _TEMPLATE_MARKERS:
+        if marker in template:
+            return name
     if "<|im_start|>" in template:
         return "qwen" if "# Tools" in template else "hermes"
     if "<|start_header_id|>" in template:
@@ -120,11 +146,15 @@ def select_dialect(
     llm: LLM | None = None,
     tool_call_format: str | None = None,
 ) -> Dialect:
-    """`--dialect` wins, then the registry's `chat_format`, then the GGUF's metadata and vocabulary.
+    """`--dialect` wins, then the registry's `chat_format`, then the GGUF's metadata and vocabulary;
+    `--dialect auto` skips the registry: the GGUF's template alone picks.
 
     `tool_call_format` is the registry's: it applies to the registry's own chat format and to `gguf`, and
     "none" to any; an explicit `--dialect` of a fixed family uses that family's call syntax.
     """
+    if name is not None and name.lower() == "auto":
+        name = detect_dialect(header, llm)
+        tool_call_format = tool_call_format if tool_call_format == "none" else None
     chosen = name or chat_format or detect_dialect(header, llm)
     key = ALIASES.get(chosen.lower(), chosen.lower())
     fmt = tool_call_format

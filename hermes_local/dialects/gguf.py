@@ -91,12 +91,25 @@ def compile_template(source: str) -> jinja2.Template:
 
 def _call_dialect(call_format: str) -> Dialect:
     """The fixed dialect whose call syntax a `gguf` model writes ("none": hermes, never used for calls)."""
+    from hermes_local.dialects.gemma import Gemma4Dialect
+    from hermes_local.dialects.harmony import HarmonyDialect
     from hermes_local.dialects.hermes import HermesDialect
     from hermes_local.dialects.llama3 import Llama3Dialect
     from hermes_local.dialects.mistral import MistralDialect
     from hermes_local.dialects.qwen import QwenDialect
+    from hermes_local.dialects.qwen3coder import Qwen3CoderDialect
+    from hermes_local.dialects.textcalls import DeepSeekCalls, MiniMaxCalls
 
-    by_format: dict[str, type[Dialect]] = {"qwen": QwenDialect, "mistral": MistralDialect, "llama3": Llama3Dialect}
+    by_format: dict[str, type[Dialect]] = {
+        "qwen": QwenDialect,
+        "mistral": MistralDialect,
+        "llama3": Llama3Dialect,
+        "qwen3-coder": Qwen3CoderDialect,
+        "gemma": Gemma4Dialect,
+        "harmony": HarmonyDialect,
+        "deepseek": DeepSeekCalls,
+        "minimax": MiniMaxCalls,
+    }
     return by_format.get(call_format, HermesDialect)()
 
 

@@ -37,7 +37,7 @@ from hermes_local.evals.cases import (
     check_run,
 )
 from hermes_local.evals.trust import EvalApprover, denial_lines
-from hermes_local.events import Event, LLMCall, Routed, StepStart, ToolFinished, ToolOutcome
+from hermes_local.events import Event, LLMCall, Redecoded, Routed, StepStart, ToolFinished, ToolOutcome
 from hermes_local.sandbox.policy import SandboxPolicy
 from hermes_local.tools import ToolRegistry
 
@@ -65,6 +65,8 @@ class RunOutcome:
     routed: str | None = None  # a team case: who the router picked
     routed_right: bool | None = None  # ...and whether it is the case's `specialist` (None: no expectation)
     denied: list[str] = field(default_factory=list)  # calls the eval refused and why (`trust.denial_lines`)
+    redecoded: int = 0  # replies whose unreadable call was decoded again under the grammar (agent/redecode.py)
+    unreadable: int = 0  # calls that did not parse and went back to the model as an error turn
 
 
 @dataclass
@@ -214,6 +216,8 @@ def run_once(
     return RunOutcome(
         not failures, last_step, stopped, answer, calls, failures, failed_step, **usage, seconds=round(seconds, 3),
         routed=routed, routed_right=right, denied=denial_lines(calls, approver),
+        redecoded=sum(isinstance(e, Redecoded) for e in events),
+        unreadable=sum(c.name == "invalid_tool_call" for c in calls),
     )  # fmt: skip
 
 
@@ -324,6 +328,8 @@ def suite_report(reports: list[CaseReport], *, cases_file: Path, model: str | No
         "mean_prompt_tokens": _mean([run.prompt_tokens for run in runs]),
         "mean_completion_tokens": _mean([run.completion_tokens for run in runs]),
         "mean_seconds": _mean([run.seconds for run in runs]),
+        "redecoded": sum(run.redecoded for run in runs),
+        "unreadable_calls": sum(run.unreadable for run in runs),
         "routing_accuracy": round(sum(routed) / len(routed), 4) if routed else None,  # team cases naming a specialist
         "routed_runs": len(routed),
         "denied_calls": sum(len(run.denied) for run in runs),

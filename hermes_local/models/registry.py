@@ -77,7 +77,9 @@ class ModelEntry(BaseModel):
     quants: dict[str, QuantSpec] = Field(min_length=1)
     aliases: list[str] = Field(default_factory=list)
     license: str = "unknown"
-    chat_format: Literal["chatml", "hermes", "qwen", "mistral", "mistral-v3", "llama3", "gguf"] = "chatml"
+    chat_format: Literal[
+        "chatml", "hermes", "qwen", "mistral", "mistral-v3", "llama3", "qwen3-coder", "gemma4", "harmony", "gguf"
+    ] = "chatml"  # fmt: skip
     tool_call_format: ToolCallFormat | None = None  # None: the chat format's own (see calls/formats.py)
     n_ctx: int = Field(4096, ge=256)
     # "embedding": a model long-term memory embeds with (not a chat model); its query/document prefixes and the

@@ -23,7 +23,7 @@ from hermes_local.config import RunWatch, Settings, home_dir, settings_for
 from hermes_local.dialects import Dialect
 from hermes_local.errors import UserError
 from hermes_local.llm import LLM
-from hermes_local.runtime.model import check_tool_use, dialect_for
+from hermes_local.runtime.model import check_tool_use, dialect_for, qualified_settings
 from hermes_local.runtime.tools import memory_store
 from hermes_local.sandbox.workspace import PinnedWorkspace
 from hermes_local.tools import Approver, ToolRegistry, default_registry
@@ -39,6 +39,8 @@ if TYPE_CHECKING:
 
 # (the caller's wiring, the specialist's seat) -> its agent, started as a run of its own through `start_run`
 Spawn = Callable[["RunWiring", "Seat"], Agent]
+
+RUN = ("tool_choice", "max_tools_in_prompt")  # run settings `models qualify` may recommend (load ones: model.py)
 
 
 @dataclass(frozen=True)
@@ -80,6 +82,9 @@ def assemble(wiring: RunWiring, seat: Seat) -> Agent:
     if own is not None:
         llm, dialect = wiring.shelf.get(own), None  # loaded once for the run (`ModelShelf`), in its own dialect
     settings, instructions = apply_profile(wiring.settings, role, seat.instructions)  # a specialist's own settings
+    qualified = {k: v for k, v in qualified_settings(settings, getattr(llm, "model_path", None)).items() if k in RUN}
+    if qualified:  # `models qualify` recorded these for this model file; the user's own settings win
+        settings = settings.model_copy(update=qualified)
     if not dialect or (role.name and settings.dialect):
         dialect = dialect_for(settings, llm, check=own is not None)  # its own model's framing tokens, checked
     check_tool_use(dialect, settings)

@@ -54,6 +54,9 @@ class ModelSource:
                 value = getattr(self.choice.entry, name)
                 if name not in settings.model_fields_set and value is not None:
                     load[name] = value
+        for name, value in qualified_settings(settings, self.path).items():  # `models qualify` beats the registry
+            if name in ENTRY_LOAD_OPTIONS:
+                load[name] = value
         note = ""
         if self.header is not None:  # "auto" values fitted to free memory; a combination that cannot fit: refused
             fitted, chosen = fit_settings(settings.model_copy(update=load), self.header)
@@ -107,6 +110,15 @@ def find_draft(settings: Settings) -> Path | None:
     from hermes_local.models.registry import resolve
 
     return resolve(settings.draft_model)[0]
+
+
+def qualified_settings(settings: Settings, model_path: str | Path | None) -> dict[str, Any]:
+    """The defaults `models qualify` recorded for this GGUF, for the settings the user did not give (flag,
+    environment or config file); {} for a file never qualified (or changed since)."""
+    from hermes_local.models.qualified import qualified_defaults
+
+    recorded = qualified_defaults(model_path) if model_path else {}
+    return {k: v for k, v in recorded.items() if k not in settings.model_fields_set}
 
 
 def find_model(settings: Settings) -> ModelSource:
@@ -234,7 +246,12 @@ class Model:
         problem = template_problem(source.header)  # only with --dialect: find_model refuses it otherwise
         if problem and notice is not None:
             notice(f"the model's chat template does not parse ({problem}); using the {settings.dialect} format's own")
-        dialect = dialect_for(settings, load_tokenizer(settings, source), source, check=True)
+        tokenizer = load_tokenizer(settings, source)
+        dialect = dialect_for(settings, tokenizer, source)
+        if (settings.dialect or "").lower() == "auto" and notice is not None:  # said before any refusal
+            notice(f"--dialect auto picked {dialect.name} ({dialect.call_format} tool calls) from the model's template")
+        if not source.replay:
+            require_framing(dialect, tokenizer)
         check_tool_use(dialect, settings)
         if dialect.call_format == "none" and notice is not None:
             notice(f'{settings.model} has tool_call_format = "none" in models.toml: it runs without tools')

@@ -120,7 +120,7 @@ def test_gguf_call_format_comes_from_the_template_when_not_given() -> None:
     assert detect_call_format("...[TOOL_CALLS]...") == "mistral"
     assert detect_call_format("{{ '<tool_call>' }}") == "hermes"
     assert detect_call_format("<|python_tag|> ipython") == "llama3"
-    assert detect_call_format("<function=x>") == "qwen"
+    assert detect_call_format("<function=x>") == "qwen3-coder"  # Qwen3-Coder writes its calls as XML
     assert detect_call_format(CHATML) == "hermes"
     assert GGUFDialect("{{ '[TOOL_CALLS]' }}").call_format == "mistral"
     assert GGUFDialect(CHATML, call_format="llama3").call_format == "llama3"

@@ -9,7 +9,14 @@ from pathlib import Path
 import pytest
 
 from hermes_local.calls.parse import ToolCall
-from hermes_local.calls.thoughts import HERMES_THOUGHT, MISTRAL_THINK, THINK
+from hermes_local.calls.thoughts import (
+    GEMMA_THOUGHT,
+    HARMONY_THOUGHT,
+    HERMES_THOUGHT,
+    KNOWN_THOUGHTS,
+    MISTRAL_THINK,
+    THINK,
+)
 from hermes_local.config import load_settings
 from hermes_local.dialects import get_dialect
 from hermes_local.dialects.gguf import GGUFDialect
@@ -61,7 +68,9 @@ def test_each_dialect_names_its_own_thought_markers_first() -> None:
     assert qwen3.thoughts == (THINK,) and qwen3.keep_thoughts  # Qwen3 keeps the thoughts of the current query
     r1 = GGUFDialect(R1_TEMPLATE)
     assert r1.thoughts == (THINK,) and not r1.keep_thoughts  # DeepSeek-R1 cuts them out
-    assert {m for d in CALLS for m in get_dialect(d).all_thoughts()} == {THINK, HERMES_THOUGHT, MISTRAL_THINK}
+    assert {m for d in CALLS for m in get_dialect(d).all_thoughts()} == set(KNOWN_THOUGHTS)
+    assert get_dialect("gemma4").thoughts == (GEMMA_THOUGHT,) and not get_dialect("gemma4").keep_thoughts
+    assert get_dialect("harmony").all_thoughts()[0] == HARMONY_THOUGHT  # only harmony reads its analysis channel
 
 
 def test_the_founding_documents_hermes_2_pro_sample() -> None:

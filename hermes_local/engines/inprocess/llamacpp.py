@@ -68,6 +68,10 @@ class LlamaParams:
 class LlamaCppLLM:
     """One in-process llama.cpp model. Reuses its KV prefix across calls; a lock serializes use."""
 
+    # The KV cache keeps the last prompt and what was generated after it, and `_prefill` cuts it back to the
+    # longest common prefix: a call that repeats a reply's first tokens rewinds there (agent/redecode.py).
+    rewinds_kv = True
+
     def __init__(
         self, model_path: str | Path, params: LlamaParams | None = None, *, threads: ThreadChooser | None = None
     ) -> None:

@@ -1,0 +1,66 @@
+"""`hermes-local models qualify NAME|FILE`: what this model can do on this machine, and the run defaults it earns.
+
+Fits `n_ctx` and `n_gpu_layers` to the memory free now (`models/qualified.py`, says what it chose), measures
+prompt and decode tokens/s (`doctor`'s speed check), runs the probe set in auto and required mode with pass^k
+(`evals/qualify.py`) behind a progress bar on stderr, recommends defaults and writes them to
+`$HERMES_LOCAL_HOME/qualified.toml`; later runs of that file use them for any setting not given.
+`--json` prints the whole record. Prints; holds no logic of its own.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import sys
+import time
+from typing import Annotated, Any
+
+import typer
+
+from hermes_local.cli.common import JsonOpt, settings_from_flags
+from hermes_local.cli.models import models_app, speed_check
+
+
+@models_app.command("qualify")
+def models_qualify(
+    model: Annotated[str, typer.Argument(help="Registry NAME[:QUANT] or a path to a .gguf file.")],
+    repeat: Annotated[int, typer.Option(min=1, max=10, help="Runs per probe and mode (pass^k).")] = 2,
+    as_json: JsonOpt = False,
+) -> None:
+    """Qualify a model on this machine: memory fit, speed, tool-calling probes (auto and required, pass^k);
+    writes the recommended defaults (tool_choice, tools before routing, n_ctx, n_gpu_layers) for its runs."""
+    from hermes_local.engines.inprocess.backend import gpu_offload_available
+    from hermes_local.evals.qualify import MODES, PROBES, run_probes
+    from hermes_local.models.qualified import fit_memory, free_memory, recommend, save_qualification
+    from hermes_local.models.registry import resolve
+
+    start = time.perf_counter()
+    path, choice, header = resolve(model)
+    fit = fit_memory(header, gpu_offload_available(), free_memory())
+    typer.echo(f"chose n_ctx={fit['n_ctx']}, n_gpu_layers={fit['n_gpu_layers']} ({fit['why']})", err=True)
+    settings = settings_from_flags({"model": str(path), "n_ctx": fit["n_ctx"], "n_gpu_layers": fit["n_gpu_layers"]})
+    speed = speed_check(path, settings)
+    typer.echo(f"speed: prompt {speed['prompt_tps']:.0f} tok/s, decode {speed['decode_tps']:.1f} tok/s", err=True)
+    total = len(PROBES) * len(MODES) * repeat
+    with typer.progressbar(length=total, label="probes", file=sys.stderr) as bar:
+        results = run_probes(settings, repeat, on_run=lambda line: bar.update(1))
+    defaults = recommend(results["passes"], fit)
+    record: dict[str, Any] = {
+        "model": choice.label if choice else path.name,
+        "qualified_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "seconds": round(time.perf_counter() - start, 1),
+        "repeat": repeat,
+        "defaults": defaults,
+        "passes": results["passes"],
+        "speed": {k: round(v, 2) for k, v in speed.items()},
+        **{f"probes_{mode}": verdicts for mode, verdicts in results["probes"].items()},
+    }
+    written = save_qualification(path, record)
+    if as_json:
+        typer.echo(json.dumps(record | {"file": str(written)}, indent=2))
+        return
+    for mode in MODES:
+        shown = ", ".join(f"{k} {v}" for k, v in results["probes"][mode].items())
+        typer.echo(f"{mode:9} pass^{repeat} {results['passes'][mode]:.0%}: {shown}")
+    typer.echo("defaults: " + ", ".join(f"{k}={v}" for k, v in defaults.items()))
+    typer.echo(f"written to {written} in {record['seconds']}s; runs of this file use these unless told otherwise")
