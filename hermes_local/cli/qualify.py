@@ -1,8 +1,8 @@
 """`hermes-local models qualify NAME|FILE`: what this model can do on this machine, and the run defaults it earns.
 
-Fits `n_ctx` and `n_gpu_layers` to the memory free now (`models/qualified.py`, says what it chose), measures
-prompt and decode tokens/s (`doctor`'s speed check), runs the probe set in auto and required mode with pass^k
-(`evals/qualify.py`) behind a progress bar on stderr, recommends defaults and writes them to
+Fits `n_ctx` and `n_gpu_layers` to the memory free now (`models/fit.py`, as `--n-ctx auto` does; says what it
+chose), measures prompt and decode tokens/s (`doctor`'s speed check), runs the probe set in auto and required
+mode with pass^k (`evals/qualify.py`) behind a progress bar on stderr, recommends defaults and writes them to
 `$HERMES_LOCAL_HOME/qualified.toml`; later runs of that file use them for any setting not given.
 `--json` prints the whole record. Prints; holds no logic of its own.
 """
@@ -18,7 +18,7 @@ from typing import Annotated, Any
 import typer
 
 from hermes_local.cli.common import JsonOpt, settings_from_flags
-from hermes_local.cli.models import models_app, speed_check
+from hermes_local.cli.models import models_app
 
 
 @models_app.command("qualify")
@@ -29,17 +29,21 @@ def models_qualify(
 ) -> None:
     """Qualify a model on this machine: memory fit, speed, tool-calling probes (auto and required, pass^k);
     writes the recommended defaults (tool_choice, tools before routing, n_ctx, n_gpu_layers) for its runs."""
-    from hermes_local.engines.inprocess.backend import gpu_offload_available
+    from hermes_local.cli.gpu import measure
     from hermes_local.evals.qualify import MODES, PROBES, run_probes
-    from hermes_local.models.qualified import fit_memory, free_memory, recommend, save_qualification
+    from hermes_local.models.qualified import recommend, save_qualification
     from hermes_local.models.registry import resolve
+    from hermes_local.runtime.model import fit_settings
 
     start = time.perf_counter()
     path, choice, header = resolve(model)
-    fit = fit_memory(header, gpu_offload_available(), free_memory())
-    typer.echo(f"chose n_ctx={fit['n_ctx']}, n_gpu_layers={fit['n_gpu_layers']} ({fit['why']})", err=True)
-    settings = settings_from_flags({"model": str(path), "n_ctx": fit["n_ctx"], "n_gpu_layers": fit["n_gpu_layers"]})
-    speed = speed_check(path, settings)
+    settings, chosen = fit_settings(
+        settings_from_flags({"model": str(path), "n_ctx": "auto", "n_gpu_layers": "auto"}), header
+    )
+    typer.echo(chosen.line(), err=True)  # the same fit as `run --n-ctx auto --n-gpu-layers auto` (models/fit.py)
+    fit = {"n_ctx": chosen.n_ctx, "n_gpu_layers": chosen.n_gpu_layers}
+    measured = measure(path, settings, chosen.n_gpu_layers, chosen.n_ctx, drafting=False)  # `doctor`'s speed check
+    speed = {k: float(measured[k]) for k in ("prompt_tps", "decode_tps", "load_s")}
     typer.echo(f"speed: prompt {speed['prompt_tps']:.0f} tok/s, decode {speed['decode_tps']:.1f} tok/s", err=True)
     total = len(PROBES) * len(MODES) * repeat
     with typer.progressbar(length=total, label="probes", file=sys.stderr) as bar:

@@ -3,9 +3,9 @@
 `$HERMES_LOCAL_HOME/qualified.toml` (beside the user's models.toml) holds one table per qualified GGUF,
 keyed by its absolute path and checked against its size (a replaced file is not qualified any more): when,
 the probe pass rates per mode, the measured speed, and `defaults` — `tool_choice`, `max_tools_in_prompt`
-(tools offered before routing), `n_ctx` and `n_gpu_layers`. `fit_memory` picks `n_ctx` and `n_gpu_layers`
-from the GGUF's header and the memory free now; `recommend` turns probe results into defaults. Runs use the
-defaults for a setting the user did not set (flag, environment or config file): `qualified_defaults`.
+(tools offered before routing), `n_ctx` and `n_gpu_layers` (as `models/fit.py` fitted them); `recommend` turns
+probe results into defaults. Runs use the defaults for a setting the user did not set (flag, environment or
+config file): `qualified_defaults`.
 Reads headers and files only; never loads or runs a model.
 """
 
@@ -18,43 +18,12 @@ from typing import Any
 
 from hermes_local.config import home_dir
 from hermes_local.errors import UserError
-from hermes_local.models.footprint import estimate_memory
-from hermes_local.models.gguf import GGUFHeader
 
 DEFAULT_KEYS = ("tool_choice", "max_tools_in_prompt", "n_ctx", "n_gpu_layers")
-CONTEXTS = (32768, 16384, 8192, 4096, 2048)
-MEMORY_SHARE = 0.8  # of the free memory a model may take (the rest stays for the tools and the system)
 
 
 def qualified_file() -> Path:
     return home_dir() / "qualified.toml"
-
-
-def free_memory() -> int | None:
-    """Bytes of RAM available now (Linux `MemAvailable`), None when unknown."""
-    try:
-        for line in Path("/proc/meminfo").read_text(encoding="ascii").splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
-
-
-def fit_memory(header: GGUFHeader, gpu_offload: bool, free: int | None) -> dict[str, Any]:
-    """The largest `n_ctx` (up to the trained context) whose estimate fits `MEMORY_SHARE` of the free RAM, and
-    `n_gpu_layers` (-1: all, when the build can offload; 0 otherwise), with the reason in words."""
-    trained = header.arch_value("context_length")
-    trained = trained if isinstance(trained, int) and trained > 0 else 4096
-    layers = -1 if gpu_offload else 0
-    limit = int(free * MEMORY_SHARE) if free else None
-    for n_ctx in [c for c in CONTEXTS if c <= trained] or [trained]:
-        est = estimate_memory(header, n_ctx, layers)
-        if limit is None or est["cpu_bytes"] <= limit:
-            why = "fits" if limit is not None else "free memory unknown"
-            where = "all layers on the GPU" if gpu_offload else "CPU only (this llama.cpp build has no GPU support)"
-            return {"n_ctx": n_ctx, "n_gpu_layers": layers, "why": f"{why}: {est['total_bytes']:,} bytes; {where}"}
-    return {"n_ctx": min(CONTEXTS + (trained,)), "n_gpu_layers": layers, "why": "not even the smallest context fits"}
 
 
 def recommend(passes: dict[str, float], fit: dict[str, Any]) -> dict[str, Any]:

@@ -6,11 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from hermes_local.config import load_settings
-from hermes_local.models.footprint import estimate_memory
-from hermes_local.models.gguf import read_header
 from hermes_local.models.qualified import (
-    MEMORY_SHARE,
-    fit_memory,
     qualification,
     qualified_defaults,
     qualified_file,
@@ -25,17 +21,6 @@ def _gguf(tmp_path: Path, **metadata: object) -> Path:
     path = tmp_path / "tiny.gguf"
     path.write_bytes(make_gguf(dict(metadata)))
     return path
-
-
-def test_fit_takes_the_largest_context_that_fits_free_memory(tmp_path: Path) -> None:
-    header = read_header(_gguf(tmp_path, **{"llama.context_length": 32768}))
-    assert fit_memory(header, gpu_offload=False, free=10**12)["n_ctx"] == 32768
-    room = int(estimate_memory(header, 8192, 0)["cpu_bytes"] / MEMORY_SHARE) + 1
-    fitted = fit_memory(header, gpu_offload=False, free=room)
-    assert fitted["n_ctx"] == 8192 and fitted["n_gpu_layers"] == 0 and "CPU only" in fitted["why"]
-    assert fit_memory(header, gpu_offload=True, free=None)["n_gpu_layers"] == -1
-    small = read_header(_gguf(tmp_path))  # trained on 512 tokens: never more than that
-    assert fit_memory(small, gpu_offload=False, free=10**12)["n_ctx"] == 512
 
 
 def test_recommendation_follows_the_probe_pass_rates() -> None:
