@@ -23,7 +23,8 @@ from typing import Any
 
 from hermes_local.agent.answers import AnswerGuard
 from hermes_local.agent.budget import DayUsage, TokenBudget
-from hermes_local.agent.guards import LoopGuard, first_step_note
+from hermes_local.agent.evidence import SUCCESS, Need, judge, same_answer
+from hermes_local.agent.guards import LoopGuard, candidates, first_step_note, tool_needed
 from hermes_local.agent.ledger import episode_record
 from hermes_local.agent.memory import Memory, Turn, extract_plan
 from hermes_local.agent.result import AgentConfig, RunResult, handoff, step_limit_line
@@ -38,6 +39,7 @@ from hermes_local.events import (
     BudgetWarning,
     Compaction,
     Event,
+    Guarded,
     RunEnd,
     RunResumed,
     RunStart,
@@ -90,6 +92,7 @@ class Agent:
         self._last_truncated: str | None = None  # the last completion's closing reason, if any
         self.closers: list[Callable[[], None]] = []
         self._failures_logged: set[str] = set()  # MCP servers logged as down (once per agent: a chat logs them once)
+        self._sent_back: list[str] = []  # answers a continued session's log shows were sent back or unsupported
         self.loop_guard = LoopGuard(max_identical=self.config.max_identical_calls)
         day = DayUsage(home_dir() / "usage") if self.config.max_day_tokens else None
         self.budget = TokenBudget(self.config.max_run_tokens, self.config.max_day_tokens, day)
@@ -233,7 +236,8 @@ class Agent:
     def _learned(self, memory: Memory, result: RunResult) -> RunResult:  # the episode (no model call) -> `learn`
         if self.learn is not None:
             writes = {t.name: t.writes_path for t in self.executor.registry if t.writes_path}
-            self.learn(episode_record(memory.goal, memory.ledger, result.answer, result.stopped, writes))
+            record = episode_record(memory.goal, memory.ledger, result.answer, result.stopped, writes)
+            self.learn(record | {"outcome": result.outcome, "evidence": result.evidence})
         return result
 
     def _start(self, goal: str, recalled: list[str]) -> RunStart:  # with the folder and mode `sessions apply` reads
@@ -242,7 +246,7 @@ class Agent:
 
     def _new_result(self, steps: int) -> RunResult:
         """A run's result so far, listing the MCP servers that did not start (logged once, one event each)."""
-        result = RunResult(answer=None, stopped="max_steps", steps=steps)
+        result = RunResult(answer=None, stopped="max_steps", steps=steps, sent_back=list(self._sent_back))
         result.note_mcp_failures(self.executor.registry.failed_sources, self._failures_logged, self.on_event)
         return result
 
@@ -255,7 +259,10 @@ class Agent:
         else:
             memory.add_user_note(last_step + 1, Segments.untrusted(message))
         result = self._new_result(0)
-        result = self._loop(memory, result, first_step=last_step + 1, step_limit=last_step + self.config.max_steps)
+        asked = message if last_step else ""
+        result = self._loop(
+            memory, result, first_step=last_step + 1, step_limit=last_step + self.config.max_steps, asked=asked
+        )
         if result.answer:
             memory.add_assistant(result.steps, result.answer, [])
         return memory, result
@@ -271,13 +278,35 @@ class Agent:
         memory = rebuild_memory(events, start, self.system_prompt(), self.dialect, self.executor, self._on_turn)
         last_step = max((t.step for t in memory.turns), default=0)
         self.on_event(RunResumed(memory.goal, last_step + 1))
+        unsupported = [e for e in events if isinstance(e, RunEnd) and e.result.get("outcome") not in SUCCESS]
+        self._sent_back = [e.answer for e in events if isinstance(e, Guarded) and e.answer]
+        self._sent_back += [str(e.answer) for e in unsupported if e.answer]
         if message is not None:
             return self.chat(memory, message)[1]
         return self._learned(memory, self._loop(memory, self._new_result(last_step), first_step=last_step + 1))
 
     # -- the loop --------------------------------------------------------------------------
-    def _loop(self, memory: Memory, result: RunResult, first_step: int, step_limit: int | None = None) -> RunResult:
+    def need(self, goal: str, asked: str = "") -> Need:
+        """What `goal` (or a later message, `asked`) needs of this run's tools, decided before the model writes."""
+        registry, ask = self.executor.registry, asked or goal
+        tool = tool_needed(ask, registry) if self.config.tool_choice != "none" else None
+        writers = frozenset(t.name for t in registry if t.permission != "read")
+        steering = [t for t in registry if not t.traits.steers_run]
+        change = self.config.tool_choice != "none" and any(t.name in writers for t in candidates(ask, steering))
+        required = self.config.tool_choice == "required"
+        return Need(tool.name if tool else None, change, required, f"{goal}\n{asked}", writers)
+
+    def _judged(self, memory: Memory, result: RunResult, need: Need) -> None:
+        """The run's outcome, decided once from what the tools did (`evidence.judge`), into `result`."""
+        repeated = result.answer is not None and any(same_answer(result.answer, t) for t in result.sent_back)
+        verdict = judge(result.answer, result.stopped, memory.ledger, need, repeated=repeated, why=result.error or "")
+        result.outcome, result.evidence = verdict.outcome, verdict.evidence
+
+    def _loop(
+        self, memory: Memory, result: RunResult, first_step: int, step_limit: int | None = None, asked: str = ""
+    ) -> RunResult:
         limit = step_limit or self.config.max_steps
+        need = self.answers.need = self.need(memory.goal, asked)
         tool_names = self.executor.registry.names()
         self.executor.cache.invalidate()  # the per-run result cache starts empty
         # Decide before generating: a goal that needs a tool starts with the call grammar on (the trigger
@@ -340,6 +369,7 @@ class Agent:
             result.stopped, result.error = "error", str(exc)
         if result.stopped == "max_steps" or failures >= self.config.max_consecutive_failures:  # it gave up
             result.handoff = handoff(memory.ledger, memory.goal, memory.plan_todo, result.error or result.stopped)
+        self._judged(memory, result, need)
         self.on_event(RunEnd(result.to_json()))
         return result
 

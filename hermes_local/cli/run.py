@@ -225,19 +225,25 @@ def run(
         extra = ({"proposals": proposed} if planned else {}) | ({"delegations": children} if children else {})
         typer.echo(json.dumps(result.to_json() | extra, ensure_ascii=True))
     else:
+        if planned:  # the diff first: the model's words after it, labelled as its claim (nothing changed yet)
+            _after_run(result, planned)
         answered = bool(result.answer and result.answer.strip())  # never a blank line on stdout
         if not answered:
             typer.echo(result.ending_line())
+        elif planned:
+            typer.echo("the model's claim (nothing was changed): " + terminal_safe(result.answer or ""))
         else:  # "" when this terminal already showed it streamed: end its line
             shown = "" if shown_once(printer, result.answer) else terminal_safe(result.answer or "", keep_newlines=True)
             typer.echo(shown)
         if result.error:
             typer.echo(f"stopped: {terminal_safe(result.error)}", err=True)
-        _after_run(result, planned)
+        typer.echo(result.outcome_line(), err=True)  # what the evidence says, whatever the model claimed
+        if not planned:
+            _after_run(result, planned)
     leftover = getattr(handle.model.llm if handle.model else None, "remaining", 0)
     if leftover:
         fail(f"the replay file has {leftover} unused output(s); the run diverged from the recording", 1)
-    _exit_with(result.stopped)
+    _exit_with(result.exit_code)
 
 
 def _after_run(result: RunResult, planned: bool) -> None:
@@ -272,11 +278,8 @@ def _task_and_events(task: str | None, resume: str | None, continue_id: str | No
     return task, []
 
 
-def _exit_with(stopped: str) -> None:
-    """Exit with the code of how the run ended (README "Exit codes": answer 0, error 1, max_steps 3, ...)."""
-    from hermes_local.agent.result import exit_code_for
-
-    code = exit_code_for(stopped)
+def _exit_with(code: int) -> None:
+    """Exit with the code of how the run ended (README "Exit codes": done/answered 0, unverified 6, ...)."""
     if code:
         raise typer.Exit(code)
 
@@ -345,3 +348,5 @@ def _converse(handle: RunHandle, printer: TerminalPrinter) -> None:
         shown = (result.answer or "") if answered else result.ending_line()
         streamed = answered and shown_once(printer, result.answer)
         typer.echo("" if streamed else terminal_safe(shown, keep_newlines=True))
+        if result.outcome not in ("done", "answered"):
+            typer.echo(result.outcome_line(), err=True)
