@@ -132,8 +132,11 @@ class RunResult:
 
     def outcome_line(self) -> str:
         """`outcome: unverified (no tool call succeeded: read_file not_found ×2)`, terminal-safe."""
-        return terminal_safe(f"outcome: {self.outcome or self.stopped} ({self.evidence})" if self.evidence else
-                             f"outcome: {self.outcome or self.stopped}")
+        return terminal_safe(
+            f"outcome: {self.outcome or self.stopped} ({self.evidence})"
+            if self.evidence
+            else f"outcome: {self.outcome or self.stopped}"
+        )
 
     def ending_line(self) -> str:
         """One line for a run that ended without an answer: why, and what the run did do (its tool calls)."""

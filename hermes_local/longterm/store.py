@@ -88,7 +88,10 @@ class Item:
         else:
             day = time.strftime("%Y-%m-%d", time.localtime(self.created))
             answer = " ".join(str(self.data.get("answer") or "").split())
-            line = f"earlier run ({day}): {self.data.get('goal', '')} -> {answer}"
+            outcome = self.data.get("outcome")  # what the evidence said of it (older episodes have none)
+            line = (
+                f"earlier run ({day}{', ' + str(outcome) if outcome else ''}): {self.data.get('goal', '')} -> {answer}"
+            )
         if len(line) > MAX_FACT_CHARS:
             line = line[:MAX_FACT_CHARS] + "…"
         if self.trust != "trusted":
