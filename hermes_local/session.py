@@ -146,6 +146,8 @@ class SessionInfo:
     events: int
     stopped: str | None
     modified: float = 0.0  # the log's mtime (0.0 when it cannot be read)
+    end: dict[str, Any] | None = None  # the last run_end's result (outcome, answer, usage), None if unfinished
+    workspace: str = ""  # the folder it ran in ("" in older logs)
 
 
 def session_path(session_id: str) -> Path:
@@ -253,9 +255,11 @@ def list_sessions(last: int | None = None, only: Collection[str] | None = None) 
             events = read_events(path)
         except UserError:
             continue
-        goal = next((e.goal for e in events if isinstance(e, RunStart)), "")
-        stopped = next((e.stopped for e in reversed(events) if isinstance(e, RunEnd)), None)
-        out.append(SessionInfo(path.stem, path, goal, len(events), stopped, modified[path]))
+        start = next((e for e in events if isinstance(e, RunStart)), None)
+        end = next((e for e in reversed(events) if isinstance(e, RunEnd)), None)
+        goal, where = (start.goal, start.workspace) if start else ("", "")
+        stopped, result = (end.stopped, end.result) if end else (None, None)
+        out.append(SessionInfo(path.stem, path, goal, len(events), stopped, modified[path], result, where))
     return out
 
 
@@ -302,7 +306,8 @@ def describe_event(e: Event) -> str | None:
     if isinstance(e, RunStart):
         calls = f", {_one_line(e.tool_call_format, 20)} calls" if e.tool_call_format else ""
         fmt = f"  (dialect {_one_line(e.dialect, 40)}{calls})" if e.dialect else ""
-        return f"goal: {_one_line(e.goal)}{fmt}"
+        recalled = "".join(f"\n   recalled (long-term memory, into the prompt): {_one_line(r)}" for r in e.recalled)
+        return f"goal: {_one_line(e.goal)}{fmt}{recalled}"
     if isinstance(e, RunResumed):
         return f"resumed: {_one_line(e.goal)}"
     if isinstance(e, StepStart):
@@ -337,7 +342,9 @@ def describe_event(e: Event) -> str | None:
         error = e.error if e.server in e.error else f"MCP server {e.server}: {e.error}"
         return f"   ({_one_line(error)}; the run went on without its tools)"
     if isinstance(e, RunEnd):
-        return f"stopped: {_one_line(e.stopped)}; answer: {_one_line(e.answer, 2000)}"
+        evidence = f" ({_one_line(e.result['evidence'])})" if e.result.get("evidence") else ""
+        outcome = f"outcome: {_one_line(e.result['outcome'], 20)}{evidence}; " if e.result.get("outcome") else ""
+        return f"{outcome}stopped: {_one_line(e.stopped)}; answer: {_one_line(e.answer, 2000)}"
     if isinstance(e, Proposal):
         args = _one_line(json.dumps(e.arguments, ensure_ascii=False, default=str))
         return f"   (proposed, not run: {_one_line(e.name, 80)}({args}); `sessions apply` runs it)"

@@ -234,6 +234,11 @@ def run_shell(command: str, ctx: ToolContext) -> ToolResult:
     if stdout.strip():
         first = " ".join(stdout.split())[:80]
         summary += f": {first}"
+    if code != 0:  # a non-zero exit is a failure (✗ with its exit code) for the model, the marks, stats, outcome
+        shown = "; ".join(f"{name}: {text[-600:].strip()}" for name, text in (("stdout", stdout), ("stderr", stderr)))
+        error = f"the command exited with code {code} (a failure); {shown}"
+        return ToolResult(False, summary.replace(f"run_shell exit {code}", f"run_shell failed: exit {code}", 1), data,
+                          error, "tool_error")  # fmt: skip
     return ToolResult.success(data, summary)
 
 
