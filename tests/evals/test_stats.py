@@ -66,7 +66,8 @@ def test_stats_count_runs_outcomes_tools_and_approvals(workspace: Path) -> None:
         k: v for k, v in figures.items() if k != "since_seconds"
     }  # the route gives the command's figures
     text = CliRunner().invoke(app, ["stats"])
-    assert text.exit_code == 0 and "5 runs in all sessions (5 sessions): done 1, unverified 1, denied 2, unfinished 1" in text.stdout
+    head = "5 runs in all sessions (5 sessions): done 1, unverified 1, denied 2, unfinished 1"
+    assert text.exit_code == 0 and head in text.stdout
     assert "stopped: answer 4, unfinished 1" in text.stdout and "success rate: 20% done or answered" in text.stdout
     assert "1 denied, 1 timed out" in text.stdout and "read_file" in text.stdout
     assert gather(since=60, now=time.time() + 3600)["runs"] == 0  # all started more than a minute before
