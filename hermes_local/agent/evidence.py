@@ -83,9 +83,13 @@ def no_success_line(calls: Sequence[ToolOutcome]) -> str:
 
 
 def same_answer(a: str, b: str) -> bool:
-    """Whether two answers are the same words (case, spacing and punctuation aside)."""
-    words = re.compile(r"\w+")
-    return bool(a.strip()) and words.findall(a.lower()) == words.findall(b.lower())
+    """Whether two answers are the same words (case, spacing, punctuation and markup such as a prefilled
+    `<tool_call>` aside)."""
+
+    def words(text: str) -> list[str]:
+        return re.findall(r"\w+", re.sub(r"<[^<>\s]{1,40}>", " ", text).lower())
+
+    return bool(words(a)) and words(a) == words(b)
 
 
 def _figure(text: str) -> str:
@@ -137,13 +141,13 @@ def judge(
         if denied:
             return Verdict("denied", f"the call(s) it needed were refused: {tally(denied)}")
         return Verdict("unverified", no_success_line(calls))
-    if repeated:
-        return Verdict("unverified", "the answer repeats, word for word, one that was sent back")
     if need.change and not any(c.name in need.writers for c in ok):
         return Verdict("unverified", "the goal asks for a change and no write succeeded; " + _ok_line(ok))
     unsupported = unsupported_figures(text, ok, need.user_text)
     if unsupported:
         return Verdict("unverified", f"figures in the answer appear in no tool result: {', '.join(unsupported[:5])}")
+    if repeated:
+        return Verdict("unverified", "the answer repeats, word for word, one that was sent back")
     return Verdict("done", _ok_line(ok))
 
 

@@ -47,7 +47,7 @@ from hermes_local.errors import HermesError
 from hermes_local.outcome import ToolResult, arguments_digest
 from hermes_local.tools.approval import ApprovalRequest, Approver
 from hermes_local.tools.cache import ResultCache
-from hermes_local.tools.effects import snapshot
+from hermes_local.tools.effects import confined, snapshot
 from hermes_local.tools.effects.checkpoints import Recorder
 from hermes_local.tools.limits import clip_text
 from hermes_local.tools.registry import Tool, ToolContext, ToolFailure, ToolRegistry
@@ -142,6 +142,8 @@ class Executor:
     def _approved_run(self, t: Tool, args: dict[str, Any], arguments: dict[str, Any]) -> ToolResult:
         """Approve, then serve from the cache, refuse a repeat write, or run: the validated call's result
         (`arguments` as the model wrote them: what a finished write is known by, also across a resume)."""
+        if t.permission != "read" and (outside := self._outside(t, args)) is not None:
+            return outside  # the same refusal a run gives, before approval: never a proposal or a "not approved"
         if self.plan and t.permission != "read" and t.name not in self.approver.denied:
             return proposed(t.name)
         key = arguments_digest(t.name, arguments)
@@ -160,6 +162,16 @@ class Executor:
         result = self._approved(t, args, arguments, how)
         self.approver.observe(t, args, result)
         return result
+
+    def _outside(self, t: Tool, args: dict[str, Any]) -> ToolResult | None:
+        """The refusal of a write whose file (its declared `file_effect`) is outside the workspace, or None."""
+        if t.traits.file_effect is None:
+            return None
+        try:
+            confined.check_inside(self.context, t.traits.file_effect(args).path)
+        except ToolFailure as exc:
+            return ToolResult.failure(exc.kind, str(exc))
+        return None
 
     def _approved(self, t: Tool, args: dict[str, Any], arguments: dict[str, Any], how: str) -> ToolResult:
         if t.permission == "read":

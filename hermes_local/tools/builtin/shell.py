@@ -47,7 +47,9 @@ EXIT_GRACE = 0.2
 # Files whose ctime is this much before the command started still count as its own (coarse file clocks).
 STRIP_MARGIN_NS = 2_000_000_000
 SHELL = Toolset("shell", "run a shell command in the workspace")
-GOAL_WORDS = re.compile(r"\b(run|execute)\b.*\b(command|script|shell)\b|\bshell\b|运行命令|执行")  # call for it
+GOAL_WORDS = re.compile(  # the goal words that call for it (files renamed, moved or deleted in bulk too)
+    r"\b(run|execute)\b.*\b(command|script|shell)\b|\bshell\b|\b(rename|move|delete|remove)\b.*\bfiles\b|运行命令|执行"
+)
 
 
 def run_captured(
