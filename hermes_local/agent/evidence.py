@@ -5,8 +5,8 @@
 successful write); `answered`: a goal that needs no tool, answered without one; `unverified`: an answer with no
 successful call behind it on a goal that needs one, figures in the answer that appear in no tool result and no
 user text, a goal that asked for a change with no write that worked, or an answer repeated word for word after it
-was sent back; `failed`: no answer (the step limit, the failure cap, an empty reply, an error), or an answer that
-says it could not do the task; `denied`: the calls it needed were refused. `Need` is what the goal needs (taken
+was sent back; `failed`: no answer (the step limit, the failure cap, an empty reply, an error, a reply that only
+offers help), or an answer that says it could not do the task; `denied`: the calls it needed were refused. `Need` is what the goal needs (taken
 once, from the goal and the run's tools, before the model writes anything). `unsupported_figures` and
 `no_success_line` are also the answer guard's reasons for sending an answer back once (`answers.py`).
 Does not call the model, run tools or print anything; `result.py` maps an outcome to its exit code.
@@ -32,6 +32,12 @@ NOT_CALLS = frozenset({"final_answer", "invalid_tool_call"})
 CANNOT = re.compile(
     r"\b(i (?:can ?not|can't|cannot|am unable to|was unable to|couldn't|could not)|unable to (?:access|read|find|"
     r"open|complete|do)|i don't have access|i do not have access)\b",
+    re.IGNORECASE,
+)
+# A reply that answers nothing: an offer to help, a question back ("I'm ready to help. What's your next question?").
+NON_ANSWER = re.compile(
+    r"^\W*(?:<[^<>\s]{1,40}>\W*)?(?:hello|hi)?\W*(?:i'?m|i am) (?:ready|here|happy|glad) to (?:help|assist)|"
+    r"\b(?:how can i (?:help|assist)|what(?:'s| is) your (?:next )?question|what would you like (?:me )?to do)\b",
     re.IGNORECASE,
 )
 # A figure worth checking: two or more digits, or a decimal (single digits are counts a model may derive).
@@ -132,6 +138,8 @@ def judge(
     if stopped != "answer" or not (answer or "").strip():
         return Verdict("failed", f"{why or stopped}; " + (no_success_line(calls) if not ok else _ok_line(ok)))
     text = answer or ""
+    if NON_ANSWER.search(text):
+        return Verdict("failed", f"the reply answers nothing ({' '.join(text.split())[:60]!r})")
     if not ok and CANNOT.search(text):
         return Verdict("failed", f"the model said it could not do it; {no_success_line(calls)}")
     if not need.tools and not ok:

@@ -292,7 +292,9 @@ class Agent:
         tool = tool_needed(ask, registry) if self.config.tool_choice != "none" else None
         writers = frozenset(t.name for t in registry if t.permission != "read")
         steering = [t for t in registry if not t.traits.steers_run]
-        change = self.config.tool_choice != "none" and any(t.name in writers for t in candidates(ask, steering))
+        # a change is asked for when a writing tool's cue matches and the goal is not a question ("What did I write")
+        cued = any(t.name in writers for t in candidates(ask, steering))
+        change = self.config.tool_choice != "none" and cued and not ask.strip().endswith("?")
         required = self.config.tool_choice == "required"
         return Need(tool.name if tool else None, change, required, f"{goal}\n{asked}", writers)
 

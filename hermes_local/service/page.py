@@ -128,10 +128,18 @@ def _visible(manager: RunManager, credential: str) -> set[str] | None:
 
 
 def sessions(manager: RunManager, credential: str) -> list[dict[str, Any]]:
-    """`GET /v1/sessions`: the newest `MAX_SESSIONS` logs (id, goal, events, stopped, modified), newest first."""
+    """`GET /v1/sessions`: the newest `MAX_SESSIONS` logs (id, goal, events, stopped, outcome, modified), newest
+    first."""
     found = list_sessions(last=MAX_SESSIONS, only=_visible(manager, credential))  # oldest first, by mtime
     return [
-        {"id": s.id, "goal": s.goal[:300], "events": s.events, "stopped": s.stopped, "modified": s.modified}
+        {
+            "id": s.id,
+            "goal": s.goal[:300],
+            "events": s.events,
+            "stopped": s.stopped,
+            "outcome": (s.end or {}).get("outcome"),  # from evidence (issue 42); None: unfinished or an older log
+            "modified": s.modified,
+        }
         for s in reversed(found)  # newest first
     ]
 

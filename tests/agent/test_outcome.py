@@ -62,7 +62,7 @@ def test_a_figure_in_no_tool_result_goes_back_and_the_real_one_is_done(workspace
 
 def test_a_bounced_answer_said_again_after_a_call_is_unverified(workspace: Path) -> None:
     (workspace / "todo.txt").write_text("TODO: call Bob\n")
-    script = ["I'm ready to help.", call("read_file", path="todo.txt"), "I'm ready to help."]
+    script = ["Done, I found them.", call("read_file", path="todo.txt"), "Done, I found them."]
     result = run(workspace, script, "Find the TODO lines in todo.txt")
     assert [g["reason"] for g in result.guarded] == ["no_tool"]
     assert result.outcome == "unverified" and "repeats" in result.evidence
@@ -111,6 +111,8 @@ def test_judge_on_its_own() -> None:
     assert judge("2041.75", "answer", [ok], need).outcome == "done"
     assert judge(None, "max_steps", [ok], need, why="the step limit").outcome == "failed"
     assert judge("x", "answer", [], Need()).outcome == "answered"
+    ready = judge("I'm ready to help. What's your next question?", "answer", [ok], need)
+    assert ready.outcome == "failed" and "answers nothing" in ready.evidence  # issue 42: a non-answer is no success
 
 
 def test_plan_only_write_outside_the_workspace_is_refused_not_proposed(workspace: Path) -> None:

@@ -182,7 +182,8 @@
         case "rehearsed_call": line("notice", "not run", d.name + " " + JSON.stringify(d.arguments)); break;
         case "run_end":
           step = null;
-          line("end", "stopped", d.stopped);
+          line("end", "outcome", (d.outcome || "unjudged") + (d.evidence ? " (" + d.evidence + ")" : "")
+            + " · stopped: " + d.stopped);
           if (hooks.end) hooks.end(d);
           break;
         case "status": if (hooks.status) hooks.status(d); break;
@@ -250,7 +251,12 @@
       ledger: (text) => { $("ledger").textContent = visible(text.trim()); },
       approval: (d) => { state.pending.push(d); $("run-status").textContent = "waiting_approval"; showApproval(); },
       decided: (d) => { state.pending = state.pending.filter((p) => p.call !== d.call); showApproval(); },
-      end: (d) => { if (d.answer) { $("answer").textContent = visible(d.answer); $("answer-box").hidden = false; } },
+      end: (d) => { // the outcome the evidence gave, then the answer, at the top of the finished run
+        $("outcome").textContent = visible(d.outcome || "unjudged");
+        $("outcome").className = "badge " + (d.outcome === "done" || d.outcome === "answered" ? "good" : "bad");
+        $("evidence").textContent = visible(d.evidence || "");
+        $("answer").textContent = visible(d.answer || "(no answer)"); $("answer-box").hidden = false;
+      },
       status: (d) => {
         $("run-status").textContent = visible(d.status) + (d.error ? ": " + visible(d.error) : "");
         $("cancel").disabled = true; state.pending = []; showApproval(); refreshStatus();
@@ -342,7 +348,7 @@
       }
       for (const s of logs.sessions) {
         const when = new Date(s.modified * 1000).toLocaleString();
-        const b = el("button", "session", when + " · " + (s.stopped || "unfinished") + " · " + s.goal);
+        const b = el("button", "session", when + " · " + (s.outcome || s.stopped || "unfinished") + " · " + s.goal);
         b.type = "button";
         b.dataset.id = s.id;
         b.addEventListener("click", () => openSession(s.id));
@@ -388,7 +394,8 @@
       const since = $("since").value;
       const s = await api("GET", "/v1/stats" + (since ? "?since=" + encodeURIComponent(since) : ""));
       item("runs", s.runs + " (" + s.sessions + " sessions)");
-      item("success rate", percent(s.success_rate) + " answered; " + percent(s.success_rate_finished) + " of finished runs");
+      item("success rate", percent(s.success_rate) + " done or answered (with evidence); "
+        + percent(s.success_rate_finished) + " of finished runs");
       item("outcomes", Object.entries(s.outcomes).map(([k, v]) => k + " " + v).join(", "));
       const t = s.tokens_per_run, w = s.seconds_per_run;
       item("tokens per run", "prompt " + t.prompt.mean + " mean / " + t.prompt.median + " median; generated "
