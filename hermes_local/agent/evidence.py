@@ -3,13 +3,13 @@
 `judge(result, need)` gives the `Verdict` of a finished run: its outcome (`OUTCOMES`) and one line of evidence.
 `done`: the goal needed tools and a call behind the answer succeeded (and a goal that asked for a change has a
 successful write); `answered`: a goal that needs no tool, answered without one; `unverified`: an answer with no
-successful call behind it on a goal that needs one, figures in the answer that appear in no tool result and no
-user text, a goal that asked for a change with no write that worked, or an answer repeated word for word after it
-was sent back; `failed`: no answer (the step limit, the failure cap, an empty reply, an error, a reply that only
-offers help), or an answer that says it could not do the task; `denied`: the calls it needed were refused. `Need` is what the goal needs (taken
-once, from the goal and the run's tools, before the model writes anything). `unsupported_figures` and
-`no_success_line` are also the answer guard's reasons for sending an answer back once (`answers.py`).
-Does not call the model, run tools or print anything; `result.py` maps an outcome to its exit code.
+successful call behind it on a goal that needs one, figures in the answer that appear in no tool result and no user
+text, a goal that asked for a change with no write that worked, or an answer repeated word for word after it was
+sent back; `failed`: no answer (the step limit, the failure cap, an empty reply, an error, a reply that only offers
+help), or an answer that says it could not do the task; `denied`: the calls it needed were refused. `Need` is what
+the goal needs (taken once, from the goal and the run's tools, before the model writes anything).
+`unsupported_figures` and `no_success_line` are also the answer guard's reasons for sending an answer back once
+(`answers.py`). Does not call the model, run tools or print anything; `result.py` maps an outcome to its exit code.
 """
 
 from __future__ import annotations

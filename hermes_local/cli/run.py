@@ -280,7 +280,8 @@ def _joined(words: list[str]) -> str | None:
     text = sys.stdin.read().strip()
     if not text:
         fail(
-            f'run - "{words[1]}" reads the text from stdin, and stdin was empty; e.g. cat notes.txt | hermes-local run -'
+            f'run - "{words[1]}" reads the text from stdin, and stdin was empty; e.g. cat notes.txt | hermes-local '
+            f'run - "{words[1]}"'
         )
     return f"{words[1]}\n\n{text}"
 
