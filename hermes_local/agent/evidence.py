@@ -142,7 +142,7 @@ def judge(
         return Verdict("failed", f"the reply answers nothing ({' '.join(text.split())[:60]!r})")
     if not ok and CANNOT.search(text):
         return Verdict("failed", f"the model said it could not do it; {no_success_line(calls)}")
-    if not need.tools and not ok:
+    if not need.tools and not real:
         return Verdict("answered", "no tool was needed")
     if not ok:
         denied = [c for c in real if c.error_kind == "permission_denied"]

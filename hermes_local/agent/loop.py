@@ -23,7 +23,7 @@ from typing import Any
 
 from hermes_local.agent.answers import AnswerGuard
 from hermes_local.agent.budget import DayUsage, TokenBudget
-from hermes_local.agent.evidence import SUCCESS, Need, judge, same_answer
+from hermes_local.agent.evidence import SUCCESS, Need, judge, real_calls, same_answer
 from hermes_local.agent.guards import LoopGuard, candidates, first_step_note, tool_needed
 from hermes_local.agent.ledger import episode_record
 from hermes_local.agent.memory import Memory, Turn, extract_plan
@@ -289,7 +289,9 @@ class Agent:
     def need(self, goal: str, asked: str = "") -> Need:
         """What `goal` (or a later message, `asked`) needs of this run's tools, decided before the model writes."""
         registry, ask = self.executor.registry, asked or goal
-        tool = tool_needed(ask, registry) if self.config.tool_choice != "none" else None
+        # a follow-up ("And now?") needs what the goal it follows needed, unless it names a need of its own
+        tool = tool_needed(ask, registry) or (tool_needed(goal, registry) if asked else None)
+        tool = tool if self.config.tool_choice != "none" else None
         writers = frozenset(t.name for t in registry if t.permission != "read")
         steering = [t for t in registry if not t.traits.steers_run]
         # a change is asked for when a writing tool's cue matches and the goal is not a question ("What did I write")
@@ -301,7 +303,9 @@ class Agent:
     def _judged(self, memory: Memory, result: RunResult, need: Need) -> None:
         """The run's outcome, decided once from what the tools did (`evidence.judge`), into `result`."""
         repeated = result.answer is not None and any(same_answer(result.answer, t) for t in result.sent_back)
-        verdict = judge(result.answer, result.stopped, memory.ledger, need, repeated=repeated, why=result.error or "")
+        # this run's (or turn's) own calls when it made any; else what the session found before (a follow-up)
+        calls = result.tool_calls if real_calls(result.tool_calls) else memory.ledger
+        verdict = judge(result.answer, result.stopped, calls, need, repeated=repeated, why=result.error or "")
         result.outcome, result.evidence = verdict.outcome, verdict.evidence
 
     def _loop(

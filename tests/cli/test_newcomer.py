@@ -142,11 +142,11 @@ def test_the_shortcut_still_takes_a_task_of_several_words(tmp_path: Path, worksp
 def test_run_dash_reads_the_task_from_stdin(tmp_path: Path, workspace: Path) -> None:
     replay = write_replay(tmp_path / "r.jsonl", ["Piped."])
     args = ["run", "-", "--model", f"replay:{replay}", "--workspace", str(workspace), "--json", "--no-answer-guard"]
-    res = runner.invoke(app, args, input="Summarise the piped text\n")
+    res = runner.invoke(app, args, input="Summarise this: the piped text\n")
     assert res.exit_code == 0, res.stderr
     sid = json.loads(res.stdout)["session_id"]
     start = read_records(session_path(sid))[0]
-    assert start["kind"] == "run_start" and start["goal"] == "Summarise the piped text"
+    assert start["kind"] == "run_start" and start["goal"] == "Summarise this: the piped text"
     empty = runner.invoke(app, args, input="")
     assert empty.exit_code == 2 and "stdin was empty" in empty.stderr
 
