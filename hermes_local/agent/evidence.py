@@ -40,6 +40,12 @@ NON_ANSWER = re.compile(
     r"\b(?:how can i (?:help|assist)|what(?:'s| is) your (?:next )?question|what would you like (?:me )?to do)\b",
     re.IGNORECASE,
 )
+# Words of a goal that asks for a change (with a writing tool's cue matched: `Need.change`).
+CHANGE_WORDS = re.compile(
+    r"\b(rename|move|delete|remove|create|write|save|add|append|update|edit|replace|put|note|copy|make|store|"
+    r"record|export|into)\b",
+    re.IGNORECASE,
+)
 # A figure worth checking: two or more digits, or a decimal (single digits are counts a model may derive).
 FIGURE = re.compile(r"(?<![\w.])\d[\d,]*(?:\.\d+)?(?![\w])")
 

@@ -23,7 +23,7 @@ from typing import Any
 
 from hermes_local.agent.answers import AnswerGuard
 from hermes_local.agent.budget import DayUsage, TokenBudget
-from hermes_local.agent.evidence import SUCCESS, Need, judge, real_calls, same_answer
+from hermes_local.agent.evidence import CHANGE_WORDS, SUCCESS, Need, judge, real_calls, same_answer
 from hermes_local.agent.guards import LoopGuard, candidates, first_step_note, tool_needed
 from hermes_local.agent.ledger import episode_record
 from hermes_local.agent.memory import Memory, Turn, extract_plan
@@ -294,8 +294,9 @@ class Agent:
         tool = tool if self.config.tool_choice != "none" else None
         writers = frozenset(t.name for t in registry if t.permission != "read")
         steering = [t for t in registry if not t.traits.steers_run]
-        # a change is asked for when a writing tool's cue matches and the goal is not a question ("What did I write")
-        cued = any(t.name in writers for t in candidates(ask, steering))
+        # a change is asked for when a writing tool's cue matches, the goal says to change something and is not a
+        # question ("What did I write in journal.md?", "Which files are here? You may try the shell.")
+        cued = any(t.name in writers for t in candidates(ask, steering)) and CHANGE_WORDS.search(ask) is not None
         change = self.config.tool_choice != "none" and cued and not ask.strip().endswith("?")
         required = self.config.tool_choice == "required"
         return Need(tool.name if tool else None, change, required, f"{goal}\n{asked}", writers)

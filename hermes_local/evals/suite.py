@@ -60,6 +60,8 @@ class RunOutcome:
     seconds: float = 0.0
     routed: str | None = None  # a team case: who the router picked
     routed_right: bool | None = None  # ...and whether it is the case's `specialist` (None: no expectation)
+    outcome: str = ""  # what the evidence said of the run (`agent/evidence.py`); a success that failed its checks
+    # is a "false success"
 
 
 @dataclass
@@ -203,7 +205,7 @@ def run_once(
     right = None if routed is None or case.specialist is None else routed == case.specialist
     return RunOutcome(
         not failures, last_step, stopped, answer, calls, failures, failed_step, **usage, seconds=round(seconds, 3),
-        routed=routed, routed_right=right,
+        routed=routed, routed_right=right, outcome=result.outcome if result else "failed",
     )  # fmt: skip
 
 
@@ -316,6 +318,11 @@ def suite_report(reports: list[CaseReport], *, cases_file: Path, model: str | No
         "mean_seconds": _mean([run.seconds for run in runs]),
         "routing_accuracy": round(sum(routed) / len(routed), 4) if routed else None,  # team cases naming a specialist
         "routed_runs": len(routed),
+        # runs reported as a success that failed their checks: by the outcome (evidence), and by `stopped: answer`
+        # alone (what a bare answer used to count as)
+        "false_successes": sum(run.outcome in ("done", "answered") and not run.passed for run in runs),
+        "false_successes_by_stopped": sum(run.stopped == "answer" and not run.passed for run in runs),
+        "outcomes": {o: sum(run.outcome == o for run in runs) for o in sorted({run.outcome for run in runs})},
     }
     return {
         "cases_file": str(cases_file),
@@ -358,6 +365,9 @@ def format_table(reports: list[CaseReport], summary: dict[str, Any]) -> str:
         f"mean {summary['mean_steps']:.2f} steps, {summary['mean_prompt_tokens']:.0f}+"
         f"{summary['mean_completion_tokens']:.0f} tokens, {summary['mean_seconds']:.2f}s per run"
     )
+    outcomes = ", ".join(f"{name} {n}" for name, n in summary["outcomes"].items())
+    false = summary["false_successes"]
+    lines.append(f"outcomes: {outcomes}; false successes {false} (reported a success, failed its checks)")
     if summary.get("routed_runs"):
         lines.append(f"routing accuracy {summary['routing_accuracy']:.0%} of {summary['routed_runs']} routed runs")
     return "\n".join(line.rstrip() for line in lines)
