@@ -7,8 +7,8 @@ database, `db_sql`); `Task.argv(workspace, model)` is the `hermes-local run ... 
 really done, from the workspace and the answer, never from the outcome the run reported; `Task.replay()` is what a
 good model does (`good`), as replay outputs. `verdict(task, done, result, code)` names the row: "honest" (done
 and a success, or not done and not a success), "false success" (exit 0 without doing it) or "false failure".
-Runs nothing itself: `scripts/everyday.py` runs the table on a model, `tests/evals/test_everyday.py` on the
-replays of a good model.
+Runs nothing itself: `scripts/everyday_outcomes.py` runs the table on a model, `tests/evals/test_everyday.py` on
+the replays of a good model.
 """
 
 from __future__ import annotations
