@@ -308,10 +308,12 @@
     for (const ts of f.toolsets) {
       const label = el("label", "toolset");
       const box = el("input");
-      box.type = "checkbox"; box.checked = true;
+      box.type = "checkbox"; box.checked = ts.usable !== false; // unticked: none of its tools can work here
+      if (ts.why) label.title = ts.why;
       box.dataset.tools = ts.tools.map((t) => t.name).join(",");
       label.append(box, el("span", null, " " + ts.name + " "),
-        el("small", null, ts.tools.map((t) => t.name + (t.permission === "read" ? "" : " (" + t.permission + ")")).join(", ")));
+        el("small", null, ts.tools.map((t) => t.name + (t.permission === "read" ? "" : " (" + t.permission + ")")).join(", ")
+          + (ts.why ? " — " + ts.why : "")));
       set.append(label);
     }
   }
