@@ -438,6 +438,14 @@
         $("run-status").textContent = visible(err.message);
       }
     });
+    const after = async (path, body, done) => { // a finished run: rate it, or undo what it changed (the API's own)
+      if (!state.run) return;
+      try { const d = await api("POST", "/v1/runs/" + encodeURIComponent(state.run) + path, body); $("after-note").textContent = visible(done(d)); }
+      catch (err) { $("after-note").textContent = visible(err.message); }
+    };
+    $("rate-good").addEventListener("click", () => after("/rating", { verdict: "good" }, () => "rated good"));
+    $("rate-bad").addEventListener("click", () => after("/rating", { verdict: "bad" }, () => "rated bad: never recalled"));
+    $("undo").addEventListener("click", () => after("/undo", {}, (d) => "undone: " + JSON.stringify(d).slice(0, 200)));
     $("nav-run").addEventListener("click", () => show("run"));
     $("nav-sessions").addEventListener("click", () => show("sessions"));
     $("nav-stats").addEventListener("click", () => show("stats"));
