@@ -330,10 +330,11 @@ def describe_event(e: Event) -> str | None:
         args = _one_line(json.dumps(e.arguments, ensure_ascii=False, default=str))
         return f"   (not run: {_one_line(e.name, 80)}({args}) was only written inside the thought)"
     if isinstance(e, Guarded):
-        if e.reason != "no_tool":
-            what = "an empty reply" if e.reason == "empty" else "a reply of only a made-up tool result"
+        if what := {"empty": "an empty reply", "echoed": "a reply of only a made-up tool result"}.get(e.reason):
             return f"   (dropped: {what} was sent back" + (f"; asked for {_one_line(e.tool, 80)})" if e.tool else ")")
-        return f"   (dropped: the answer above was sent back: the goal needs a tool such as {_one_line(e.tool, 80)})"
+        why = {"no_success": "no call had succeeded", "figures": "figures in no tool result", "repeated": "a repeat"}
+        needs = f"the goal needs a tool such as {_one_line(e.tool, 80)}"
+        return f"   (dropped: the answer above was sent back: {why.get(e.reason, needs)})"
     if isinstance(e, BudgetWarning):
         return f"   (warning: {_one_line(e.message)})"
     if isinstance(e, Compaction):

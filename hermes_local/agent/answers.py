@@ -14,8 +14,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from hermes_local.agent.evidence import CANNOT, Need, no_success_line, real_calls, unsupported_figures
-from hermes_local.agent.guards import bounce_note, tool_needed
+from hermes_local.agent.evidence import (
+    CANNOT,
+    CHANGE_WORDS,
+    Need,
+    no_success_line,
+    real_calls,
+    same_answer,
+    unsupported_figures,
+)
+from hermes_local.agent.guards import bounce_note, candidates, tool_needed
 from hermes_local.agent.memory import Memory
 from hermes_local.agent.result import ANSWER_BOUNCES, AgentConfig, RunResult
 from hermes_local.agent.resume import STOPPED_CALLS
@@ -59,7 +67,7 @@ class AnswerGuard:
         self.on_event(Guarded(step, name or "", parsed.text, reason))
         memory.add_reply(step, parsed)
         memory.add_user_note(step, Segments.untrusted(bounce_note(tool, reason, detail)))
-        return tool is not None and reason != "figures"
+        return tool is not None and reason not in ("figures", "repeated")
 
     def check_answer(self, memory: Memory, result: RunResult, text: str) -> tuple[str | None, Tool | None, str]:
         """Whether an answer goes back once: (reason, the tool to name, the missing evidence), or (None, ...) to
@@ -67,7 +75,12 @@ class AnswerGuard:
         "no_success" after calls that all failed), or figures found in no tool result ("figures"). Only one
         answer per run goes back; the next is accepted and its outcome says what it lacks (`evidence.judge`)."""
         config = self.config
-        if not config.answer_guard or config.tool_choice == "none" or result.bounced(*ANSWER_BOUNCES):
+        if not config.answer_guard or config.tool_choice == "none":
+            return None, None, ""
+        repeated = any(same_answer(text, t) for t in result.sent_back) and not result.bounced("repeated")
+        if repeated and any(o.ok for o in real_calls(memory.ledger)):  # said again after a call worked: once more
+            return "repeated", None, ""
+        if result.bounced(*ANSWER_BOUNCES):
             return None, None, ""
         ledger = memory.ledger
         if any(o.error_kind == "permission_denied" or o.result.error in STOPPED_CALLS for o in ledger):
@@ -105,6 +118,20 @@ class AnswerGuard:
         memory.add_assistant(step, "", calls)
         memory.add_tool_results(step, outcomes)
         return True
+
+    def need_of(self, goal: str, asked: str = "") -> Need:
+        """What `goal` (or a later message, `asked`) needs of this run's tools, decided before the model writes."""
+        registry, ask, choice = self.registry(), asked or goal, self.config.tool_choice
+        # a follow-up ("And now?") needs what the goal it follows needed, unless it names a need of its own
+        tool = tool_needed(ask, registry) or (tool_needed(goal, registry) if asked else None)
+        writers = frozenset(t.name for t in registry if t.permission != "read")
+        steering = [t for t in registry if not t.traits.steers_run]
+        # a change is asked for when a writing tool's cue matches, the goal says to change something and is not a
+        # question ("What did I write in journal.md?", "Which files are here? You may try the shell.")
+        cued = any(t.name in writers for t in candidates(ask, steering)) and CHANGE_WORDS.search(ask) is not None
+        change = choice != "none" and cued and not ask.strip().endswith("?")
+        name = tool.name if tool is not None and choice != "none" else None
+        return Need(name, change, choice == "required", f"{goal}\n{asked}", writers)
 
     def tool_needed(self, memory: Memory, result: RunResult, *, again: bool = False) -> Tool | None:
         """The tool to name when bouncing this tool-less answer, or None to accept it (`again`: even when an

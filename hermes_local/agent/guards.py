@@ -95,6 +95,11 @@ def bounce_note(tool: Tool | None, reason: str = "no_tool", detail: str = "") ->
             f"You answered, but {detail}. Nothing backs that answer. Do not guess: {what} with arguments that "
             "work (check the file or table name), then answer from its result; if it cannot be done, say so."
         )
+    if reason == "repeated":
+        return (
+            "You repeated, word for word, an answer that was already sent back. Do not repeat it: answer the goal "
+            "from what the tool results above say, or call a tool to find out; if it cannot be done, say so."
+        )
     if reason == "figures":
         return (
             f"These figures in your answer appear in no tool result: {detail}. Do not make up numbers: answer only "

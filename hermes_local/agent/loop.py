@@ -23,8 +23,8 @@ from typing import Any
 
 from hermes_local.agent.answers import AnswerGuard
 from hermes_local.agent.budget import DayUsage, TokenBudget
-from hermes_local.agent.evidence import CHANGE_WORDS, SUCCESS, Need, judge, real_calls, same_answer
-from hermes_local.agent.guards import LoopGuard, candidates, first_step_note, tool_needed
+from hermes_local.agent.evidence import SUCCESS, Need, judge, real_calls, same_answer
+from hermes_local.agent.guards import LoopGuard, first_step_note
 from hermes_local.agent.ledger import episode_record
 from hermes_local.agent.memory import Memory, Turn, extract_plan
 from hermes_local.agent.result import AgentConfig, RunResult, handoff, step_limit_line
@@ -286,21 +286,6 @@ class Agent:
         return self._learned(memory, self._loop(memory, self._new_result(last_step), first_step=last_step + 1))
 
     # -- the loop --------------------------------------------------------------------------
-    def need(self, goal: str, asked: str = "") -> Need:
-        """What `goal` (or a later message, `asked`) needs of this run's tools, decided before the model writes."""
-        registry, ask = self.executor.registry, asked or goal
-        # a follow-up ("And now?") needs what the goal it follows needed, unless it names a need of its own
-        tool = tool_needed(ask, registry) or (tool_needed(goal, registry) if asked else None)
-        tool = tool if self.config.tool_choice != "none" else None
-        writers = frozenset(t.name for t in registry if t.permission != "read")
-        steering = [t for t in registry if not t.traits.steers_run]
-        # a change is asked for when a writing tool's cue matches, the goal says to change something and is not a
-        # question ("What did I write in journal.md?", "Which files are here? You may try the shell.")
-        cued = any(t.name in writers for t in candidates(ask, steering)) and CHANGE_WORDS.search(ask) is not None
-        change = self.config.tool_choice != "none" and cued and not ask.strip().endswith("?")
-        required = self.config.tool_choice == "required"
-        return Need(tool.name if tool else None, change, required, f"{goal}\n{asked}", writers)
-
     def _judged(self, memory: Memory, result: RunResult, need: Need) -> None:
         """The run's outcome, decided once from what the tools did (`evidence.judge`), into `result`."""
         repeated = result.answer is not None and any(same_answer(result.answer, t) for t in result.sent_back)
@@ -313,7 +298,7 @@ class Agent:
         self, memory: Memory, result: RunResult, first_step: int, step_limit: int | None = None, asked: str = ""
     ) -> RunResult:
         limit = step_limit or self.config.max_steps
-        need = self.answers.need = self.need(memory.goal, asked)
+        need = self.answers.need = self.answers.need_of(memory.goal, asked)
         tool_names = self.executor.registry.names()
         self.executor.cache.invalidate()  # the per-run result cache starts empty
         # Decide before generating: a goal that needs a tool starts with the call grammar on (the trigger

@@ -24,7 +24,7 @@ from hermes_local.textsafe import terminal_safe
 # after calls that all failed, an answer whose figures appear in no tool result, a reply that was empty after
 # parsing, or one whose only content was a tool result the model made up itself.
 ANSWER_BOUNCES = ("no_tool", "no_success", "figures")
-BOUNCE_REASONS = (*ANSWER_BOUNCES, "empty", "echoed")
+BOUNCE_REASONS = (*ANSWER_BOUNCES, "repeated", "empty", "echoed")  # repeated: an answer sent back, said again
 
 # How a run ended -> the process exit code a script can rely on (README "Exit codes").
 # 2 is a refused input (a bad flag, name, file or setting: `UserError`), 130 an interrupt.

@@ -142,8 +142,11 @@ class Executor:
     def _approved_run(self, t: Tool, args: dict[str, Any], arguments: dict[str, Any]) -> ToolResult:
         """Approve, then serve from the cache, refuse a repeat write, or run: the validated call's result
         (`arguments` as the model wrote them: what a finished write is known by, also across a resume)."""
-        if t.permission != "read" and (outside := self._outside(t, args)) is not None:
-            return outside  # the same refusal a run gives, before approval: never a proposal or a "not approved"
+        if t.permission != "read" and t.traits.file_effect is not None:  # a path outside: refused as a run would,
+            try:  # before approval (never a proposal, never a "not approved")
+                confined.check_inside(self.context, t.traits.file_effect(args).path)
+            except ToolFailure as exc:
+                return ToolResult.failure(exc.kind, str(exc))
         if self.plan and t.permission != "read" and t.name not in self.approver.denied:
             return proposed(t.name)
         key = arguments_digest(t.name, arguments)
@@ -162,16 +165,6 @@ class Executor:
         result = self._approved(t, args, arguments, how)
         self.approver.observe(t, args, result)
         return result
-
-    def _outside(self, t: Tool, args: dict[str, Any]) -> ToolResult | None:
-        """The refusal of a write whose file (its declared `file_effect`) is outside the workspace, or None."""
-        if t.traits.file_effect is None:
-            return None
-        try:
-            confined.check_inside(self.context, t.traits.file_effect(args).path)
-        except ToolFailure as exc:
-            return ToolResult.failure(exc.kind, str(exc))
-        return None
 
     def _approved(self, t: Tool, args: dict[str, Any], arguments: dict[str, Any], how: str) -> ToolResult:
         if t.permission == "read":

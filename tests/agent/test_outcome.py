@@ -54,17 +54,18 @@ def test_a_figure_in_no_tool_result_goes_back_and_the_real_one_is_done(workspace
     result = run(workspace, script, "How many orders are in orders.csv?")
     assert [g["reason"] for g in result.guarded] == ["figures"]
     assert result.outcome == "done" and result.exit_code == 0 and result.evidence == "succeeded: read_file"
-    made_up = run(
-        workspace, [call("read_file", path="orders.csv"), "Total: 2041.75", "Total: 2041.75"], "Sum orders.csv"
-    )
+    script = [call("read_file", path="orders.csv"), "Total: 2041.75", "Total: 2041.75", "Total: 2041.75"]
+    made_up = run(workspace, script, "Sum orders.csv")
+    assert [g["reason"] for g in made_up.guarded] == ["figures", "repeated"]  # bounded: two bounces at most
     assert made_up.outcome == "unverified" and "2041.75" in made_up.evidence and made_up.exit_code == 6
 
 
 def test_a_bounced_answer_said_again_after_a_call_is_unverified(workspace: Path) -> None:
     (workspace / "todo.txt").write_text("TODO: call Bob\n")
-    script = ["Done, I found them.", call("read_file", path="todo.txt"), "Done, I found them."]
+    said = "Done, I found them."
+    script = [said, call("read_file", path="todo.txt"), said, said]  # said again after the read: once more
     result = run(workspace, script, "Find the TODO lines in todo.txt")
-    assert [g["reason"] for g in result.guarded] == ["no_tool"]
+    assert [g["reason"] for g in result.guarded] == ["no_tool", "repeated"]
     assert result.outcome == "unverified" and "repeats" in result.evidence
 
 
