@@ -151,7 +151,8 @@ def sessions_list() -> None:
     for info in reversed(list_sessions()):
         end = info.end or {}
         outcome = str(end.get("outcome") or info.stopped or "unfinished")
-        usage = end.get("usage") if isinstance(end.get("usage"), dict) else {}
+        logged = end.get("usage")
+        usage: dict = logged if isinstance(logged, dict) else {}
         took = f"{float(usage.get('seconds') or 0):7.1f}s" if info.end else " " * 8
         goal = terminal_safe(" ".join(info.goal.split())[:60])
         answer = terminal_safe(" ".join(str(end.get("answer") or "").split())[:60])
