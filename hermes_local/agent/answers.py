@@ -92,7 +92,7 @@ class AnswerGuard:
                 return None, None, ""
             if CANNOT.search(text) and real:
                 return None, None, ""  # it tried and says it could not: an honest failure, ended as one
-            return ("no_success" if real else "no_tool"), tool, no_success_line(ledger).removeprefix("no ")
+            return ("no_success" if real else "no_tool"), tool, no_success_line(ledger)
         unsupported = unsupported_figures(text, real, self.need.user_text or memory.goal)
         if unsupported:
             return "figures", None, ", ".join(unsupported[:5])

@@ -108,7 +108,7 @@ def bounce_note(tool: Tool | None, reason: str = "no_tool", detail: str = "") ->
     if reason == "no_tool":
         return (
             f"You answered without calling any tool, but this goal needs information only a tool can give. "
-            f"Do not guess: {what} (or another fitting tool) now, then answer from its result."
+            f"Do not guess: {what}{' (or another fitting tool)' if tool else ''} now, then answer from its result."
         )
     wrong = (
         "Your reply was empty."

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from hermes_local.agent.evidence import Need, judge, unsupported_figures
 from hermes_local.cli.app import app
 from hermes_local.config import load_settings
-from hermes_local.events import Event, Guarded, Proposal
+from hermes_local.events import Event, Guarded, Proposal, TurnAdded
 from hermes_local.outcome import ToolOutcome, ToolResult
 from hermes_local.testing import ScriptedLLM, build_agent, tool_call_text, write_replay
 from hermes_local.tools import Approver
@@ -43,6 +43,9 @@ def test_an_answer_after_the_only_call_failed_goes_back_once_then_ends_unverifie
     assert [g["reason"] for g in result.guarded] == ["no_success"]
     [bounce] = [e for e in events if isinstance(e, Guarded)]
     assert bounce.reason == "no_success"
+    notes = [str(e.content) for e in events if isinstance(e, TurnAdded) and e.role == "user"]
+    said = "You answered, but no tool call succeeded: read_file not_found; the last error was: "
+    assert any(said in note for note in notes), notes
     assert result.outcome == "unverified" and result.exit_code == 6
     assert result.evidence.startswith("no tool call succeeded: read_file not_found ×2; the last error was: ")
     assert result.to_json()["outcome"] == "unverified"
