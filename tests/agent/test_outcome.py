@@ -148,3 +148,18 @@ def test_the_cli_exit_code_and_outcome_line(tmp_path: Path, workspace: Path) -> 
     assert "outcome: unverified (no tool call succeeded" in shown
     stats = json.loads(CliRunner().invoke(app, ["stats", "--json"]).stdout)
     assert stats["results"]["unverified"] == 1 and stats["success_rate"] == 0.0
+
+
+def test_sessions_apply_prints_the_tools_own_reason(workspace: Path) -> None:
+    """A proposal logged before plan-only runs checked paths: apply says why it fails, never "not approved"."""
+    from hermes_local.events import RunEnd, RunStart
+    from hermes_local.session import SessionLog
+
+    with SessionLog(None) as log:
+        log.log(RunStart("Add to ../ideas.md", [], workspace=str(workspace.resolve()), plan=True))
+        log.log(Proposal(1, "write_file", {"path": "../ideas.md", "content": "x"}))
+        log.log(RunEnd({"answer": "Added.", "stopped": "answer"}))
+        sid = log.id
+    res = CliRunner().invoke(app, ["sessions", "apply", sid, "--yes"])
+    assert res.exit_code == 1 and "outside the workspace" in res.stdout and "not approved" not in res.stdout
+    assert not (workspace.parent / "ideas.md").exists()

@@ -102,8 +102,10 @@ def test_a_delegation_is_a_child_session_that_writes_and_returns_one_envelope(wo
     call = result.tool_calls[0]
     assert call.name == "delegate" and call.ok
     envelope = call.data
-    assert set(envelope) == {"status", "answer", "files_written", "findings", "steps", "usage"}
+    keys = {"status", "answer", "files_written", "findings", "steps", "usage", "outcome", "evidence"}
+    assert set(envelope) == keys
     assert envelope["status"] == "answered" and envelope["files_written"] == ["summary.md"]
+    assert envelope["outcome"] == "done" and envelope["evidence"] == "succeeded: write_file"  # issue 42
     assert envelope["steps"] == 2 and envelope["usage"]["prompt_tokens"] > 0
     assert "summary.md" in envelope["answer"]
     # the parent's log names the child; the child's own log names the parent and the call first
