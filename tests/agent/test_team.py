@@ -390,7 +390,7 @@ def test_run_team_can_hand_the_task_straight_to_a_specialist(tmp_path: Path, wor
     again = write_replay(tmp_path / "two.jsonl", [tool_call_text("get_current_time"), "I cannot tell the time."])
     args = ["run", "--continue", session.stem, "What time is it?", "--json", "--model", f"replay:{again}"]
     res = CliRunner().invoke(app, [*args, "--workspace", str(workspace), "--no-answer-guard"])
-    assert res.exit_code == 0, res.output
+    assert res.exit_code == 1 and json.loads(res.stdout)["outcome"] == "failed", res.output  # it could not
     clock = [e for e in read_records(session) if e["kind"] == "tool_result"][-1]
     assert clock["name"] == "get_current_time" and clock["error_kind"] == "not_found"
     assert [type(e) for e in read_events(session)].count(Routed) == 1  # not routed again
