@@ -61,6 +61,7 @@ class Need:
     required: bool = False
     user_text: str = ""
     writers: frozenset[str] = frozenset()  # the run's tools that change something (write or dangerous)
+    sinks: frozenset[str] = frozenset()  # ...of which those that only write (nothing they return is information)
 
     @property
     def tools(self) -> bool:
@@ -135,10 +136,18 @@ def unsupported_figures(answer: str, calls: Iterable[ToolOutcome], user_text: st
 
 
 def judge(
-    answer: str | None, stopped: str, calls: Sequence[ToolOutcome], need: Need, *, repeated: bool = False, why: str = ""
+    answer: str | None,
+    stopped: str,
+    calls: Sequence[ToolOutcome],
+    need: Need,
+    *,
+    repeated: bool = False,
+    why: str = "",
+    changed: set[str] | None = None,
 ) -> Verdict:
     """The outcome of a finished run and its evidence (see the module docstring); `repeated`: the accepted answer
-    is word for word one that was sent back; `why`: why a run without an answer stopped."""
+    is word for word one that was sent back; `why`: why a run without an answer stopped; `changed`: the workspace
+    paths the run's checkpoints recorded as changed (None: not recorded; then a write call that worked counts)."""
     real = real_calls(calls)
     ok = [c for c in real if c.ok]
     if stopped != "answer" or not (answer or "").strip():
@@ -155,8 +164,10 @@ def judge(
         if denied:
             return Verdict("denied", f"the call(s) it needed were refused: {tally(denied)}")
         return Verdict("unverified", no_success_line(calls))
-    if need.change and not any(c.name in need.writers for c in ok):
-        return Verdict("unverified", "the goal asks for a change and no write succeeded; " + _ok_line(ok))
+    if need.change and not (changed if changed is not None else any(c.name in need.writers for c in ok)):
+        return Verdict("unverified", "the goal asks for a change and nothing in the workspace changed; " + _ok_line(ok))
+    if need.tool is not None and need.tool not in need.writers and all(c.name in need.sinks for c in ok):
+        return Verdict("unverified", "the goal needs information and only writes succeeded; " + _ok_line(ok))
     unsupported = unsupported_figures(text, ok, need.user_text)
     if unsupported:
         return Verdict("unverified", f"figures in the answer appear in no tool result: {', '.join(unsupported[:5])}")

@@ -291,7 +291,10 @@ class Agent:
         repeated = result.answer is not None and any(same_answer(result.answer, t) for t in result.sent_back)
         # this run's (or turn's) own calls when it made any; else what the session found before (a follow-up)
         calls = result.tool_calls if real_calls(result.tool_calls) else memory.ledger
-        verdict = judge(result.answer, result.stopped, calls, need, repeated=repeated, why=result.error or "")
+        recorder = self.executor.checkpoints  # what the workspace's checkpoints say changed (a plan changes nothing)
+        changed = set(recorder.changed) if recorder is not None and not self.executor.plan else None
+        why = result.error or ""
+        verdict = judge(result.answer, result.stopped, calls, need, repeated=repeated, why=why, changed=changed)
         result.outcome, result.evidence = verdict.outcome, verdict.evidence
 
     def _loop(

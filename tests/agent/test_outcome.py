@@ -82,7 +82,7 @@ def test_a_goal_asking_for_a_change_needs_a_write_that_worked(workspace: Path) -
     (workspace / "notes.txt").write_text("meeting at 3\n")
     script = [call("read_file", path="notes.txt"), "Summarised into summary.md."]
     result = run(workspace, script, "Summarise notes.txt into summary.md")
-    assert result.outcome == "unverified" and "no write succeeded" in result.evidence
+    assert result.outcome == "unverified" and "nothing in the workspace changed" in result.evidence
     assert not (workspace / "summary.md").exists()
 
 
@@ -163,3 +163,21 @@ def test_sessions_apply_prints_the_tools_own_reason(workspace: Path) -> None:
     res = CliRunner().invoke(app, ["sessions", "apply", sid, "--yes"])
     assert res.exit_code == 1 and "outside the workspace" in res.stdout and "not approved" not in res.stdout
     assert not (workspace.parent / "ideas.md").exists()
+
+
+def test_the_change_is_read_from_the_checkpoints_and_information_from_a_read(tmp_path: Path, workspace: Path) -> None:
+    """From the embedded model's runs: `ls` run for "rename", a memo written for "which customer": no success."""
+    (workspace / "a.txt").write_text("alpha\n")
+    replay = write_replay(tmp_path / "r.jsonl", [call("run_shell", command="ls"), "Renamed them."])
+    args = ["run", "Rename all .txt files in this folder to .md", "--allow", "run_shell", "--json"]
+    res = CliRunner().invoke(app, [*args, "--workspace", str(workspace), "--model", f"replay:{replay}"])
+    out = json.loads(res.stdout)
+    assert res.exit_code == 6 and "nothing in the workspace changed" in out["evidence"], out
+    replay = write_replay(tmp_path / "m.jsonl", [call("append_to_memo", content="ann"), "ann buys most."])
+    args = ["run", "Which customer buys most, in orders.csv?", "--yes", "--json", "--workspace", str(workspace)]
+    out = json.loads(CliRunner().invoke(app, [*args, "--model", f"replay:{replay}"]).stdout)
+    assert out["outcome"] == "unverified" and "only writes succeeded" in out["evidence"], out
+    mv = write_replay(tmp_path / "mv.jsonl", [call("run_shell", command="mv a.txt a.md"), "Renamed a.txt."])
+    args = ["run", "Rename all .txt files in this folder to .md", "--allow", "run_shell", "--json"]
+    out = json.loads(CliRunner().invoke(app, [*args, "--workspace", str(workspace), "--model", f"replay:{mv}"]).stdout)
+    assert out["outcome"] == "done" and (workspace / "a.md").exists(), out

@@ -292,6 +292,7 @@ class Recorder:
     _numbers: dict[int, int] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     scan_cache: dict[tuple[str, int, int, int, int], State] = field(default_factory=dict)  # snapshot.py's
+    changed: set[str] = field(default_factory=set)  # workspace paths this run changed (what a run's outcome reads)
 
     def at(self, step: int) -> None:
         """The run has reached `step` (the agent's step number, as in the session log)."""
@@ -323,6 +324,7 @@ class Recorder:
         }
         with self._lock:
             self.store.append(self.session, record, durable=durable)
+            self.changed.update(str(c["path"]) for c in changes if c.get("path"))
 
 
 def before_change(
