@@ -234,3 +234,13 @@ def test_a_store_locked_when_the_run_ends_keeps_the_answer_and_says_the_episode_
     holder[0].rollback()
     holder[0].close()
     assert LongTermMemory().items() == []
+
+
+def test_memory_list_prints_line_breaks_as_breaks() -> None:
+    """Issue 42: an episode with a line break (a task piped in on stdin) was listed as `\\x0a`."""
+    memory = LongTermMemory()
+    record = {"goal": "Shopping:\nmilk", "answer": "ok", "stopped": "answer", "outcome": "answered", "findings": []}
+    memory.add_episode(record, session_id="s1", keep_failed=False)
+    memory.close()
+    res = runner.invoke(app, ["memory", "list"])
+    assert res.exit_code == 0 and "Shopping:\nmilk" in res.stdout and "\\x0a" not in res.stdout
