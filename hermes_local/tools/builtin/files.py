@@ -44,7 +44,7 @@ TARGET = re.compile(
     rf"(?:a\s+|the\s+|my\s+|file\s+)*({FILE_IN_GOAL})"
 )
 LIST = re.compile(
-    r"\b(list|show|what'?s in|what is in|contents of)\b.*\b(files|folders?|director(?:y|ies)|workspace)\b|"
+    r"\b(list|show|what'?s in|what is in|contents of|which|what)\b.*\b(files|folders?|director(?:y|ies)|workspace)\b|"
     r"\b(folders?|director(?:y|ies)|ls)\b|目录|文件夹|工作区"
 )
 READ = re.compile(r"\b(read|contents?|summari[sz]e|summary of|open|look at|check)\b|文件|读取|内容|笔记")
