@@ -132,7 +132,8 @@ class AnswerGuard:
         change = choice != "none" and cued and not ask.strip().endswith("?")
         name = tool.name if tool is not None and choice != "none" else None
         sinks = frozenset(t.name for t in registry if t.permission == "write")
-        return Need(name, change, choice == "required", f"{goal}\n{asked}", writers, sinks)
+        question = ask.strip().endswith("?")
+        return Need(name, change, choice == "required", f"{goal}\n{asked}", writers, sinks, question)
 
     def tool_needed(self, memory: Memory, result: RunResult, *, again: bool = False) -> Tool | None:
         """The tool to name when bouncing this tool-less answer, or None to accept it (`again`: even when an

@@ -1,16 +1,16 @@
 """A run's outcome, decided once from evidence (what the tools did), never from the model's words.
 
 `judge(...)` gives the `Verdict` of a finished run: its outcome (`OUTCOMES`) and one line of evidence. `done`: the
-goal needed tools and a call behind the answer succeeded (its answer says something the results say; a goal that
-asked for a change has that change in the workspace's checkpoints); `answered`: a goal that needs no tool, answered
-without one; `unverified`: an answer with no successful call behind it on a goal that needs one, one that says
-nothing its results say, only writes on a goal that asks for information, figures in the answer that appear in no
-tool result and no user text, a change asked for and nothing changed, or an answer repeated word for word after it
-was sent back; `failed`: no answer (the step limit, the failure cap, an empty reply, an error, a reply that only
-offers help), or an answer that says it could not do the task; `denied`: the calls it needed were refused. `Need`
-is what the goal needs (taken once, from the goal and the run's tools, before the model writes anything).
-`unsupported_figures` and `no_success_line` are also the answer guard's reasons for sending an answer back once
-(`answers.py`). Does not call the model, run tools or print anything; `result.py` maps an outcome to its exit code.
+goal needed tools and a call behind the answer succeeded (a goal that asked for a change has that change in the
+workspace's checkpoints); `answered`: a goal that needs no tool, answered without one; `unverified`: an answer with
+no successful call behind it on a goal that needs one, only writes on a goal that asks a question, figures in
+the answer that appear in no tool result and no user text, a change asked for and nothing changed, or an answer
+repeated word for word after it was sent back; `failed`: no answer (the step limit, the failure cap, an empty reply,
+an error, a reply that only offers help), or an answer that says it could not do the task; `denied`: the calls it
+needed were refused. `Need` is what the goal needs (taken once, from the goal and the run's tools, before the model
+writes anything). `unsupported_figures` and `no_success_line` are also the answer guard's reasons for sending an
+answer back once (`answers.py`). Does not call the model, run tools or print anything; `result.py` maps an outcome
+to its exit code.
 """
 
 from __future__ import annotations
@@ -63,6 +63,7 @@ class Need:
     user_text: str = ""
     writers: frozenset[str] = frozenset()  # the run's tools that change something (write or dangerous)
     sinks: frozenset[str] = frozenset()  # ...of which those that only write (nothing they return is information)
+    question: bool = False  # the goal asks a question (ends with "?"): writes alone do not answer it
 
     @property
     def tools(self) -> bool:
@@ -136,38 +137,6 @@ def unsupported_figures(answer: str, calls: Iterable[ToolOutcome], user_text: st
     return list(dict.fromkeys(wanted))
 
 
-# Words too common to show that an answer used a result (and the words of a JSON envelope).
-COMMON = frozenset(
-    """the and for are was were you your this that with from have has not can tool tools call result results
-    file files data name type size entries error true false null none here there what which when where who how
-    its into about them they will would could should been being also only just than then some any all out use
-    used""".split()
-)
-
-
-def _content(text: str) -> set[str]:
-    return {w for w in re.findall(r"[^\W\d_]{3,}", text.lower()) if w not in COMMON} | figures_all(text)
-
-
-def figures_all(text: str) -> set[str]:
-    """Every figure of `text`, single digits too, normalised (`_figure`)."""
-    return {_figure(m.group(0).rstrip(",")) for m in re.finditer(r"\d[\d,]*(?:\.\d+)?", text)}
-
-
-def uses_results(answer: str, calls: Iterable[ToolOutcome], user_text: str) -> bool:
-    """Whether the answer says something a successful tool result says and the user did not (a word of three
-    letters or more, or a figure): an answer that depends on the calls, not one written beside them. A short
-    reply ("Done.", "It is noon.": fewer than five words) claims nothing beyond its calls and passes."""
-    if len(re.findall(r"\w+", answer)) < 5:
-        return True
-    said = _content(answer) - _content(user_text)
-    found: set[str] = set()
-    for c in calls:
-        if c.ok:
-            found |= _content(_result_text(c))
-    return bool(said & found)
-
-
 def judge(
     answer: str | None,
     stopped: str,
@@ -199,16 +168,14 @@ def judge(
         return Verdict("unverified", no_success_line(calls))
     if need.change and not (changed if changed is not None else any(c.name in need.writers for c in ok)):
         return Verdict("unverified", "the goal asks for a change and nothing in the workspace changed; " + _ok_line(ok))
-    if need.tool is not None and need.tool not in need.writers and all(c.name in need.sinks for c in ok):
+    only_writes = all(c.name in need.sinks for c in ok)  # on a question, not on a change
+    if need.question and need.tool is not None and need.tool not in need.writers and not need.change and only_writes:
         return Verdict("unverified", "the goal needs information and only writes succeeded; " + _ok_line(ok))
     unsupported = unsupported_figures(text, ok, need.user_text)
     if unsupported:
         return Verdict("unverified", f"figures in the answer appear in no tool result: {', '.join(unsupported[:5])}")
     if repeated:
         return Verdict("unverified", "the answer repeats, word for word, one that was sent back")
-    source = need.tool not in need.writers  # a goal that asks for information (not a write: that is its evidence)
-    if need.tools and source and not need.change and not uses_results(text, ok, need.user_text):
-        return Verdict("unverified", "the answer says nothing the tool results say; " + _ok_line(ok))
     return Verdict("done", _ok_line(ok))
 
 

@@ -117,8 +117,6 @@ def test_judge_on_its_own() -> None:
     assert judge("x", "answer", [], Need()).outcome == "answered"
     clock = ToolOutcome(1, "get_current_time", {}, ToolResult.success("2026-12-05T08:13:03+00:00", "time"))
     time_need = Need(tool="get_current_time", user_text="What time is it?")
-    beside = judge("This is a custom tool, and you can't use it.", "answer", [clock], time_need)  # the embedded model
-    assert beside.outcome == "unverified" and "says nothing the tool results say" in beside.evidence
     assert judge("It is 8:13 in the morning.", "answer", [clock], time_need).outcome == "done"
     ready = judge("I'm ready to help. What's your next question?", "answer", [ok], need)
     assert ready.outcome == "failed" and "answers nothing" in ready.evidence  # issue 42: a non-answer is no success

@@ -45,7 +45,7 @@ def test_unsandboxed_commands_are_announced_once_on_stderr(tmp_path: Path, works
     args = ["--model", f"replay:{replay}", "--workspace", str(workspace), "--sandbox", "off", "--allow", "run_shell"]
     args.append("--trust-content")  # the first command's output is untrusted: the second would be asked again
     code, out, err = run_json(TASK, *args)
-    assert code == 0 and [c["ok"] for c in out["tool_calls"]] == [True, True], err
+    assert code == 6 and [c["ok"] for c in out["tool_calls"]] == [True, True], err  # the memo goal, no memo: unverified
     warnings = [line for line in err.splitlines() if "WITHOUT a sandbox" in line]
     assert warnings == ["warning: run_shell runs WITHOUT a sandbox: sandbox = off in the settings"]
 
