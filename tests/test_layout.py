@@ -2,7 +2,7 @@
 
 The import rules themselves are import-linter contracts in pyproject.toml (`lint-imports`); this runs them
 inside the suite, and checks on the source (`ast`) what import-linter cannot: that only `cli/` writes to
-the terminal (rule 1: `tools/`, `session.py`, `workflow/`, `service/` and the rest receive an asker or a
+the terminal (rule 1: `tools/`, `session/`, `workflow/`, `service/` and the rest receive an asker or a
 notice sink from the caller, or log), how many modules sit at the top, how long a module may grow, that
 every package face declares `__all__`, and that `import hermes_local` loads nothing else of the package (its
 public names load on first use).
@@ -35,6 +35,7 @@ DISTRICTS = {
     "sandbox",
     "longterm",
     "runtime",
+    "session",
 }
 
 

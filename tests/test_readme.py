@@ -520,8 +520,9 @@ def test_the_serving_examples_run_as_written(tmp_path: Path, hermetic_home: Path
 
 
 def test_the_exit_code_table_is_the_one_the_cli_uses() -> None:
-    from hermes_local.agent.result import EXIT_CODES
+    from hermes_local.agent.result import EXIT_CODES, OUTCOME_EXIT_CODES
 
     rows = dict(re.findall(r"^\| (\d+) \| (.*) \|$", (ROOT / "README.md").read_text(encoding="utf-8"), re.M))
-    assert sorted(map(int, rows)) == sorted({*EXIT_CODES.values(), 2, 130})
-    assert all(f"`stopped: {stopped}`" in rows[str(code)] for stopped, code in EXIT_CODES.items() if stopped != "error")
+    assert sorted(map(int, rows)) == sorted({*EXIT_CODES.values(), *OUTCOME_EXIT_CODES.values(), 2, 130})
+    assert all(f"`stopped: {stopped}`" in rows[str(code)] for stopped, code in EXIT_CODES.items() if code > 1)
+    assert all(f"`{outcome}`" in rows[str(code)] for outcome, code in OUTCOME_EXIT_CODES.items())

@@ -86,13 +86,29 @@ def how_to_call(t: Tool) -> str:
     return t.traits.call_hint or f"call {t.name}"
 
 
-def bounce_note(tool: Tool | None, reason: str = "no_tool") -> str:
-    """The corrective note sent back with a bounced reply: what was wrong and exactly what to do now."""
-    what = how_to_call(tool) if tool else ""
+def bounce_note(tool: Tool | None, reason: str = "no_tool", detail: str = "") -> str:
+    """The corrective note sent back with a bounced reply: what was wrong and exactly what to do now (`detail`:
+    the evidence that was missing, for "no_success" and "figures")."""
+    what = how_to_call(tool) if tool else "call a fitting tool"
+    if reason == "no_success":
+        return (
+            f"You answered, but {detail}. Nothing backs that answer. Do not guess: {what} with arguments that "
+            "work (check the file or table name), then answer from its result; if it cannot be done, say so."
+        )
+    if reason == "repeated":
+        return (
+            "You repeated, word for word, an answer that was already sent back. Do not repeat it: answer the goal "
+            "from what the tool results above say, or call a tool to find out; if it cannot be done, say so."
+        )
+    if reason == "figures":
+        return (
+            f"These figures in your answer appear in no tool result: {detail}. Do not make up numbers: answer only "
+            "with what the tool results say, or call a tool that gives the figure."
+        )
     if reason == "no_tool":
         return (
             f"You answered without calling any tool, but this goal needs information only a tool can give. "
-            f"Do not guess: {what} (or another fitting tool) now, then answer from its result."
+            f"Do not guess: {what}{' (or another fitting tool)' if tool else ''} now, then answer from its result."
         )
     wrong = (
         "Your reply was empty."

@@ -124,17 +124,26 @@ def _run_line(run: Sequence[ToolOutcome]) -> str:
 
 
 def episode_record(
-    goal: str, outcomes: Sequence[ToolOutcome], answer: str | None, stopped: str, writes: Mapping[str, str]
+    goal: str,
+    outcomes: Sequence[ToolOutcome],
+    answer: str | None,
+    stopped: str,
+    writes: Mapping[str, str],
+    outcome: str = "",
+    evidence: str = "",
 ) -> dict[str, Any]:
-    """The run's episode for long-term memory: goal, answer, how it stopped, the key findings (at most 5), the
-    files written (`writes`: tool name -> its path argument), the tools used, and whether a write was denied
-    or untrusted content was read (which mark the episode failed / untrusted)."""
+    """The run's episode for long-term memory: goal, answer, how it stopped, its outcome and evidence
+    (`evidence.judge`), the key findings (at most 5), the files written (`writes`: tool name -> its path
+    argument), the tools used, and whether a write was denied or untrusted content was read (which mark the
+    episode failed / untrusted)."""
     real = [o for o in outcomes if o.name not in (FINAL_ANSWER, "invalid_tool_call")]
     written = {o.arguments.get(writes[o.name]) for o in real if o.ok and o.name in writes}
     return {
         "goal": goal,
         "answer": answer,
         "stopped": stopped,
+        "outcome": outcome,
+        "evidence": evidence,
         "findings": [f"{o.name} {key_argument(o)}: {finding(o, goal)}" for o in real if o.ok][:5],
         "files_written": sorted(p for p in written if isinstance(p, str)),
         "tools": sorted({o.name for o in real}),

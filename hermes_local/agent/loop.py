@@ -23,6 +23,7 @@ from typing import Any
 
 from hermes_local.agent.answers import AnswerGuard
 from hermes_local.agent.budget import DayUsage, TokenBudget
+from hermes_local.agent.evidence import SUCCESS, Need, judge, real_calls, same_answer
 from hermes_local.agent.guards import LoopGuard, first_step_note
 from hermes_local.agent.ledger import episode_record
 from hermes_local.agent.memory import Memory, Turn, extract_plan
@@ -39,6 +40,7 @@ from hermes_local.events import (
     BudgetWarning,
     Compaction,
     Event,
+    Guarded,
     Redecoded,
     RunEnd,
     RunResumed,
@@ -93,6 +95,7 @@ class Agent:
         self._last_call: LastCall | None = None  # the last model call (a re-decode starts from it)
         self.closers: list[Callable[[], None]] = []
         self._failures_logged: set[str] = set()  # MCP servers logged as down (once per agent: a chat logs them once)
+        self._sent_back: list[str] = []  # answers a continued session's log shows were sent back or unsupported
         self.loop_guard = LoopGuard(max_identical=self.config.max_identical_calls)
         day = DayUsage(home_dir() / "usage") if self.config.max_day_tokens else None
         self.budget = TokenBudget(self.config.max_run_tokens, self.config.max_day_tokens, day)
@@ -259,7 +262,8 @@ class Agent:
     def _learned(self, memory: Memory, result: RunResult) -> RunResult:  # the episode (no model call) -> `learn`
         if self.learn is not None:
             writes = {t.name: t.writes_path for t in self.executor.registry if t.writes_path}
-            self.learn(episode_record(memory.goal, memory.ledger, result.answer, result.stopped, writes))
+            record = episode_record(memory.goal, memory.ledger, result.answer, result.stopped, writes)
+            self.learn(record | {"outcome": result.outcome, "evidence": result.evidence})
         return result
 
     def _start(self, goal: str, recalled: list[str]) -> RunStart:  # with the folder and mode `sessions apply` reads
@@ -269,7 +273,7 @@ class Agent:
 
     def _new_result(self, steps: int) -> RunResult:
         """A run's result so far, listing the MCP servers that did not start (logged once, one event each)."""
-        result = RunResult(answer=None, stopped="max_steps", steps=steps)
+        result = RunResult(answer=None, stopped="max_steps", steps=steps, sent_back=list(self._sent_back))
         result.note_mcp_failures(self.executor.registry.failed_sources, self._failures_logged, self.on_event)
         return result
 
@@ -282,7 +286,10 @@ class Agent:
         else:
             memory.add_user_note(last_step + 1, Segments.untrusted(message))
         result = self._new_result(0)
-        result = self._loop(memory, result, first_step=last_step + 1, step_limit=last_step + self.config.max_steps)
+        asked = message if last_step else ""
+        result = self._loop(
+            memory, result, first_step=last_step + 1, step_limit=last_step + self.config.max_steps, asked=asked
+        )
         if result.answer:
             memory.add_assistant(result.steps, result.answer, [])
         return memory, result
@@ -298,13 +305,30 @@ class Agent:
         memory = rebuild_memory(events, start, self.system_prompt(), self.dialect, self.executor, self._on_turn)
         last_step = max((t.step for t in memory.turns), default=0)
         self.on_event(RunResumed(memory.goal, last_step + 1))
+        unsupported = [e for e in events if isinstance(e, RunEnd) and e.result.get("outcome") not in SUCCESS]
+        self._sent_back = [e.answer for e in events if isinstance(e, Guarded) and e.answer]
+        self._sent_back += [str(e.answer) for e in unsupported if e.answer]
         if message is not None:
             return self.chat(memory, message)[1]
         return self._learned(memory, self._loop(memory, self._new_result(last_step), first_step=last_step + 1))
 
     # -- the loop --------------------------------------------------------------------------
-    def _loop(self, memory: Memory, result: RunResult, first_step: int, step_limit: int | None = None) -> RunResult:
+    def _judged(self, memory: Memory, result: RunResult, need: Need) -> None:
+        """The run's outcome, decided once from what the tools did (`evidence.judge`), into `result`."""
+        repeated = result.answer is not None and any(same_answer(result.answer, t) for t in result.sent_back)
+        # this run's (or turn's) own calls when it made any; else what the session found before (a follow-up)
+        calls = result.tool_calls if real_calls(result.tool_calls) else memory.ledger
+        recorder = self.executor.checkpoints  # what the workspace's checkpoints say changed (a plan changes nothing)
+        changed = set(recorder.changed) if recorder is not None and not self.executor.plan else None
+        why = result.error or ""
+        verdict = judge(result.answer, result.stopped, calls, need, repeated=repeated, why=why, changed=changed)
+        result.outcome, result.evidence = verdict.outcome, verdict.evidence
+
+    def _loop(
+        self, memory: Memory, result: RunResult, first_step: int, step_limit: int | None = None, asked: str = ""
+    ) -> RunResult:
         limit = step_limit or self.config.max_steps
+        need = self.answers.need = self.answers.need_of(memory.goal, asked)
         tool_names = self.executor.registry.names()
         self.executor.cache.invalidate()  # the per-run result cache starts empty
         # Decide before generating: a goal that needs a tool starts with the call grammar on (the trigger
@@ -367,6 +391,7 @@ class Agent:
             result.stopped, result.error = "error", str(exc)
         if result.stopped == "max_steps" or failures >= self.config.max_consecutive_failures:  # it gave up
             result.handoff = handoff(memory.ledger, memory.goal, memory.plan_todo, result.error or result.stopped)
+        self._judged(memory, result, need)
         self.on_event(RunEnd(result.to_json()))
         return result
 

@@ -20,23 +20,36 @@ from hermes_local.events import Event, LLMCall, McpServerFailed, Reasoning, Rehe
 from hermes_local.llm import Usage
 from hermes_local.textsafe import terminal_safe
 
-# Why a reply was sent back once (`RunResult.guarded`): an answer given without the tool the goal needs, a reply
-# that was empty after parsing, or one whose only content was a tool result the model made up itself.
-BOUNCE_REASONS = ("no_tool", "empty", "echoed")
+# Why a reply was sent back once (`RunResult.guarded`): an answer given without the tool the goal needs, an answer
+# after calls that all failed, an answer whose figures appear in no tool result, a reply that was empty after
+# parsing, or one whose only content was a tool result the model made up itself.
+ANSWER_BOUNCES = ("no_tool", "no_success", "figures")
+BOUNCE_REASONS = (*ANSWER_BOUNCES, "repeated", "empty", "echoed")  # repeated: an answer sent back, said again
 
 # How a run ended -> the process exit code a script can rely on (README "Exit codes").
 # 2 is a refused input (a bad flag, name, file or setting: `UserError`), 130 an interrupt.
 EXIT_CODES: dict[str, int] = {
-    "answer": 0,  # the model answered
-    "error": 1,  # the run failed (engine, replay, too many failures)
+    "answer": 0,  # the model answered (with evidence: outcome done or answered)
+    "error": 1,  # the run failed (engine, replay, too many failures, the model said it could not)
     "max_steps": 3,  # the task took more steps than --max-steps allows
     "empty": 4,  # the model gave no answer, even after one bounce
     "budget": 5,  # a token budget (max_run_tokens / max_day_tokens) ended the run
 }
+OUTCOME_EXIT_CODES: dict[str, int] = {
+    "done": 0,
+    "answered": 0,
+    "unverified": 6,  # an answer the evidence does not support (see agent/evidence.py)
+    "denied": 7,  # the calls the goal needed were refused
+}
 
 
-def exit_code_for(stopped: str) -> int:
-    """The exit code of a run that ended with `stopped` (an unknown reason counts as an error)."""
+def exit_code_for(stopped: str, outcome: str = "") -> int:
+    """The exit code of a run that ended with `outcome` (how it `stopped` says which failure; an unknown reason
+    counts as an error). Without an outcome (an older log), by `stopped` alone."""
+    if outcome in OUTCOME_EXIT_CODES:
+        return OUTCOME_EXIT_CODES[outcome]
+    if outcome == "failed":
+        return EXIT_CODES.get(stopped, 1) or 1
     return EXIT_CODES.get(stopped, 1)
 
 
@@ -82,6 +95,9 @@ class RunResult:
     reasoning: list[Reasoning] = field(default_factory=list)  # each reply's thought
     rehearsed: list[RehearsedCall] = field(default_factory=list)  # calls written inside a thought (never run)
     handoff: dict[str, Any] | None = None  # a run that gave up: `handoff()` (why, done, failed, left)
+    outcome: str = ""  # decided once from evidence when the run ends (`evidence.judge`): done, answered, ...
+    evidence: str = ""  # the one line that backs the outcome ("no tool call succeeded: read_file not_found")
+    sent_back: list[str] = field(default_factory=list)  # answers sent back (this run's, a continued log's)
 
     def add_call(
         self, step: int, usage: Usage, prompt_tokens_new: int, finish_reason: str, prefill: str = ""
@@ -110,6 +126,18 @@ class RunResult:
     def bounced(self, *reasons: str) -> bool:
         """Whether a reply of this run was already sent back for one of `reasons`."""
         return any(g["reason"] in reasons for g in self.guarded)
+
+    @property
+    def exit_code(self) -> int:
+        return exit_code_for(self.stopped, self.outcome)
+
+    def outcome_line(self) -> str:
+        """`outcome: unverified (no tool call succeeded: read_file not_found ×2)`, terminal-safe."""
+        return terminal_safe(
+            f"outcome: {self.outcome or self.stopped} ({self.evidence})"
+            if self.evidence
+            else f"outcome: {self.outcome or self.stopped}"
+        )
 
     def ending_line(self) -> str:
         """One line for a run that ended without an answer: why, and what the run did do (its tool calls)."""
@@ -151,6 +179,8 @@ class RunResult:
     def to_json(self) -> dict[str, Any]:
         return {
             "answer": self.answer,
+            "outcome": self.outcome,
+            "evidence": self.evidence,
             "stopped": self.stopped,
             "steps": self.steps,
             "tool_calls": [c.brief() for c in self.tool_calls],

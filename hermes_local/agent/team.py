@@ -48,8 +48,10 @@ def envelope(
     steps: int,
     usage: dict[str, Any],
     tools: ToolRegistry,
+    judged: tuple[str, str] = ("", ""),
 ) -> Envelope:
-    """The envelope of a finished sub-run: `denied` when any call was denied, whatever the ending."""
+    """The envelope of a finished sub-run: `denied` when any call was denied, whatever the ending; `judged`: its
+    outcome and evidence (`agent/evidence.py`), so the caller never takes an unverified answer as done."""
     denied = [o for o in outcomes if o.error_kind == "permission_denied"]
     status: Status = "denied" if denied else STATUS.get(stopped, "error")
     written = []
@@ -68,6 +70,8 @@ def envelope(
         findings=findings,
         steps=steps,
         usage=counts,
+        outcome=judged[0],
+        evidence=judged[1],
     )
 
 
@@ -236,7 +240,8 @@ class Team:
                 started = any(isinstance(e, RunStart) for e in events)
                 result = sub.resume(events) if started else sub.run(goal)
         usage = result.to_json()["usage"]
-        env = envelope(result.stopped, result.answer, result.tool_calls, result.steps, usage, self.tools)
+        judged = (result.outcome, result.evidence)
+        env = envelope(result.stopped, result.answer, result.tool_calls, result.steps, usage, self.tools, judged)
         self._tell(replace(link, status=env.status))
         return env
 
@@ -244,4 +249,5 @@ class Team:
         outcomes = [e.outcome for e in events if isinstance(e, ToolFinished)]
         steps = int(end.result.get("steps") or 0)
         usage = end.result.get("usage") if isinstance(end.result.get("usage"), dict) else {}
-        return envelope(str(end.stopped), end.answer, outcomes, steps, usage or {}, self.tools)
+        judged = (str(end.result.get("outcome") or ""), str(end.result.get("evidence") or ""))
+        return envelope(str(end.stopped), end.answer, outcomes, steps, usage or {}, self.tools, judged)

@@ -72,14 +72,21 @@ def execute_turn(
 
 
 def bounce_final_answers(
-    step: int, calls: list[ToolCall], tool: Tool, result: RunResult, on_event: Callable[[Event], None]
+    step: int,
+    calls: list[ToolCall],
+    tool: Tool | None,
+    result: RunResult,
+    on_event: Callable[[Event], None],
+    note: str = "",
+    reason: str = "no_tool",
 ) -> list[ToolOutcome]:
-    """A turn of only final_answer calls that the answer guard sends back (it names `tool`): the bounce is
-    listed in `result.guarded`, each call answered with the corrective note (error_kind `guarded`), appended
-    to `result.tool_calls` and reported; the outcomes are returned for the loop to put in memory."""
-    result.guarded.append({"step": step, "reason": "no_tool", "tool": tool.name})
-    on_event(Guarded(step, tool.name, str(calls[0].arguments.get("answer", ""))))
-    bounced = ToolResult.failure("guarded", bounce_note(tool), "answer bounced: a tool is needed first")
+    """A turn of only final_answer calls that the answer guard sends back (naming `tool`, with `note`): the
+    bounce is listed in `result.guarded`, each call answered with the corrective note (error_kind `guarded`),
+    appended to `result.tool_calls` and reported; the outcomes are returned for the loop to put in memory."""
+    name = tool.name if tool is not None else ""
+    result.guarded.append({"step": step, "reason": reason, "tool": name or None})
+    on_event(Guarded(step, name, str(calls[0].arguments.get("answer", "")), reason))
+    bounced = ToolResult.failure("guarded", note or bounce_note(tool), "answer bounced: nothing backs it yet")
     outcomes = [ToolOutcome(step, c.name, c.arguments, bounced) for c in calls]
     for outcome in outcomes:
         result.tool_calls.append(outcome)

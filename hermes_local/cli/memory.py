@@ -49,11 +49,14 @@ def _echo_all(items: Sequence[Any], as_json: bool, empty: str, line: Callable[[A
 def _line(item: Any) -> str:
     day = time.strftime("%Y-%m-%d", time.localtime(item.created))
     marks = "".join(f" [{m}]" for m in (item.status, item.trust) if m not in ("ok", "trusted"))
-    if item.kind == "fact":
-        return f"{item.id:4}  fact{marks}  {terminal_safe(item.text)}"
-    goal, answer = terminal_safe(str(item.data.get("goal") or "")), terminal_safe(str(item.data.get("answer") or ""))
+    if item.kind == "fact":  # a fact's line breaks are shown as breaks, never as escapes
+        return f"{item.id:4}  fact{marks}  {terminal_safe(item.text, keep_newlines=True)}"
+    goal = terminal_safe(str(item.data.get("goal") or ""), keep_newlines=True)
+    answer = terminal_safe(str(item.data.get("answer") or ""), keep_newlines=True)
     answer = answer if len(answer) <= 80 else answer[:79] + "…"
-    return f"{item.id:4}  episode{marks}  {day}  {goal} -> {answer}  (session {terminal_safe(str(item.session_id))})"
+    outcome = f"  [{terminal_safe(str(item.data['outcome']))}]" if item.data.get("outcome") else ""
+    session = terminal_safe(str(item.session_id))
+    return f"{item.id:4}  episode{marks}{outcome}  {day}  {goal} -> {answer}  (session {session})"
 
 
 @memory_app.command("list")

@@ -34,17 +34,19 @@ def _stderr(message: str) -> None:
 @models_app.command("list")
 def models_list(as_json: JsonOpt = False) -> None:
     """Show every registry model and quant, its size, and whether (and where) it is installed."""
+    from hermes_local.config import load_settings
     from hermes_local.models.gguf import human_bytes
     from hermes_local.models.qualified import qualification
-    from hermes_local.models.registry import registry_rows
+    from hermes_local.models.registry import registry_rows, used_label
 
-    rows = [r | {"qualification": qualification(r["path"])} for r in registry_rows()]
+    rows = [r | {"qualification": qualification(r["path"])} for r in registry_rows(used_label(load_settings().model))]
     if as_json:
         typer.echo(json.dumps([r | {"path": str(r["path"]) if r["path"] else None} for r in rows], indent=2))
         return
     for r in rows:
         state = f"installed      {r['path']}" if r["path"] else f"not installed  ({r['hint']})"
-        typer.echo(f"{'*' if r['default'] else ' '} {r['name']:34} {human_bytes(r['size']):>10}  {state}")
+        used = "  <- the default model (what `run` loads without --model)" if r["used"] else ""
+        typer.echo(f"{'*' if r['default'] else ' '} {r['name']:34} {human_bytes(r['size']):>10}  {state}{used}")
         if (q := r["qualification"]) is not None:
             passes = ", ".join(f"{mode} {rate:.0%}" for mode, rate in q.get("passes", {}).items())
             chosen = ", ".join(f"{k}={v}" for k, v in q.get("defaults", {}).items())

@@ -87,7 +87,7 @@ def sessions_apply(
             typer.echo(
                 terminal_safe(f"✓ {item.index}. {who}{o.summary}" + (" (applied before)" if item.earlier else ""))
             )
-        elif o.error_kind == "permission_denied":
+        elif o.error_kind == "permission_denied" and o.approval in FIXES:
             typer.echo(terminal_safe(f"✗ {item.index}. {who}{o.name}: not approved: {_fix(o.name, o.approval)}"))
         else:
             typer.echo(terminal_safe(f"✗ {item.index}. {who}{o.name}: {o.error_kind}: {(o.error or '')[:300]}"))
@@ -97,16 +97,19 @@ def sessions_apply(
         raise typer.Exit(1)
 
 
+FIXES = {  # how a call was not approved -> what approves it, for a person (the tool's message is for the model)
+    "no_terminal": "nobody to ask; pass --yes (writes) or --allow {name}",
+    "needs_allow": "a dangerous tool; pass --allow {name}",
+    "untrusted_content": "the run read untrusted content; apply on a terminal to be asked, or --trust-content",
+    "executes_later": "it writes a file that runs code later; apply on a terminal to be asked",
+    "denied_by_policy": "deny_tools in your configuration refuses it",
+    "user": "you said no",
+}
+
+
 def _fix(name: str, how: str) -> str:
-    """What approves a proposal that was not approved, for a person (the tool's message is for the model)."""
-    return {
-        "no_terminal": f"nobody to ask; pass --yes (writes) or --allow {name}",
-        "needs_allow": f"a dangerous tool; pass --allow {name}",
-        "untrusted_content": "the run read untrusted content; apply on a terminal to be asked, or --trust-content",
-        "executes_later": "it writes a file that runs code later; apply on a terminal to be asked",
-        "denied_by_policy": "deny_tools in your configuration refuses it",
-        "user": "you said no",
-    }.get(how, how or "denied")
+    """What approves a proposal that was not approved (any other refusal prints the tool's own reason)."""
+    return FIXES[how].format(name=name)
 
 
 def sessions_rate(

@@ -144,12 +144,20 @@ def tools_check(
 
 @sessions_app.command("list")
 def sessions_list() -> None:
-    """List recorded sessions, oldest first."""
+    """List recorded sessions, newest first: id, outcome (from evidence), seconds taken, goal, workspace and a
+    preview of the answer."""
     from hermes_local.session import list_sessions
 
-    for info in list_sessions():
+    for info in reversed(list_sessions()):
+        end = info.end or {}
+        outcome = str(end.get("outcome") or info.stopped or "unfinished")
+        logged = end.get("usage")
+        usage: dict = logged if isinstance(logged, dict) else {}
+        took = f"{float(usage.get('seconds') or 0):7.1f}s" if info.end else " " * 8
         goal = terminal_safe(" ".join(info.goal.split())[:60])
-        typer.echo(f"{info.id}  {info.stopped or 'unfinished':10}  {info.events:4} events  {goal}")
+        answer = terminal_safe(" ".join(str(end.get("answer") or "").split())[:60])
+        where = f"  in {terminal_safe(info.workspace)}" if info.workspace else ""
+        typer.echo(f"{info.id}  {outcome:10}  {took}  {goal}{where}" + (f"  -> {answer}" if answer else ""))
 
 
 @sessions_app.command("show")

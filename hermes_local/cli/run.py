@@ -125,7 +125,12 @@ RUN_EXAMPLES = (
 
 
 def run(
-    task: Annotated[str | None, typer.Argument(help="What the agent should do, in plain words.")] = None,
+    words: Annotated[
+        list[str] | None,
+        typer.Argument(
+            metavar="[TASK]", help='What the agent should do, in plain words; "-" reads it from stdin: - "INSTRUCTION"'
+        ),
+    ] = None,
     model: ModelOpt = None,
     engine: EngineOpt = None,
     engine_url: EngineUrlOpt = None,
@@ -166,7 +171,10 @@ def run(
     continue_id: Annotated[
         str | None,
         typer.Option(
-            "--continue", metavar="ID", help="Follow a finished session ID with TASK as a new message (same memory)."
+            "--continue",
+            metavar="ID",
+            help='Follow a finished session ID with TASK as a new message (same memory); --continue "MESSAGE" '
+            "follows this workspace's last run.",
         ),
     ] = None,
     plan: Annotated[
@@ -186,11 +194,16 @@ def run(
 ) -> None:
     """Run the agent on TASK until it answers or reaches --max-steps (or continue one with --resume ID).
 
-    TASK "-" reads the task from stdin; --continue ID follows a finished session with TASK as a new message.
+    TASK "-" reads the task from stdin (`- "INSTRUCTION"` puts the instruction before the piped text); --continue
+    ID follows a finished session with TASK as a new message (`--continue "MESSAGE"`: this workspace's last run).
     """
+    from hermes_local.cli.task_input import is_session, joined, last_run_here, task_and_events
     from hermes_local.session import delegations, recorded_dialect, session_path
 
-    task, events = _task_and_events(task, resume, continue_id)
+    task = joined(words or [])
+    if continue_id and task is None and not is_session(continue_id):  # `run --continue "and now?"`
+        task, continue_id = continue_id, last_run_here(workspace or Path("."))
+    task, events = task_and_events(task, resume, continue_id)
     session_id = resume or continue_id  # it goes on in the folder the session recorded (checked again by the door)
     check_paths(workspace=workspace, db=db, tools_modules=tools_module)  # before the model and any output
     if session_id and dialect is None:
@@ -230,19 +243,25 @@ def run(
         )
         typer.echo(json.dumps(result.to_json() | extra, ensure_ascii=True))
     else:
+        if planned:  # the diff first: the model's words after it, labelled as its claim (nothing changed yet)
+            _after_run(result, planned)
         answered = bool(result.answer and result.answer.strip())  # never a blank line on stdout
         if not answered:
             typer.echo(result.ending_line())
+        elif planned:
+            typer.echo("the model's claim (nothing was changed): " + terminal_safe(result.answer or ""))
         else:  # "" when this terminal already showed it streamed: end its line
             shown = "" if shown_once(printer, result.answer) else terminal_safe(result.answer or "", keep_newlines=True)
             typer.echo(shown)
         if result.error:
             typer.echo(f"stopped: {terminal_safe(result.error)}", err=True)
-        _after_run(result, planned)
+        typer.echo(result.outcome_line(), err=True)  # what the evidence says, whatever the model claimed
+        if not planned:
+            _after_run(result, planned)
     leftover = getattr(handle.model.llm if handle.model else None, "remaining", 0)
     if leftover:
         fail(f"the replay file has {leftover} unused output(s); the run diverged from the recording", 1)
-    _exit_with(result.stopped)
+    _exit_with(result.exit_code)
 
 
 def _after_run(result: RunResult, planned: bool) -> None:
@@ -256,32 +275,8 @@ def _after_run(result: RunResult, planned: bool) -> None:
         typer.echo("\n".join(handoff_lines(result.handoff, result.session_id)), err=True)
 
 
-def _task_and_events(task: str | None, resume: str | None, continue_id: str | None) -> tuple[str | None, list]:
-    """The task (stdin for "-") and the logged events a --resume / --continue goes on from; one line otherwise."""
-    from hermes_local.session import events_to_continue, events_to_resume
-
-    if resume and continue_id:
-        fail("give --resume ID (a killed run) or --continue ID (a finished one), not both")
-    if continue_id and task is None:
-        fail(f'--continue {continue_id} needs the new message: hermes-local run --continue {continue_id} "..."')
-    if not continue_id and (task is None) == (resume is None):
-        fail("give a TASK, or --resume ID to continue a session (not both)")
-    if task == "-":
-        task = sys.stdin.read().strip()
-        if not task:
-            fail('run - reads the task from stdin, and stdin was empty; e.g. echo "Summarise it" | hermes-local run -')
-    if resume:
-        return task, events_to_resume(resume, on_skip=notice)
-    if continue_id:
-        return task, events_to_continue(continue_id, on_skip=notice)
-    return task, []
-
-
-def _exit_with(stopped: str) -> None:
-    """Exit with the code of how the run ended (README "Exit codes": answer 0, error 1, max_steps 3, ...)."""
-    from hermes_local.agent.result import exit_code_for
-
-    code = exit_code_for(stopped)
+def _exit_with(code: int) -> None:
+    """Exit with the code of how the run ended (README "Exit codes": done/answered 0, unverified 6, ...)."""
     if code:
         raise typer.Exit(code)
 
@@ -351,3 +346,5 @@ def _converse(handle: RunHandle, printer: TerminalPrinter) -> None:
         shown = (result.answer or "") if answered else result.ending_line()
         streamed = answered and shown_once(printer, result.answer)
         typer.echo("" if streamed else terminal_safe(shown, keep_newlines=True))
+        if result.outcome not in ("done", "answered"):
+            typer.echo(result.outcome_line(), err=True)

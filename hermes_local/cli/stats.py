@@ -40,9 +40,11 @@ def _report(f: dict[str, Any], since: str | None) -> str:
     if not f["runs"]:
         return f"no runs {window} (sessions are kept under $HERMES_LOCAL_HOME/sessions)"
     outcomes = ", ".join(f"{name} {n}" for name, n in f["outcomes"].items() if n)
+    results = ", ".join(f"{name} {n}" for name, n in f["results"].items() if n)
     lines = [
-        f"{f['runs']} runs {window} ({f['sessions']} sessions): {outcomes}",
-        f"success rate: {_percent(f['success_rate'])} answered "
+        f"{f['runs']} runs {window} ({f['sessions']} sessions): {results}",
+        f"stopped: {outcomes}",
+        f"success rate: {_percent(f['success_rate'])} done or answered with evidence "
         f"(of finished runs: {_percent(f['success_rate_finished'])})",
     ]
     tokens, seconds = f["tokens_per_run"], f["seconds_per_run"]

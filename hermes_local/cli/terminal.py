@@ -18,7 +18,7 @@ from typing import TextIO
 
 from hermes_local.agent.team import ChildEvent
 from hermes_local.calls.thoughts import ReplyStream
-from hermes_local.events import AssistantText, Event, LLMCall, Reasoning, StepStart, Token
+from hermes_local.events import AssistantText, Event, LLMCall, Reasoning, RunStart, StepStart, Token
 from hermes_local.session import SHOWN_LIVE, describe_event
 from hermes_local.textsafe import terminal_safe
 
@@ -33,7 +33,8 @@ class TerminalPrinter:
     ) -> None:
         self.stream_tokens = stream_tokens
         self.show_thoughts = show_thoughts
-        self.shown = (*SHOWN_LIVE, AssistantText) if verbose else SHOWN_LIVE  # --verbose: what the model wrote
+        # --verbose: what the model wrote, and the goal with what long-term memory put into the prompt
+        self.shown = (*SHOWN_LIVE, AssistantText, RunStart) if verbose else SHOWN_LIVE
         self.stream = stream or sys.stderr
         self.mid_line = False
         self.reply = ReplyStream()

@@ -3,7 +3,9 @@
 `gather(since=SECONDS)` reads every session log under `$HERMES_LOCAL_HOME/sessions/` (the logs are the one
 store: nothing is kept elsewhere) and counts, for each run that started in the window (a resumed or continued
 run is one more run of its session): how it ended (answer, max_steps, error, empty, budget, or unfinished when
-the log has no end: a crash, a cancel, a run going on), the success rate (answered / runs), each tool's calls,
+the log has no end: a crash, a cancel, a run going on), its outcome from evidence (`results`: done, answered,
+unverified, failed, denied), the success rate ((done + answered) / runs: an answer nothing backs is no success),
+each tool's calls,
 failures (the tool ran and failed) and refusals (not approved), tokens and seconds per run (wall time from
 the run's start line to its end line; model time from its usage), and approvals: asked (a person was asked),
 denied (they said no), timed out (nobody answered), and refused unasked (policy, no terminal, untrusted
@@ -26,7 +28,9 @@ from hermes_local.errors import UserError
 from hermes_local.events import Event, HookRan, RunEnd, RunResumed, RunStart, ToolFinished, event_from_dict
 from hermes_local.session import sessions_dir
 
-OUTCOMES = ("answer", "max_steps", "error", "empty", "budget", "unfinished")
+OUTCOMES = ("answer", "max_steps", "error", "empty", "budget", "unfinished")  # how runs stopped
+# What the evidence said of each run; "unjudged": a log written before outcomes were recorded (never a success).
+RESULTS = ("done", "answered", "unverified", "failed", "denied", "unjudged", "unfinished")
 ASKED = frozenset({"user", "timeout"})  # how a call was decided when a person was asked
 _SINCE = re.compile(r"([0-9]{1,6})([smhdw])")
 _UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -128,6 +132,7 @@ def gather(
         sessions += bool(found)
         runs += found
     outcomes = dict.fromkeys(OUTCOMES, 0)
+    results = dict.fromkeys(RESULTS, 0)
     tools: dict[str, dict[str, int]] = {}
     approvals = {"asked": 0, "allowed": 0, "denied": 0, "timed_out": 0, "refused_unasked": 0}
     prompt, completion, wall, model = [], [], [], []
@@ -138,6 +143,8 @@ def gather(
             counts[hook.decision] = counts.get(hook.decision, 0) + 1
         stopped = str(run.end.stopped) if run.end is not None else "unfinished"
         outcomes[stopped if stopped in outcomes else "error"] += 1
+        judged = str(run.end.result.get("outcome") or "unjudged") if run.end is not None else "unfinished"
+        results[judged if judged in results else "unjudged"] += 1
         if run.end is not None:
             logged = run.end.result.get("usage")
             usage: dict[str, Any] = logged if isinstance(logged, dict) else {}
@@ -160,13 +167,15 @@ def gather(
                 approvals["refused_unasked"] += 1
     total = len(runs)
     finished = total - outcomes["unfinished"]
+    succeeded = results["done"] + results["answered"]
     return {
         "since_seconds": since,
         "sessions": sessions,
         "runs": total,
         "outcomes": outcomes,
-        "success_rate": round(outcomes["answer"] / total, 4) if total else None,
-        "success_rate_finished": round(outcomes["answer"] / finished, 4) if finished else None,
+        "results": results,  # the outcome the evidence gave each run (`agent/evidence.py`)
+        "success_rate": round(succeeded / total, 4) if total else None,  # done or answered, never a bare claim
+        "success_rate_finished": round(succeeded / finished, 4) if finished else None,
         "tools": {name: c | {"failure_rate": _failure_rate(c)} for name, c in sorted(tools.items())},
         "tokens_per_run": {"prompt": _spread(prompt), "completion": _spread(completion)},
         "seconds_per_run": {"wall": _spread(wall), "model": _spread(model)},

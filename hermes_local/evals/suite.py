@@ -67,6 +67,8 @@ class RunOutcome:
     denied: list[str] = field(default_factory=list)  # calls the eval refused and why (`trust.denial_lines`)
     redecoded: int = 0  # replies whose unreadable call was decoded again under the grammar (agent/redecode.py)
     unreadable: int = 0  # calls that did not parse and went back to the model as an error turn
+    outcome: str = ""  # what the evidence said of the run (`agent/evidence.py`); a success that failed its checks
+    # is a "false success"
 
 
 @dataclass
@@ -218,6 +220,7 @@ def run_once(
         routed=routed, routed_right=right, denied=denial_lines(calls, approver),
         redecoded=sum(isinstance(e, Redecoded) for e in events),
         unreadable=sum(c.name == "invalid_tool_call" for c in calls),
+        outcome=result.outcome if result else "failed",
     )  # fmt: skip
 
 
@@ -333,6 +336,11 @@ def suite_report(reports: list[CaseReport], *, cases_file: Path, model: str | No
         "routing_accuracy": round(sum(routed) / len(routed), 4) if routed else None,  # team cases naming a specialist
         "routed_runs": len(routed),
         "denied_calls": sum(len(run.denied) for run in runs),
+        # runs reported as a success that failed their checks: by the outcome (evidence), and by `stopped: answer`
+        # alone (what a bare answer used to count as)
+        "false_successes": sum(run.outcome in ("done", "answered") and not run.passed for run in runs),
+        "false_successes_by_stopped": sum(run.stopped == "answer" and not run.passed for run in runs),
+        "outcomes": {o: sum(run.outcome == o for run in runs) for o in sorted({run.outcome for run in runs})},
     }
     return {
         "cases_file": str(cases_file),
@@ -378,6 +386,9 @@ def format_table(reports: list[CaseReport], summary: dict[str, Any]) -> str:
     denied = [(r.id, line) for r in reports for run in r.runs for line in run.denied]
     for case_id, line in dict.fromkeys(denied):
         lines.append(f"{case_id}: {line}")
+    outcomes = ", ".join(f"{name} {n}" for name, n in summary["outcomes"].items())
+    false = summary["false_successes"]
+    lines.append(f"outcomes: {outcomes}; false successes {false} (reported a success, failed its checks)")
     if summary.get("routed_runs"):
         lines.append(f"routing accuracy {summary['routing_accuracy']:.0%} of {summary['routed_runs']} routed runs")
     return "\n".join(line.rstrip() for line in lines)

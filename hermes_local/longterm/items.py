@@ -101,7 +101,9 @@ class Item:
         else:
             day = time.strftime("%Y-%m-%d", time.localtime(self.created))
             answer = " ".join(str(self.data.get("answer") or "").split())
-            line = f"earlier run ({day}): {self.data.get('goal', '')} -> {answer}"
+            outcome = self.data.get("outcome")  # what the evidence said of it (older episodes have none)
+            when = f"{day}, {outcome}" if outcome else day
+            line = f"earlier run ({when}): {self.data.get('goal', '')} -> {answer}"
         if len(line) > MAX_FACT_CHARS:
             line = line[:MAX_FACT_CHARS] + "…"
         if here is not None and self.workspace != here and not (self.kind == "fact" and self.trusted):

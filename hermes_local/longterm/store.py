@@ -162,15 +162,22 @@ class LongTermMemory:
         keep_failed: bool,
         on_error: Callable[[str], None] | None = None,
     ) -> int | None:
-        """Store the episode of a finished run (`record`: goal, answer, stopped, findings, files_written, tools,
-        denied, untrusted). A run that did not answer or had a write denied is failed: kept marked "failed"
+        """Store the episode of a finished run (`record`: goal, answer, stopped, outcome, evidence, findings,
+        files_written, tools, denied, untrusted). A run that did not answer, had a write denied, or whose outcome
+        is not done / answered (unverified, failed, denied: no evidence backs it) is failed: kept marked "failed"
         with `keep_failed`, else not stored (None). A store that cannot be written now (locked by another
         process, disk full) keeps no episode and says so to `on_error`: the run's own result stands."""
+        outcome = record.get("outcome") or ""
         failed = record.get("stopped") != "answer" or not record.get("answer") or bool(record.get("denied"))
+        failed = failed or (bool(outcome) and outcome not in ("done", "answered"))  # no evidence: never recalled
         if failed and not keep_failed:
             return None
-        data = {k: record.get(k) for k in ("goal", "answer", "stopped", "findings", "files_written", "tools")}
-        parts = [str(data["goal"] or ""), str(data["answer"] or ""), *[str(f) for f in data["findings"] or []]]
+        keys = ("goal", "answer", "stopped", "outcome", "evidence", "findings", "files_written", "tools")
+        data = {k: record.get(k) for k in keys}
+        # what happened, not the model's say-so: the outcome and its evidence; the answer only when it has evidence
+        said = f"outcome: {outcome} ({record.get('evidence') or ''})" if outcome else ""
+        parts = [str(data["goal"] or ""), said, "" if failed else str(data["answer"] or "")]
+        parts += [str(f) for f in data["findings"] or []]
         text = "\n".join(p for p in parts if p)[:4000]
         trust = "untrusted" if record.get("untrusted") else "trusted"
         status = "failed" if failed else "ok"

@@ -332,8 +332,19 @@ def resolve_model(spec: str | None) -> Path:
     return resolve_choice(spec)[0]
 
 
-def registry_rows() -> list[dict[str, Any]]:
-    """One row per registry quant for `models list`: name, size, installed path or None."""
+def used_label(spec: str | None) -> str | None:
+    """The registry label (`NAME:QUANT`) of the model `run` loads for `--model spec` (None: the embedded one), or
+    None when it is a file outside the registry."""
+    if spec is None:
+        named = [(n, e) for n, e in load_registry().models.items() if e.source == f"package:{EMBEDDED_PACKAGE}"]
+        return ModelChoice(named[0][0], named[0][1], named[0][1].default_quant).label if named else None
+    choice = lookup(spec)
+    return choice.label if choice is not None else None
+
+
+def registry_rows(used: str | None = None) -> list[dict[str, Any]]:
+    """One row per registry quant for `models list`: name, size, installed path or None, and whether it is the
+    model `run` uses (`used`: its label, see `used_label`)."""
     rows = []
     for name, entry in load_registry().models.items():
         for quant, spec in entry.quants.items():
@@ -341,6 +352,7 @@ def registry_rows() -> list[dict[str, Any]]:
             rows.append(
                 {
                     "name": choice.label,
+                    "used": choice.label == used,
                     "default": quant == entry.default_quant,
                     "size": spec.size,
                     "path": installed_path(choice),

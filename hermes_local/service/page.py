@@ -120,9 +120,16 @@ def status(manager: RunManager, credential: str = "") -> dict[str, Any]:
 def form(manager: RunManager) -> dict[str, Any]:
     """What the start form offers: workspace roots (the server's own first), toolsets with their tools, modes."""
     toolsets = []
+    # what this server can give a toolset's tools: a database (--db), an allowed host; a toolset none of whose
+    # tools can work here is offered unticked, with the reason (issue 42)
+    missing = {"database": None if manager.db_path else "this server has no --db"}
+    missing["host"] = None if manager.settings.allow_hosts else "this server allows no host (--allow-host)"
     for name, tools in groups(manager.registry).items():
+        found = [manager.registry.get(t) for t in tools]
         entries = [{"name": t, "permission": getattr(manager.registry.get(t), "permission", "read")} for t in tools]
-        toolsets.append({"name": name, "tools": entries})
+        why = [missing.get(str(t.traits.needs)) if t is not None else None for t in found]
+        unusable = bool(why) and all(why)
+        toolsets.append({"name": name, "tools": entries, "usable": not unusable, "why": why[0] if unusable else None})
     roots = list(dict.fromkeys(str(r) for r in manager.roots))
     s = manager.settings
     return {"roots": roots, "toolsets": toolsets, "modes": list(MODES), "max_steps": s.max_steps}
@@ -136,10 +143,18 @@ def visible(manager: RunManager, credential: str) -> set[str] | None:
 
 
 def sessions(manager: RunManager, credential: str) -> list[dict[str, Any]]:
-    """`GET /v1/sessions`: the newest `MAX_SESSIONS` logs (id, goal, events, stopped, modified), newest first."""
+    """`GET /v1/sessions`: the newest `MAX_SESSIONS` logs (id, goal, events, stopped, outcome, modified), newest
+    first."""
     found = list_sessions(last=MAX_SESSIONS, only=visible(manager, credential))  # oldest first, by mtime
     return [
-        {"id": s.id, "goal": s.goal[:300], "events": s.events, "stopped": s.stopped, "modified": s.modified}
+        {
+            "id": s.id,
+            "goal": s.goal[:300],
+            "events": s.events,
+            "stopped": s.stopped,
+            "outcome": (s.end or {}).get("outcome"),  # from evidence (issue 42); None: unfinished or an older log
+            "modified": s.modified,
+        }
         for s in reversed(found)  # newest first
     ]
 

@@ -47,7 +47,7 @@ from hermes_local.errors import HermesError
 from hermes_local.outcome import ToolResult, arguments_digest
 from hermes_local.tools.approval import ApprovalRequest, Approver, denial_message
 from hermes_local.tools.cache import ResultCache
-from hermes_local.tools.effects import snapshot
+from hermes_local.tools.effects import confined, snapshot
 from hermes_local.tools.effects.checkpoints import Recorder
 from hermes_local.tools.hooks import Hooks
 from hermes_local.tools.limits import clip_text
@@ -152,6 +152,11 @@ class Executor:
     def _approved_run(self, t: Tool, args: dict[str, Any], arguments: dict[str, Any]) -> ToolResult:
         """Approve, then serve from the cache, refuse a repeat write, or run: the validated call's result
         (`arguments` as the model wrote them: what a finished write is known by, also across a resume)."""
+        if t.permission != "read" and t.traits.file_effect is not None:  # a path outside: refused as a run would,
+            try:  # before approval (never a proposal, never a "not approved")
+                confined.check_inside(self.context, t.traits.file_effect(args).path)
+            except ToolFailure as exc:
+                return ToolResult.failure(exc.kind, str(exc))
         if self.plan and t.permission != "read" and t.name not in self.approver.denied:
             return proposed(t.name)
         key = arguments_digest(t.name, arguments)

@@ -243,13 +243,15 @@ def test_required_mode_bounces_a_final_answer_given_before_any_tool(workspace: P
     assert "get_current_time" in grammars[1] and "final_answer" in grammars[2]
 
 
-def test_required_mode_bounces_once_and_never_for_knowledge(workspace: Path) -> None:
+def test_required_mode_bounces_a_final_answer_with_no_real_call_once(workspace: Path) -> None:
     twice = [call("final_answer", answer="10:59"), call("final_answer", answer="11:00")]
     result = make_agent(ScriptedLLM(twice), workspace, tool_choice="required").run("What time is it?")
     assert len(result.guarded) == 1 and result.answer == "11:00" and result.steps == 2
-    knowledge = [call("final_answer", answer="4")]
+    assert result.outcome == "unverified" and result.exit_code == 6  # the second is accepted, never as a success
+    # the user asked for tools: a final answer at step 1 with no real call goes back even on a knowledge question
+    knowledge = [call("final_answer", answer="4"), call("final_answer", answer="4")]
     result = make_agent(ScriptedLLM(knowledge), workspace, tool_choice="required").run("What is 2 + 2?")
-    assert len(result.guarded) == 0 and result.answer == "4" and result.steps == 1
+    assert len(result.guarded) == 1 and result.answer == "4" and result.outcome == "unverified"
     off = make_agent(ScriptedLLM(knowledge), workspace, tool_choice="required", answer_guard=False)
     assert off.run("What time is it?").guarded == []
 

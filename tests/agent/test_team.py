@@ -103,8 +103,10 @@ def test_a_delegation_is_a_child_session_that_writes_and_returns_one_envelope(wo
     call = result.tool_calls[0]
     assert call.name == "delegate" and call.ok
     envelope = call.data
-    assert set(envelope) == {"status", "answer", "files_written", "findings", "steps", "usage"}
+    keys = {"status", "answer", "files_written", "findings", "steps", "usage", "outcome", "evidence"}
+    assert set(envelope) == keys
     assert envelope["status"] == "answered" and envelope["files_written"] == ["summary.md"]
+    assert envelope["outcome"] == "done" and envelope["evidence"] == "succeeded: write_file"  # issue 42
     assert envelope["steps"] == 2 and envelope["usage"]["prompt_tokens"] > 0
     assert "summary.md" in envelope["answer"]
     # the parent's log names the child; the child's own log names the parent and the call first
@@ -389,7 +391,7 @@ def test_run_team_can_hand_the_task_straight_to_a_specialist(tmp_path: Path, wor
     again = write_replay(tmp_path / "two.jsonl", [tool_call_text("get_current_time"), "I cannot tell the time."])
     args = ["run", "--continue", session.stem, "What time is it?", "--json", "--model", f"replay:{again}"]
     res = CliRunner().invoke(app, [*args, "--workspace", str(workspace), "--no-answer-guard"])
-    assert res.exit_code == 0, res.output
+    assert res.exit_code == 1 and json.loads(res.stdout)["outcome"] == "failed", res.output  # it could not
     clock = [e for e in read_records(session) if e["kind"] == "tool_result"][-1]
     assert clock["name"] == "get_current_time" and clock["error_kind"] == "not_found"
     assert [type(e) for e in read_events(session)].count(Routed) == 1  # not routed again

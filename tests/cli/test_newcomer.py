@@ -142,11 +142,11 @@ def test_the_shortcut_still_takes_a_task_of_several_words(tmp_path: Path, worksp
 def test_run_dash_reads_the_task_from_stdin(tmp_path: Path, workspace: Path) -> None:
     replay = write_replay(tmp_path / "r.jsonl", ["Piped."])
     args = ["run", "-", "--model", f"replay:{replay}", "--workspace", str(workspace), "--json", "--no-answer-guard"]
-    res = runner.invoke(app, args, input="Summarise the piped text\n")
+    res = runner.invoke(app, args, input="Summarise this: the piped text\n")
     assert res.exit_code == 0, res.stderr
     sid = json.loads(res.stdout)["session_id"]
     start = read_records(session_path(sid))[0]
-    assert start["kind"] == "run_start" and start["goal"] == "Summarise the piped text"
+    assert start["kind"] == "run_start" and start["goal"] == "Summarise this: the piped text"
     empty = runner.invoke(app, args, input="")
     assert empty.exit_code == 2 and "stdin was empty" in empty.stderr
 
@@ -298,3 +298,38 @@ def test_a_tampered_dropped_field_shows_the_reply_without_it(dropped: object) ->
 
     event = event_from_dict({"kind": "assistant", "step": 1, "text": "Hi.", "dropped": dropped})
     assert isinstance(event, AssistantText) and describe_reply(event) == "   text: Hi."
+
+
+def test_run_dash_with_an_instruction_puts_it_before_the_piped_text(tmp_path: Path, workspace: Path) -> None:
+    """Issue 42: `cat notes.txt | hermes-local run - "summarise this"` (as `llm` does)."""
+    replay = write_replay(tmp_path / "r.jsonl", ["The launch is on Friday."])
+    args = ["run", "-", "When is the launch?", "--model", f"replay:{replay}", "--workspace", str(workspace), "--json"]
+    res = runner.invoke(app, args, input="The launch is on Friday at 10.\n")
+    assert res.exit_code == 0, res.stderr
+    out = json.loads(res.stdout)
+    start = read_records(session_path(out["session_id"]))[0]
+    assert start["goal"] == "When is the launch?\n\nThe launch is on Friday at 10." and out["outcome"] == "answered"
+    wrong = runner.invoke(app, ["run", "one", "two", "--workspace", str(workspace)])
+    assert wrong.exit_code == 2 and "one quoted argument" in wrong.stderr
+
+
+def test_run_continue_without_an_id_follows_this_workspaces_last_run(tmp_path: Path, workspace: Path) -> None:
+    first = write_replay(tmp_path / "a.jsonl", [call("get_current_time"), "It is ten."])
+    res = runner.invoke(app, ["run", "What time is it?", "--model", f"replay:{first}", "--workspace", str(workspace)])
+    assert res.exit_code == 0, res.stderr
+    sid = list_sessions()[0].id
+    second = write_replay(tmp_path / "b.jsonl", ["In the morning."])
+    args = ["run", "--continue", "Morning or evening?", "--model", f"replay:{second}", "--json"]
+    res = runner.invoke(app, [*args, "--workspace", str(workspace)])
+    assert res.exit_code == 0, res.stderr
+    assert json.loads(res.stdout)["session_id"] == sid
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    res = runner.invoke(app, [*args, "--workspace", str(elsewhere)])
+    assert res.exit_code == 2 and "no finished run in" in res.stderr
+
+
+def test_models_list_marks_the_default_model() -> None:
+    lines = runner.invoke(app, ["models", "list"]).stdout.splitlines()
+    marked = [line for line in lines if "the default model" in line]
+    assert len(marked) == 1 and marked[0].lstrip("* ").startswith("smollm2:")

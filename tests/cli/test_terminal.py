@@ -22,7 +22,7 @@ from hermes_local.events import LLMCall, Reasoning, RehearsedCall, StepStart, To
 from hermes_local.testing import write_replay
 
 SAMPLE = Path(__file__).parents[1] / "data" / "hermes2pro_thought_sample.txt"
-TASK = "What time is it? Note it in my memo."
+TASK = "What time is it?"  # (with "Note it in my memo." an answer without the memo write is unverified, exit 6)
 STEP_1 = (
     "<think>I need the clock first.</think>\n<plan>current: read the clock; todo: answer</plan>\n"
     '<tool_call>\n{"name": "get_current_time", "arguments": {}}\n</tool_call>'

@@ -54,6 +54,9 @@ def test_starter_suite_passes_on_its_replays(tmp_path: Path) -> None:
     data = json.loads(report.read_text())
     summary = data["summary"]
     assert summary["cases"] >= 15 and summary["failed"] == 0 and summary["success_rate"] == 1.0
+    assert (
+        summary["false_successes"] == 0 and summary["outcomes"].get("unverified", 0) == 0
+    )  # every recorded answer backed
     assert 0.9 < summary["tool_call_validity_rate"] < 1.0  # recover_bad_arguments makes one invalid call
     assert summary["mean_steps"] > 1 and summary["mean_prompt_tokens"] > 0
     ids = {c["id"] for c in data["cases"]}
@@ -89,6 +92,9 @@ def test_wrong_replay_fails_the_right_case_at_the_right_step(tmp_path: Path) -> 
     assert failures["db_report_to_file"]["step"] == 2 and "write_file" in failures["db_report_to_file"]["message"]
     assert failures["db_revenue_by_region"]["step"] == 1
     assert data["summary"]["failed"] == 2
+    # the wrong write worked and the model said "Done.": the evidence backs a call, not the task, so the eval's
+    # checks catch what the outcome cannot (a false success, counted)
+    assert data["summary"]["false_successes"] == 1 and data["summary"]["false_successes_by_stopped"] == 1
     line = next(li for li in res.stdout.splitlines() if li.startswith("db_report_to_file"))
     assert "FAIL" in line and "step 2" in line
 

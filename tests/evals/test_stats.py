@@ -51,7 +51,11 @@ def test_stats_count_runs_outcomes_tools_and_approvals(workspace: Path) -> None:
     figures = json.loads(res.stdout)
     assert figures["runs"] == 5 and figures["sessions"] == 5
     assert figures["outcomes"] == {"answer": 4, "max_steps": 0, "error": 0, "empty": 0, "budget": 0, "unfinished": 1}
-    assert figures["success_rate"] == 0.8 and figures["success_rate_finished"] == 1.0
+    # issue 42: only the answer a successful call backs is a success; denied writes and an answer after a failed
+    # read are not, whatever the model said
+    results = {"done": 1, "answered": 0, "unverified": 1, "failed": 0, "denied": 2, "unjudged": 0, "unfinished": 1}
+    assert figures["results"] == results
+    assert figures["success_rate"] == 0.2 and figures["success_rate_finished"] == 0.25
     tools = figures["tools"]
     assert tools["get_current_time"] == {"calls": 1, "failed": 0, "refused": 0, "failure_rate": 0.0}
     assert tools["read_file"] == {"calls": 1, "failed": 1, "refused": 0, "failure_rate": 1.0}
@@ -62,7 +66,9 @@ def test_stats_count_runs_outcomes_tools_and_approvals(workspace: Path) -> None:
         k: v for k, v in figures.items() if k != "since_seconds"
     }  # the route gives the command's figures
     text = CliRunner().invoke(app, ["stats"])
-    assert text.exit_code == 0 and "5 runs in all sessions (5 sessions): answer 4, unfinished 1" in text.stdout
+    head = "5 runs in all sessions (5 sessions): done 1, unverified 1, denied 2, unfinished 1"
+    assert text.exit_code == 0 and head in text.stdout
+    assert "stopped: answer 4, unfinished 1" in text.stdout and "success rate: 20% done or answered" in text.stdout
     assert "1 denied, 1 timed out" in text.stdout and "read_file" in text.stdout
     assert gather(since=60, now=time.time() + 3600)["runs"] == 0  # all started more than a minute before
 

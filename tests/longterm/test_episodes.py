@@ -39,7 +39,7 @@ def run_cli(tmp_path: Path, workspace: Path, goal: str, script: list[str], *flag
     replay = write_replay(tmp_path / f"script{len(list(tmp_path.iterdir()))}.jsonl", script)
     args = ["run", goal, "--json", "--workspace", str(workspace), "--model", f"replay:{replay}", *flags]
     res = runner.invoke(app, args)
-    assert res.exit_code in (0, 3), res.output
+    assert res.exit_code in (0, 3, 6, 7), res.output  # done/answered, max_steps, unverified, denied
     return json.loads(res.stdout.strip().splitlines()[-1])
 
 
@@ -110,9 +110,27 @@ def test_a_cancelled_run_stores_no_episode(workspace: Path) -> None:
     assert LongTermMemory().items() == []
 
 
+PASSPORT = [call("read_file", path="passport.txt"), "The passport expires on 2028-06-14."]
+
+
+def test_an_answer_no_tool_backs_is_never_recalled(tmp_path: Path, workspace: Path) -> None:
+    """Issue 42: a non-answer ("I'm ready to help") or a guess with no call behind it was kept and recalled."""
+    out = run_cli(tmp_path, workspace, "Find the passport expiry date", ["It expires in 2031."], "--no-answer-guard")
+    assert out["outcome"] == "unverified" and out["evidence"] == "no tool was called"
+    assert memory_json("list") == [] and search_json(workspace, "passport expiry") == []
+    (workspace / "passport.txt").write_text("Passport: expires 2028-06-14\n")
+    out = run_cli(tmp_path, workspace, "Find the passport expiry date", PASSPORT)
+    assert out["outcome"] == "done"
+    [episode] = memory_json("list")
+    assert episode["outcome"] == "done" and episode["evidence"] == "succeeded: read_file"
+    [recalled] = search_json(workspace, "passport expiry")
+    assert ", done): Find the passport expiry date -> The passport expires on 2028-06-14." in recalled["recall"]
+
+
 def test_the_user_can_mark_an_episode_failed_and_then_it_is_not_recalled(tmp_path: Path, workspace: Path) -> None:
-    goal, answer = "Find the passport expiry date", ["The passport expires on 2028-06-14."]
-    run_cli(tmp_path, workspace, goal, answer, "--no-answer-guard")
+    goal, answer = "Find the passport expiry date", PASSPORT
+    (workspace / "passport.txt").write_text("Passport: expires 2028-06-14\n")
+    run_cli(tmp_path, workspace, goal, answer)
     [episode] = memory_json("list")
     assert len(search_json(workspace, "passport expiry")) == 1
     assert runner.invoke(app, ["memory", "failed", str(episode["id"])]).exit_code == 0
@@ -123,8 +141,9 @@ def test_the_user_can_mark_an_episode_failed_and_then_it_is_not_recalled(tmp_pat
 def test_a_run_the_user_rates_bad_keeps_its_episode_marked_failed_and_never_recalled(
     tmp_path: Path, workspace: Path
 ) -> None:
-    goal, answer = "Find the passport expiry date", ["The passport expires on 2028-06-14."]
-    out = run_cli(tmp_path, workspace, goal, answer, "--no-answer-guard")
+    goal, answer = "Find the passport expiry date", PASSPORT
+    (workspace / "passport.txt").write_text("Passport: expires 2028-06-14\n")
+    out = run_cli(tmp_path, workspace, goal, answer)
     assert len(search_json(workspace, "passport expiry")) == 1
     assert runner.invoke(app, ["sessions", "rate", out["session_id"], "good"]).exit_code == 0
     assert len(search_json(workspace, "passport expiry")) == 1  # a good rating changes nothing
@@ -220,3 +239,13 @@ def test_a_store_locked_when_the_run_ends_keeps_the_answer_and_says_the_episode_
     holder[0].rollback()
     holder[0].close()
     assert LongTermMemory().items() == []
+
+
+def test_memory_list_prints_line_breaks_as_breaks() -> None:
+    """Issue 42: an episode with a line break (a task piped in on stdin) was listed as `\\x0a`."""
+    memory = LongTermMemory()
+    record = {"goal": "Shopping:\nmilk", "answer": "ok", "stopped": "answer", "outcome": "answered", "findings": []}
+    memory.add_episode(record, session_id="s1", keep_failed=False)
+    memory.close()
+    res = runner.invoke(app, ["memory", "list"])
+    assert res.exit_code == 0 and "Shopping:\nmilk" in res.stdout and "\\x0a" not in res.stdout

@@ -115,7 +115,7 @@ def test_sandboxed_command_cannot_reach_a_loopback_server(arena: dict[str, Path]
         fetch = f"python3 -c \"import urllib.request as u; print(u.urlopen('{url}/', timeout=2).read().decode())\""
         _, sandboxed = shell(arena["ws"], fetch)
         _, plain = shell(arena["ws"], fetch, sandbox="off")
-    assert SECRET not in sandboxed[0] and "exit_code" in sandboxed[0]
+    assert SECRET not in sandboxed[0] and "exited with code" in sandboxed[0]  # a non-zero exit is a failure
     assert SECRET in plain[0]  # the agent (and an unsandboxed command) can reach it
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from hermes_local.agent.result import exit_code_for
 from hermes_local.cli.app import app
 from hermes_local.config import load_settings
 from hermes_local.testing import ScriptedLLM, build_agent, tool_call_text
@@ -429,9 +430,11 @@ def run_cli(arena: dict[str, Path], calls: list[tuple[str, dict]], *flags: str) 
     replay.write_text("".join(json.dumps(t) + "\n" for t in turns), encoding="utf-8")
     args = ["run", "task", "--model", f"replay:{replay}", "--workspace", str(arena["ws"]), "--json"]
     res = runner.invoke(app, [*args, *flags])
-    assert res.exit_code == 0, (res.stdout, res.stderr)
     out = json.loads(res.stdout)
     assert out["stopped"] == "answer" and out["answer"] == ANSWER
+    # the exit code follows the outcome (issue 42): a refused call ends "denied" (7), none that worked "unverified"
+    assert res.exit_code == exit_code_for(out["stopped"], out["outcome"]), (res.stdout, res.stderr)
+    assert out["outcome"] != "done" or any(c["ok"] for c in out["tool_calls"])
     return out
 
 

@@ -119,6 +119,11 @@ def test_a_task_streams_asks_is_approved_and_shows_in_the_sessions(
         browser.switch_to.active_element.send_keys(Keys.ENTER)
         _wait(browser, "document.getElementById('run-status').textContent === 'done'")
         answer = browser.find_element(By.ID, "answer").text
+        outcome = browser.find_element(By.ID, "outcome").text  # issue 42: at the top of the finished run
+        top = browser.execute_script(
+            "const a = document.getElementById('answer-box'), s = document.getElementById('steps');"
+            "return !!(a.compareDocumentPosition(s) & Node.DOCUMENT_POSITION_FOLLOWING)"
+        )
         outputs = browser.execute_script(
             "return Array.from(document.querySelectorAll('.output pre')).map(e => e.textContent)"
         )
@@ -141,12 +146,14 @@ def test_a_task_streams_asks_is_approved_and_shows_in_the_sessions(
         ]
         _shot(browser, tmp_path, "5-stats")
     assert answer == "The note says hello. <b>bold?</b>"
+    assert outcome == "done" and top  # the write worked and the read backs the answer
     assert any("<script>window.pwned=1</script>" in text and "\\u{202e}" in text for text in outputs)
     assert hostile == [None, 0, 1]  # nothing of the tool output ran or became an element
     assert totals.startswith("3 model calls")
     assert "write_file" in ledger and "read_file" in ledger, ledger  # the ledger the model was shown last
     assert (workspace / "note.html").read_text() == HOSTILE
-    assert "runs1 (1 sessions)" in stats and "success rate100.0 % answered; 100.0 % of finished runs" in stats
+    rate = "success rate100.0 % done or answered (with evidence); 100.0 % of finished runs"
+    assert "runs1 (1 sessions)" in stats and rate in stats
     assert ["read_file", "1", "0", "0", "0.0 %"] in tools and ["write_file", "1", "0", "0", "0.0 %"] in tools, tools
 
 

@@ -116,11 +116,15 @@ def test_form_status_and_sessions(workspace: Path) -> None:
     toolsets = {t["name"]: [x["name"] for x in t["tools"]] for t in form["toolsets"]}
     assert toolsets["time"] == ["get_current_time"] and "write_file" in toolsets["files"]
     assert form["modes"] == ["auto", "required", "none"]
+    usable = {t["name"]: (t["usable"], t["why"]) for t in form["toolsets"]}  # issue 42: what cannot work, unticked
+    assert usable["time"] == (True, None) and usable["files"] == (True, None)
+    assert usable.get("database", (False, "this server has no --db")) == (False, "this server has no --db")
     assert status["model"] == "scripted" and status["queue"] == 0 and status["context"]["n_ctx"] == 32768
     assert 0 < status["context"]["used"] < 32768 and status["prompt_cache"]["last_prompt_tokens"] > 0
     assert status["prompt_cache"]["last_reused_tokens"] > 0  # step 2 reused step 1's prefix from the KV
     assert [s["id"] for s in listed["sessions"]] == [created["id"]]
     assert listed["sessions"][0]["goal"] == "What time is it?" and listed["sessions"][0]["stopped"] == "answer"
+    assert listed["sessions"][0]["outcome"] == "done"
     assert shown_status == 200 and [e["kind"] for e in shown["events"]][-1] == "run_end"
     assert [s["id"] for s in bob_listed["sessions"]] == [bobs["id"]] and foreign == 404
     assert bad_id in (400, 404)

@@ -66,7 +66,8 @@ def test_a_run_rated_bad_over_http_keeps_its_episode_marked_failed(
     from hermes_local.longterm import LongTermMemory
 
     monkeypatch.setenv("HERMES_LOCAL_EMBEDDING_MODEL", "none")  # words only: no embedding model loads here
-    llm = ScriptedLLM([tool_call_text("get_current_time"), "The passport expires on 2028-06-14."])
+    (workspace / "passport.txt").write_text("Passport: expires 2028-06-14\n")  # what backs the answer (issue 42)
+    llm = ScriptedLLM([tool_call_text("read_file", path="passport.txt"), "The passport expires on 2028-06-14."])
     with served(llm, workspace) as (base, _):
         _, created = http("POST", f"{base}/v1/runs", {"task": "Find the passport expiry date"})
         view = wait_status(base, created["id"], {"done", "error"})

@@ -275,9 +275,10 @@ def test_sigterm_leaves_a_run_that_resumes_from_the_cli(workspace: Path, tmp_pat
         app,
         ["run", "--resume", run_id, "--model", f"replay:{second}", "--workspace", str(workspace), "--json"],
     )
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 6, result.output  # the write's outcome is unknown: nothing backs the answer
     out = json.loads(result.stdout.strip().splitlines()[-1])
     assert out["answer"] == "Stopped before writing; nothing was written." and out["session_id"] == run_id
+    assert out["outcome"] == "unverified" and "outcome unknown" in out["evidence"]
     assert not (workspace / "d.txt").exists()
     assert [e.kind for e in read_events(session_path(run_id))][-1] == "run_end"
 

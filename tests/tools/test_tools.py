@@ -255,8 +255,10 @@ def test_query_database_time_limit_uses_the_context_timeout(workspace: Path, db:
 def test_run_shell_result(workspace: Path) -> None:
     ex = make_executor(workspace)
     result = ex.execute("run_shell", {"command": "pwd; echo oops >&2; cat; exit 3"})
-    assert result.ok
+    assert not result.ok and result.error_kind == "tool_error"  # issue 42: a non-zero exit is a failure
+    assert result.summary.startswith("run_shell failed: exit 3") and "oops" in (result.error or "")
     assert result.data == {"exit_code": 3, "stdout": f"{workspace.resolve()}\n", "stderr": "oops\n"}
+    assert ex.execute("run_shell", {"command": "true"}).ok
     assert ex.execute("run_shell", {"command": "  "}).error_kind == "invalid_arguments"
 
 

@@ -201,7 +201,7 @@ def test_a_tool_asked_for_that_cannot_work_is_named_with_its_flag(tmp_path: Path
     replay = write_replay(tmp_path / "r.jsonl", [call("query_database", sql="SELECT 1"), "done"])
     args = ["run", "Count the rows of the database", "--json", "--model", f"replay:{replay}", "--workspace"]
     res = runner.invoke(app, [*args, str(workspace), "--tools", "db,time"])
-    assert res.exit_code == 0, res.stderr
+    assert res.exit_code == 6, res.stderr  # "done" with no call that worked: unverified (issue 42)
     assert "query_database is left out of this run: it needs a database: pass --db FILE" in res.stderr
     assert json.loads(res.stdout)["tool_calls"][0]["error_kind"] == "not_found"
 

@@ -186,7 +186,8 @@
         case "rehearsed_call": line("notice", "not run", d.name + " " + JSON.stringify(d.arguments)); break;
         case "run_end":
           step = null;
-          line("end", "stopped", d.stopped);
+          line("end", "outcome", (d.outcome || "unjudged") + (d.evidence ? " (" + d.evidence + ")" : "")
+            + " · stopped: " + d.stopped);
           if (hooks.end) hooks.end(d);
           break;
         case "status": if (hooks.status) hooks.status(d); break;
@@ -254,7 +255,12 @@
       ledger: (text) => { $("ledger").textContent = visible(text.trim()); },
       approval: (d) => { state.pending.push(d); $("run-status").textContent = "waiting_approval"; showApproval(); },
       decided: (d) => { state.pending = state.pending.filter((p) => p.call !== d.call); showApproval(); },
-      end: (d) => { if (d.answer) { $("answer").textContent = visible(d.answer); $("answer-box").hidden = false; } },
+      end: (d) => { // the outcome the evidence gave, then the answer, at the top of the finished run
+        $("outcome").textContent = visible(d.outcome || "unjudged");
+        $("outcome").className = "badge " + (d.outcome === "done" || d.outcome === "answered" ? "good" : "bad");
+        $("evidence").textContent = visible(d.evidence || "");
+        $("answer").textContent = visible(d.answer || "(no answer)"); $("answer-box").hidden = false;
+      },
       status: (d) => {
         $("run-status").textContent = visible(d.status) + (d.error ? ": " + visible(d.error) : "");
         $("cancel").disabled = true; state.pending = []; showApproval(); refreshStatus();
@@ -306,10 +312,12 @@
     for (const ts of f.toolsets) {
       const label = el("label", "toolset");
       const box = el("input");
-      box.type = "checkbox"; box.checked = true;
+      box.type = "checkbox"; box.checked = ts.usable !== false; // unticked: none of its tools can work here
+      if (ts.why) label.title = ts.why;
       box.dataset.tools = ts.tools.map((t) => t.name).join(",");
       label.append(box, el("span", null, " " + ts.name + " "),
-        el("small", null, ts.tools.map((t) => t.name + (t.permission === "read" ? "" : " (" + t.permission + ")")).join(", ")));
+        el("small", null, ts.tools.map((t) => t.name + (t.permission === "read" ? "" : " (" + t.permission + ")")).join(", ")
+          + (ts.why ? " — " + ts.why : "")));
       set.append(label);
     }
   }
@@ -346,7 +354,7 @@
       }
       for (const s of logs.sessions) {
         const when = new Date(s.modified * 1000).toLocaleString();
-        const b = el("button", "session", when + " · " + (s.stopped || "unfinished") + " · " + s.goal);
+        const b = el("button", "session", when + " · " + (s.outcome || s.stopped || "unfinished") + " · " + s.goal);
         b.type = "button";
         b.dataset.id = s.id;
         b.addEventListener("click", () => openSession(s.id));
@@ -392,7 +400,8 @@
       const since = $("since").value;
       const s = await api("GET", "/v1/stats" + (since ? "?since=" + encodeURIComponent(since) : ""));
       item("runs", s.runs + " (" + s.sessions + " sessions)");
-      item("success rate", percent(s.success_rate) + " answered; " + percent(s.success_rate_finished) + " of finished runs");
+      item("success rate", percent(s.success_rate) + " done or answered (with evidence); "
+        + percent(s.success_rate_finished) + " of finished runs");
       item("outcomes", Object.entries(s.outcomes).map(([k, v]) => k + " " + v).join(", "));
       const t = s.tokens_per_run, w = s.seconds_per_run;
       item("tokens per run", "prompt " + t.prompt.mean + " mean / " + t.prompt.median + " median; generated "
@@ -433,6 +442,14 @@
         $("run-status").textContent = visible(err.message);
       }
     });
+    const after = async (path, body, done) => { // a finished run: rate it, or undo what it changed (the API's own)
+      if (!state.run) return;
+      try { const d = await api("POST", "/v1/runs/" + encodeURIComponent(state.run) + path, body); $("after-note").textContent = visible(done(d)); }
+      catch (err) { $("after-note").textContent = visible(err.message); }
+    };
+    $("rate-good").addEventListener("click", () => after("/rating", { verdict: "good" }, () => "rated good"));
+    $("rate-bad").addEventListener("click", () => after("/rating", { verdict: "bad" }, () => "rated bad: never recalled"));
+    $("undo").addEventListener("click", () => after("/undo", {}, (d) => "undone: " + JSON.stringify(d).slice(0, 200)));
     $("nav-run").addEventListener("click", () => show("run"));
     $("nav-sessions").addEventListener("click", () => show("sessions"));
     $("nav-stats").addEventListener("click", () => show("stats"));

@@ -46,6 +46,8 @@ class Envelope(BaseModel):
     findings: list[str] = Field(default_factory=list)
     steps: int = 0
     usage: dict[str, int] = Field(default_factory=dict)
+    outcome: str = ""  # what the evidence said of the sub-run (done, answered, unverified, failed, denied; issue 42)
+    evidence: str = ""
 
 
 # (agent, task, inputs) -> the envelope; the runner never raises

@@ -44,7 +44,7 @@ TARGET = re.compile(
     rf"(?:a\s+|the\s+|my\s+|file\s+)*({FILE_IN_GOAL})"
 )
 LIST = re.compile(
-    r"\b(list|show|what'?s in|what is in|contents of)\b.*\b(files|folders?|director(?:y|ies)|workspace)\b|"
+    r"\b(list|show|what'?s in|what is in|contents of|which|what)\b.*\b(files|folders?|director(?:y|ies)|workspace)\b|"
     r"\b(folders?|director(?:y|ies)|ls)\b|目录|文件夹|工作区"
 )
 READ = re.compile(r"\b(read|contents?|summari[sz]e|summary of|open|look at|check)\b|文件|读取|内容|笔记")
@@ -62,8 +62,12 @@ def _reads_a_file(goal: str) -> bool:
     return bool(source_files(goal)) or (bool(READ.search(goal)) and not INLINE_TEXT.search(goal))
 
 
+INTO_FILE = re.compile(rf"\binto\s+(?:a\s+|the\s+|my\s+|file\s+)*{FILE_IN_GOAL}")  # "summarise x into y.md"
+
+
 def _writes_a_file(goal: str) -> bool:
-    return bool(WRITE_VERB.search(goal)) and bool(FILE_NAME.search(goal) or re.search(r"\bfile\b", goal))
+    named = bool(FILE_NAME.search(goal) or re.search(r"\bfile\b", goal))
+    return (bool(WRITE_VERB.search(goal)) and named) or bool(INTO_FILE.search(goal))
 
 
 def _written(arguments: dict[str, Any]) -> FileEffect:

@@ -47,7 +47,9 @@ EXIT_GRACE = 0.2
 # Files whose ctime is this much before the command started still count as its own (coarse file clocks).
 STRIP_MARGIN_NS = 2_000_000_000
 SHELL = Toolset("shell", "run a shell command in the workspace")
-GOAL_WORDS = re.compile(r"\b(run|execute)\b.*\b(command|script|shell)\b|\bshell\b|运行命令|执行")  # call for it
+GOAL_WORDS = re.compile(  # the goal words that call for it (files renamed, moved or deleted in bulk too)
+    r"\b(run|execute)\b.*\b(command|script|shell)\b|\bshell\b|\b(rename|move|delete|remove)\b.*\bfiles\b|运行命令|执行"
+)
 
 
 def run_captured(
@@ -234,6 +236,11 @@ def run_shell(command: str, ctx: ToolContext) -> ToolResult:
     if stdout.strip():
         first = " ".join(stdout.split())[:80]
         summary += f": {first}"
+    if code != 0:  # a non-zero exit is a failure (✗ with its exit code) for the model, the marks, stats, outcome
+        shown = "; ".join(f"{name}: {text[-600:].strip()}" for name, text in (("stdout", stdout), ("stderr", stderr)))
+        error = f"the command exited with code {code} (a failure); {shown}"
+        return ToolResult(False, summary.replace(f"run_shell exit {code}", f"run_shell failed: exit {code}", 1), data,
+                          error, "tool_error")  # fmt: skip
     return ToolResult.success(data, summary)
 
 

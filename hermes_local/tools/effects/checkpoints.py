@@ -53,7 +53,7 @@ _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 def check_session(session: str) -> str:
     """`session` if it is a plain session ID, else a UserError naming where IDs are listed."""
-    if not valid_session_id(session):  # session.py's rule: a name, never a path
+    if not valid_session_id(session):  # session/log.py's rule: a name, never a path
         raise UserError(f"{session[:100]!r} is not a session ID; see `hermes-local sessions list`")
     return session
 
@@ -109,8 +109,7 @@ class CheckpointStore:
             raise KeyError(sha) from exc
 
     def append(self, session: str, record: dict[str, Any], *, durable: bool = True) -> None:
-        """Add one record to the session's list: one write (fsynced when `durable`; a crash loses at most
-        this line)."""
+        """Add one record to the session's list: one write (fsynced when `durable`; a crash loses at most it)."""
         check_session(session)
         self.index.mkdir(parents=True, exist_ok=True, mode=0o700)
         line = json.dumps(record, ensure_ascii=True, separators=(",", ":")).encode("ascii") + b"\n"
@@ -297,6 +296,7 @@ class Recorder:
     _mirrored: dict[tuple[str, int, int], int] = field(default_factory=dict)  # (child, step, call) -> call number
     _lock: threading.Lock = field(default_factory=threading.Lock)
     scan_cache: dict[tuple[str, int, int, int, int], State] = field(default_factory=dict)  # snapshot.py's
+    changed: set[str] = field(default_factory=set)  # workspace paths this run changed (what a run's outcome reads)
 
     def at(self, step: int) -> None:
         """The run has reached `step` (the agent's step number, as in the session log)."""
@@ -333,6 +333,7 @@ class Recorder:
         """Append `record` to this session's records, and to the caller's when this is a team child's."""
         with self._lock:
             self.store.append(self.session, record, durable=durable)
+            self.changed.update(str(c["path"]) for c in record.get("changes") or () if c.get("path"))
         if self.parent is not None:
             self.parent.mirror(record, self.agent, self.session, durable)
 
@@ -345,11 +346,8 @@ class Recorder:
             if number is None:  # a command's begin and end records become one call here too
                 number = self._mirrored[key] = self._numbers.get(self.step, 0) + 1
                 self._numbers[self.step] = number
-        labels = {
-            "agent": record.get("agent") or agent,
-            "child": key[0],
-            "child_step": record.get("child_step", key[1]),
-        }
+        labels = {"agent": record.get("agent") or agent, "child": key[0]}
+        labels["child_step"] = record.get("child_step", key[1])
         self._keep(record | {"step": self.step, "call": number} | labels, durable)
 
 

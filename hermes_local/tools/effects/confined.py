@@ -156,6 +156,17 @@ def _relative_parts(ctx: ToolContext, raw: str) -> list[str]:
     return text.split("/")
 
 
+def check_inside(ctx: ToolContext, raw: str) -> None:
+    """Refuse (ToolFailure) a path that names a place outside the workspace by its words alone (`~`, an absolute
+    path elsewhere, `..` above the root): what a plan knows before anything runs. A symlink that leads out is
+    found when the call runs (`locate`)."""
+    depth = 0
+    for part in _relative_parts(ctx, raw):
+        depth += -1 if part == ".." else 0 if part in ("", ".") else 1
+        if depth < 0:
+            raise _outside(raw)
+
+
 def _under_root(ctx: ToolContext, absolute: str) -> list[str] | None:
     """The components of an absolute path below the workspace root (as given or resolved), else None."""
     normal = os.path.normpath(absolute)

@@ -236,7 +236,7 @@ def diff_text(diffs: list[FileDiff]) -> str:
 
 @contextlib.contextmanager
 def _session_lock(session: str) -> Iterator[None]:
-    """Hold the session log's lock (session.py's): no undo while the run (or a resume) still writes."""
+    """Hold the session log's lock (session/log.py's): no undo while the run (or a resume) still writes."""
     path = agent_home() / "sessions" / f"{session}.jsonl"
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)

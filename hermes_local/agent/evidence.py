@@ -1,0 +1,184 @@
+"""A run's outcome, decided once from evidence (what the tools did), never from the model's words.
+
+`judge(...)` gives the `Verdict` of a finished run: its outcome (`OUTCOMES`) and one line of evidence. `done`: the
+goal needed tools and a call behind the answer succeeded (a goal that asked for a change has that change in the
+workspace's checkpoints); `answered`: a goal that needs no tool, answered without one; `unverified`: an answer with
+no successful call behind it on a goal that needs one, only writes on a goal that asks a question, figures in
+the answer that appear in no tool result and no user text, a change asked for and nothing changed, or an answer
+repeated word for word after it was sent back; `failed`: no answer (the step limit, the failure cap, an empty reply,
+an error, a reply that only offers help), or an answer that says it could not do the task; `denied`: the calls it
+needed were refused. `Need` is what the goal needs (taken once, from the goal and the run's tools, before the model
+writes anything). `unsupported_figures` and `no_success_line` are also the answer guard's reasons for sending an
+answer back once (`answers.py`). Does not call the model, run tools or print anything; `result.py` maps an outcome
+to its exit code.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from hermes_local.outcome import ToolOutcome
+
+Outcome = Literal["done", "answered", "unverified", "failed", "denied"]
+OUTCOMES: tuple[Outcome, ...] = ("done", "answered", "unverified", "failed", "denied")
+SUCCESS: frozenset[str] = frozenset({"done", "answered"})  # what `stats` counts as success; exit 0
+NOT_CALLS = frozenset({"final_answer", "invalid_tool_call"})
+
+# An answer that says the task could not be done (an honest failure, not a claim of success).
+CANNOT = re.compile(
+    r"\b(i (?:can ?not|can't|cannot|am unable to|was unable to|couldn't|could not)|unable to (?:access|read|find|"
+    r"open|complete|do)|i don't have access|i do not have access)\b",
+    re.IGNORECASE,
+)
+# A reply that answers nothing: an offer to help, a question back ("I'm ready to help. What's your next question?").
+NON_ANSWER = re.compile(
+    r"^\W*(?:<[^<>\s]{1,40}>\W*)?(?:hello|hi)?\W*(?:i'?m|i am) (?:ready|here|happy|glad) to (?:help|assist)|"
+    r"\b(?:how can i (?:help|assist)|what(?:'s| is) your (?:next )?question|what would you like (?:me )?to do)\b",
+    re.IGNORECASE,
+)
+# Words of a goal that asks for a change (with a writing tool's cue matched: `Need.change`).
+CHANGE_WORDS = re.compile(
+    r"\b(rename|move|delete|remove|create|write|save|add|append|update|edit|replace|put|note|copy|make|store|"
+    r"record|export|into)\b",
+    re.IGNORECASE,
+)
+# A figure worth checking: two or more digits, or a decimal (single digits are counts a model may derive).
+FIGURE = re.compile(r"(?<![\w.])\d[\d,]*(?:\.\d+)?(?![\w])")
+
+
+@dataclass(frozen=True)
+class Need:
+    """What the goal needs, decided before the run: a tool (`tool`: the one the guard names), a change to the
+    workspace (`change`: a writing tool's cue matched the goal), or tools at all (`required`: --tool-choice
+    required, the user's own demand); `user_text` is the user's words (the goal, later messages)."""
+
+    tool: str | None = None
+    change: bool = False
+    required: bool = False
+    user_text: str = ""
+    writers: frozenset[str] = frozenset()  # the run's tools that change something (write or dangerous)
+    sinks: frozenset[str] = frozenset()  # ...of which those that only write (nothing they return is information)
+    question: bool = False  # the goal asks a question (ends with "?"): writes alone do not answer it
+
+    @property
+    def tools(self) -> bool:
+        return self.tool is not None or self.change or self.required
+
+
+@dataclass(frozen=True)
+class Verdict:
+    outcome: Outcome
+    evidence: str
+
+
+def real_calls(calls: Iterable[ToolOutcome]) -> list[ToolOutcome]:
+    """The calls that did the goal's work (not final_answer, not an unreadable call)."""
+    return [c for c in calls if c.name not in NOT_CALLS]
+
+
+def tally(calls: Sequence[ToolOutcome]) -> str:
+    """`read_file not_found ×2, run_shell tool_error`: the failed calls by tool and kind."""
+    counts = Counter(f"{c.name} {c.error_kind or 'failed'}" for c in calls if not c.ok)
+    return ", ".join(f"{k} ×{n}" if n > 1 else k for k, n in counts.items())
+
+
+def no_success_line(calls: Sequence[ToolOutcome]) -> str:
+    """Why nothing backs an answer: "no tool call succeeded: read_file not_found ×2", or "no tool was called"."""
+    real = real_calls(calls)
+    if not real:
+        return "no tool was called"
+    last = next((c for c in reversed(real) if not c.ok), None)
+    error = f"; the last error was: {' '.join(str(last.error or last.summary).split())[:160]}" if last else ""
+    return f"no tool call succeeded: {tally(real)}{error}"
+
+
+def same_answer(a: str, b: str) -> bool:
+    """Whether two answers are the same words (case, spacing, punctuation and markup such as a prefilled
+    `<tool_call>` aside)."""
+
+    def words(text: str) -> list[str]:
+        return re.findall(r"\w+", re.sub(r"<[^<>\s]{1,40}>", " ", text).lower())
+
+    return bool(words(a)) and words(a) == words(b)
+
+
+def _figure(text: str) -> str:
+    """A figure normalised: no thousands commas, no leading zeros, no trailing `.0`."""
+    value = text.replace(",", "")
+    if "." in value:
+        value = value.rstrip("0").rstrip(".")
+    return value.lstrip("0") or "0"
+
+
+def figures(text: str) -> set[str]:
+    return {_figure(m.group(0).rstrip(",")) for m in FIGURE.finditer(text)}
+
+
+def _result_text(c: ToolOutcome) -> str:
+    data: Any = c.data
+    blob = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False, default=str)
+    return f"{blob} {c.summary}"
+
+
+def unsupported_figures(answer: str, calls: Iterable[ToolOutcome], user_text: str) -> list[str]:
+    """The figures of the answer (two digits or more, or decimals) found in no successful tool result and not in
+    the user's words, in order of appearance."""
+    seen = figures(user_text)
+    for c in calls:
+        if c.ok:
+            seen |= figures(_result_text(c))
+    found = [_figure(m.group(0).rstrip(",")) for m in FIGURE.finditer(answer)]
+    wanted = [f for f in found if (len(f.replace(".", "")) >= 2 or "." in f) and f not in seen]
+    return list(dict.fromkeys(wanted))
+
+
+def judge(
+    answer: str | None,
+    stopped: str,
+    calls: Sequence[ToolOutcome],
+    need: Need,
+    *,
+    repeated: bool = False,
+    why: str = "",
+    changed: set[str] | None = None,
+) -> Verdict:
+    """The outcome of a finished run and its evidence (see the module docstring); `repeated`: the accepted answer
+    is word for word one that was sent back; `why`: why a run without an answer stopped; `changed`: the workspace
+    paths the run's checkpoints recorded as changed (None: not recorded; then a write call that worked counts)."""
+    real = real_calls(calls)
+    ok = [c for c in real if c.ok]
+    if stopped != "answer" or not (answer or "").strip():
+        return Verdict("failed", f"{why or stopped}; " + (no_success_line(calls) if not ok else _ok_line(ok)))
+    text = answer or ""
+    if NON_ANSWER.search(text):
+        return Verdict("failed", f"the reply answers nothing ({' '.join(text.split())[:60]!r})")
+    if not ok and CANNOT.search(text):
+        return Verdict("failed", f"the model said it could not do it; {no_success_line(calls)}")
+    if not need.tools and not real:
+        return Verdict("answered", "no tool was needed")
+    if not ok:
+        denied = [c for c in real if c.error_kind == "permission_denied"]
+        if denied:
+            return Verdict("denied", f"the call(s) it needed were refused: {tally(denied)}")
+        return Verdict("unverified", no_success_line(calls))
+    if need.change and not (changed if changed is not None else any(c.name in need.writers for c in ok)):
+        return Verdict("unverified", "the goal asks for a change and nothing in the workspace changed; " + _ok_line(ok))
+    only_writes = all(c.name in need.sinks for c in ok)  # on a question, not on a change
+    if need.question and need.tool is not None and need.tool not in need.writers and not need.change and only_writes:
+        return Verdict("unverified", "the goal needs information and only writes succeeded; " + _ok_line(ok))
+    unsupported = unsupported_figures(text, ok, need.user_text)
+    if unsupported:
+        return Verdict("unverified", f"figures in the answer appear in no tool result: {', '.join(unsupported[:5])}")
+    if repeated:
+        return Verdict("unverified", "the answer repeats, word for word, one that was sent back")
+    return Verdict("done", _ok_line(ok))
+
+
+def _ok_line(ok: Sequence[ToolOutcome]) -> str:
+    names = Counter(c.name for c in ok)
+    return "succeeded: " + ", ".join(f"{k} ×{n}" if n > 1 else k for k, n in names.items())
