@@ -396,13 +396,13 @@ def test_the_measurement_scripts_run() -> None:
         script = line.split()[1]
         if script.endswith("download_model.py"):
             continue  # tests/models/test_download.py runs it against the loopback stand-in hub
-        extra = fewer[Path(script).name]
+        extra = line.split("#")[0].split()[2:] + fewer[Path(script).name]  # the line's own flags, then fewer rounds
         proc = subprocess.run(
             [sys.executable, script, *extra], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
         )
         assert proc.returncode == 0 and "Traceback" not in proc.stderr, (line, proc.stdout[-2000:], proc.stderr[-2000:])
         assert proc.stdout.strip(), line
-    assert len(lines) == 6
+    assert len(lines) == 8
 
 
 def _serve(line: str, port: int, env: dict[str, str], cwd: Path):

@@ -26,7 +26,7 @@ from hermes_local.agent.budget import DayUsage, TokenBudget
 from hermes_local.agent.evidence import SUCCESS, Need, judge, real_calls, same_answer
 from hermes_local.agent.guards import LoopGuard, first_step_note
 from hermes_local.agent.ledger import episode_record
-from hermes_local.agent.memory import Memory, Turn, extract_plan
+from hermes_local.agent.memory import ContextTooSmall, Memory, Turn, extract_plan, fit_prompt
 from hermes_local.agent.redecode import LastCall, try_redecode
 from hermes_local.agent.result import AgentConfig, RunResult, handoff, step_limit_line
 from hermes_local.agent.resume import rebuild_memory
@@ -51,7 +51,7 @@ from hermes_local.events import (
     ToolOutcome,
     TurnAdded,
 )
-from hermes_local.llm import DEFAULT_STOP, LLM, CallOptions, common_prefix_length
+from hermes_local.llm import DEFAULT_STOP, LLM, CallOptions, Completion, common_prefix_length
 from hermes_local.outcome import ToolResult
 from hermes_local.prompts import Segments, render
 from hermes_local.tools.builtin.interaction import FINAL_ANSWER, final_answer
@@ -62,10 +62,6 @@ FINAL_ANSWER_REQUEST = (
     "You have reached the step limit. Do not call any more tools: reply now with your final answer "
     "to the goal from what you have found so far."
 )
-
-
-class ContextTooSmall(Exception):  # noqa: N818 - caught inside the loop; ends the run with stopped="error"
-    """The fixed prompt (system, tools, goal) alone does not fit n_ctx."""
 
 
 class Agent:
@@ -162,35 +158,15 @@ class Agent:
         return self.dialect.tokens(memory.messages(), self.tool_schemas(), self.llm, prefill=prefill)
 
     def _fitted_prompt(self, memory: Memory, prefill: str, result: RunResult, *, last: bool) -> tuple[list[int], int]:
-        """Prompt tokens within budget (compacting memory if needed) and the max_tokens left.
-
-        Compaction starts at `budget_fraction` of n_ctx, to leave room for the steps still to come. The
-        `last` call of a run (the final answer at the step limit) has none to come: it compacts only
-        what does not fit, and keeps the KV prefix of the whole run instead of re-evaluating it.
-        """
-        n_ctx, max_new = self.llm.n_ctx, self.config.max_tokens
-        limit = int(n_ctx * self.config.budget_fraction) - max_new
-        target = int(n_ctx * self.config.compact_to_fraction) - max_new
-        if last:
-            limit = target = n_ctx - max_new - 1
-        before = memory.compacted_through_step, [(t.cap, t.summarized) for t in memory.turns]
-        measured: list[int] = []
-
-        def measure() -> int:
-            measured[:] = self._prompt_tokens(memory, prefill)
-            return len(measured)
-
-        memory.fit(measure, limit, max(target, 1))  # its last measurement is of the final layout
-        if (memory.compacted_through_step, [(t.cap, t.summarized) for t in memory.turns]) != before:
+        """Prompt tokens within budget (compacting memory if needed) and the max_tokens left (`fit_prompt`)."""
+        c, measure = self.config, lambda: self._prompt_tokens(memory, prefill)
+        tokens, room, compacted = fit_prompt(
+            memory, measure, self.llm.n_ctx, c.max_tokens, c.budget_fraction, c.compact_to_fraction, last=last
+        )
+        if compacted:
             result.compactions += 1
             self.on_event(Compaction(memory.compacted_through_step))
-        tokens = measured
-        room = n_ctx - len(tokens) - 1
-        if room < 16:
-            raise ContextTooSmall(
-                f"the prompt needs {len(tokens)} tokens but n_ctx is {n_ctx}; raise --n-ctx or shorten the task"
-            )
-        return tokens, min(max_new, room)
+        return tokens, room
 
     def _complete(
         self,
@@ -223,13 +199,17 @@ class Agent:
         completion = self.llm.complete(tokens, options, on_token=lambda piece: self.on_event(Token(piece)))
         self._last_call = LastCall(tokens, options, completion, prefill)
         self._last_truncated = getattr(completion, "truncated", None)
-        new = len(tokens) - common_prefix_length(tokens, self._previous_tokens)
-        self._previous_tokens = tokens + completion.tokens
-        self.on_event(result.add_call(step, completion.usage, new, completion.finish_reason, prefill))
-        self.budget.charge(completion.usage.prompt_tokens_evaluated + completion.usage.completion_tokens)
+        self._account(step, tokens, completion, prefill, result)
         if (warning := self.budget.warning()) is not None:
             self.on_event(BudgetWarning(step, warning))
         return prefill + completion.text
+
+    def _account(self, step: int, prompt: list[int], completion: Completion, prefill: str, result: RunResult) -> None:
+        """Log one model call (its new prompt tokens against the previous call's) and charge the token budget."""
+        new = len(prompt) - common_prefix_length(prompt, self._previous_tokens)
+        self._previous_tokens = prompt + completion.tokens
+        self.on_event(result.add_call(step, completion.usage, new, completion.finish_reason, prefill))
+        self.budget.charge(completion.usage.prompt_tokens_evaluated + completion.usage.completion_tokens)
 
     def _redecoded(self, step: int, text: str, result: RunResult) -> str:
         """`text`, or its call span decoded again under the grammar when it does not parse (agent/redecode.py)."""
@@ -245,11 +225,7 @@ class Agent:
         )
         if redo is None:
             return text
-        new = len(redo.prompt) - common_prefix_length(redo.prompt, self._previous_tokens)
-        self._previous_tokens = redo.prompt + redo.completion.tokens
-        usage = redo.completion.usage
-        self.on_event(result.add_call(step, usage, new, redo.completion.finish_reason, self.dialect.required_prefill))
-        self.budget.charge(usage.prompt_tokens_evaluated + usage.completion_tokens)
+        self._account(step, redo.prompt, redo.completion, self.dialect.required_prefill, result)
         self.on_event(Redecoded(step, redo.replaced, redo.written, redo.ok))
         return redo.reply
 

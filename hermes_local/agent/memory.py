@@ -9,7 +9,8 @@ the context does not already hold: the plan when it changed (the model's `<plan>
 its own turn). Each call's key finding (`ledger.py`) is written where it replaces something: in a
 result cut or summarised by compaction, in the summary of folded steps, and in the periodic goal
 reminder (`reminder_note()`), never again a few lines under the result it came from, so each step
-costs its result, its call and a few framing tokens. `fit()` compacts history to a token budget.
+costs its result, its call and a few framing tokens. `fit()` compacts history to a token budget; `fit_prompt`
+decides that budget for one model call (and refuses a fixed prompt that cannot fit: `ContextTooSmall`).
 Does not call the model or run tools; it only lays out text.
 """
 
@@ -301,3 +302,35 @@ class Memory:
             if size <= target:
                 break
         return size
+
+
+class ContextTooSmall(Exception):  # noqa: N818 - caught inside the loop; ends the run with stopped="error"
+    """The fixed prompt (system, tools, goal) alone does not fit n_ctx."""
+
+
+def fit_prompt(
+    memory: Memory, measure: Callable[[], list[int]], n_ctx: int, max_new: int, budget_fraction: float,
+    compact_to_fraction: float, *, last: bool) -> tuple[list[int], int, bool]:  # fmt: skip
+    """The prompt's tokens within budget (compacting `memory` if needed), the max_tokens left, and whether it
+    compacted. Compaction starts at `budget_fraction` of n_ctx, to leave room for the steps still to come. The
+    `last` call of a run (the final answer at the step limit) has none to come: it compacts only what does not
+    fit, and keeps the KV prefix of the whole run instead of re-evaluating it."""
+    limit = int(n_ctx * budget_fraction) - max_new
+    target = int(n_ctx * compact_to_fraction) - max_new
+    if last:
+        limit = target = n_ctx - max_new - 1
+    before = memory.compacted_through_step, [(t.cap, t.summarized) for t in memory.turns]
+    measured: list[int] = []
+
+    def measured_now() -> int:
+        measured[:] = measure()
+        return len(measured)
+
+    memory.fit(measured_now, limit, max(target, 1))  # its last measurement is of the final layout
+    compacted = (memory.compacted_through_step, [(t.cap, t.summarized) for t in memory.turns]) != before
+    room = n_ctx - len(measured) - 1
+    if room < 16:
+        raise ContextTooSmall(
+            f"the prompt needs {len(measured)} tokens but n_ctx is {n_ctx}; raise --n-ctx or shorten the task"
+        )
+    return measured, min(max_new, room), compacted
