@@ -3,14 +3,14 @@
 `judge(...)` gives the `Verdict` of a finished run: its outcome (`OUTCOMES`) and one line of evidence. `done`: the
 goal needed tools and a call behind the answer succeeded (a goal that asked for a change has that change in the
 workspace's checkpoints); `answered`: a goal that needs no tool, answered without one; `unverified`: an answer with
-no successful call behind it on a goal that needs one, only writes on a goal that asks a question, figures in
-the answer that appear in no tool result and no user text, a change asked for and nothing changed, or an answer
-repeated word for word after it was sent back; `failed`: no answer (the step limit, the failure cap, an empty reply,
-an error, a reply that only offers help), or an answer that says it could not do the task; `denied`: the calls it
-needed were refused. `Need` is what the goal needs (taken once, from the goal and the run's tools, before the model
-writes anything). `unsupported_figures` and `no_success_line` are also the answer guard's reasons for sending an
-answer back once (`answers.py`). Does not call the model, run tools or print anything; `result.py` maps an outcome
-to its exit code.
+no successful call behind it on a goal that needs one, only writes on a goal that asks a question, figures in the
+answer (or, on a goal that asks for information, names) that appear in no tool result and no user text, a change
+asked for and nothing changed, or an answer repeated word for word after it was sent back; `failed`: no answer (the
+step limit, the failure cap, an empty reply, an error, a reply that only offers help), or an answer that says it
+could not do the task; `denied`: the calls it needed were refused. `Need` is what the goal needs (taken once, from
+the goal and the run's tools, before the model writes anything). `unsupported_figures` and `no_success_line` are
+also the answer guard's reasons for sending an answer back once (`answers.py`). Does not call the model, run tools
+or print anything; `result.py` maps an outcome to its exit code.
 """
 
 from __future__ import annotations
@@ -49,6 +49,14 @@ CHANGE_WORDS = re.compile(
 )
 # A figure worth checking: two or more digits, or a decimal (single digits are counts a model may derive).
 FIGURE = re.compile(r"(?<![\w.])\d[\d,]*(?:\.\d+)?(?![\w])")
+# A name worth checking: a capitalised word inside a sentence (not its first word), e.g. "the top customer is Ann".
+NAME = re.compile(r"(?<=[\w,;)\]] )[A-Z][a-z]{2,}\b")
+# Capitalised words a date or a sentence brings without naming anything a tool must have said.
+CALENDAR = frozenset(
+    "jan feb mar apr may jun jul aug sep sept oct nov dec january february march april june july august september "
+    "october november december mon tue wed thu fri sat sun monday tuesday wednesday thursday friday saturday "
+    "sunday utc gmt".split()
+)
 
 
 @dataclass(frozen=True)
@@ -137,6 +145,14 @@ def unsupported_figures(answer: str, calls: Iterable[ToolOutcome], user_text: st
     return list(dict.fromkeys(wanted))
 
 
+def unsupported_names(answer: str, calls: Iterable[ToolOutcome], user_text: str) -> list[str]:
+    """The names of the answer (capitalised words inside a sentence, calendar words aside) found in no successful
+    tool result and not in the user's words (case aside), in order of appearance."""
+    seen = " ".join([user_text, *(_result_text(c) for c in calls if c.ok)]).lower()
+    found = [m.group(0) for m in NAME.finditer(answer)]
+    return list(dict.fromkeys(n for n in found if n.lower() not in CALENDAR and n.lower() not in seen))
+
+
 def judge(
     answer: str | None,
     stopped: str,
@@ -174,6 +190,9 @@ def judge(
     unsupported = unsupported_figures(text, ok, need.user_text)
     if unsupported:
         return Verdict("unverified", f"figures in the answer appear in no tool result: {', '.join(unsupported[:5])}")
+    names = [] if need.change else unsupported_names(text, ok, need.user_text)  # a change's evidence is the change
+    if names:
+        return Verdict("unverified", f"names in the answer appear in no tool result: {', '.join(names[:5])}")
     if repeated:
         return Verdict("unverified", "the answer repeats, word for word, one that was sent back")
     return Verdict("done", _ok_line(ok))

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from hermes_local.agent.evidence import Need, judge, unsupported_figures
+from hermes_local.agent.evidence import Need, judge, unsupported_figures, unsupported_names
 from hermes_local.cli.app import app
 from hermes_local.config import load_settings
 from hermes_local.events import Event, Guarded, Proposal, TurnAdded
@@ -120,6 +120,22 @@ def test_judge_on_its_own() -> None:
     assert judge("It is 8:13 in the morning.", "answer", [clock], time_need).outcome == "done"
     ready = judge("I'm ready to help. What's your next question?", "answer", [ok], need)
     assert ready.outcome == "failed" and "answers nothing" in ready.evidence  # issue 42: a non-answer is no success
+
+
+def test_a_name_in_no_tool_result_is_unverified_on_a_question_and_the_real_one_is_done() -> None:
+    """Issue 42 item 1: names in the answer that appear in no tool result and no user text are not evidence."""
+    rows = ToolResult.success('[{"customer": "Ann Lee", "total": 120}]', "1 row")
+    query = ToolOutcome(1, "query_database", {"sql": "SELECT ..."}, rows)
+    need = Need(tool="query_database", user_text="Who is our top customer?")
+    made_up = judge("The top customer is Bob Marsh.", "answer", [query], need)
+    assert made_up.outcome == "unverified" and made_up.evidence.endswith("no tool result: Bob, Marsh")
+    assert judge("The top customer is Ann Lee, on 05 Dec.", "answer", [query], need).outcome == "done"
+    assert unsupported_names("Bob wrote it. It was sent on Monday to Ann.", [query], "") == []  # first words, dates
+    change = Need(tool="write_file", user_text="Note the top customer in memo.md", change=True)
+    write = ToolOutcome(2, "write_file", {"path": "memo.md"}, ToolResult.success("wrote memo.md", "write"))
+    assert (
+        judge("Noted it in Markdown for Ann.", "answer", [query, write], change, changed={"memo.md"}).outcome == "done"
+    )
 
 
 def test_plan_only_write_outside_the_workspace_is_refused_not_proposed(workspace: Path) -> None:
