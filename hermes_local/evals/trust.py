@@ -72,24 +72,14 @@ class EvalApprover(Approver):
         self.deny_calls = {(str(c.get("name")), str(c.get("digest"))) for c in deny_calls}
         self.sandboxed, self.sandbox_why = sandbox.in_force()
 
-    def refusal(self, t: Tool, arguments: dict[str, Any]) -> str:
-        """Why the eval refuses this call whatever the case approves ("" when it does not)."""
+    def refusal(self, t: Tool, arguments: dict[str, Any], workspace: Path | None = None) -> tuple[str, str] | None:
+        """The eval's own refusals first (a recorded bad call, a dangerous call without a sandbox), then the
+        approver's (deny list, deny rules): every way of asking (`decision`, `decide`, a plan) goes through it."""
         if (t.name, arguments_digest(t.name, arguments)) in self.deny_calls:
-            return RECORDED_BAD
+            return RECORDED_BAD, ""
         if t.permission == "dangerous" and not self.sandboxed:
-            return NEEDS_SANDBOX
-        return ""
-
-    def decide(self, t: Tool, arguments: dict[str, Any], workspace: Path | None = None) -> tuple[bool, str]:
-        how = self.refusal(t, arguments)
-        return (False, how) if how else super().decide(t, arguments, workspace)
-
-    def decision(self, t: Tool, arguments: dict[str, Any], workspace: Path | None = None, **more: Any) -> Any:
-        """The same refusals where an approver is asked through `decision` (approved, how, rule) instead."""
-        how = self.refusal(t, arguments)
-        if how:
-            return False, how, ""
-        return getattr(super(), "decision")(t, arguments, workspace, **more)  # noqa: B009 - absent before issue 47
+            return NEEDS_SANDBOX, ""
+        return super().refusal(t, arguments, workspace)
 
 
 def denial_lines(calls: list[ToolOutcome], approver: EvalApprover) -> list[str]:

@@ -207,6 +207,14 @@ class Approver:
         approved, how, _ = self.decision(t, arguments, workspace)
         return approved, how
 
+    def refusal(self, t: Tool, arguments: dict[str, Any], workspace: Path | None = None) -> tuple[str, str] | None:
+        """(how, rule) when the call is refused whatever anyone answers: the deny list (`denied_by_policy`) or
+        a deny rule of [permissions] (`denied_by_rule`); None otherwise. Also a plan-only run's check."""
+        if t.name in self.denied:
+            return "denied_by_policy", ""
+        rule: Rule | None = self.rules.match(t, arguments, workspace) if self.rules else None
+        return ("denied_by_rule", rule.text) if rule is not None and rule.kind == "deny" else None
+
     def decision(
         self, t: Tool, arguments: dict[str, Any], workspace: Path | None = None, *, hook_ask: str = ""
     ) -> tuple[bool, str, str]:
@@ -214,12 +222,11 @@ class Approver:
         no_terminal, needs_allow, needs_approval, timeout, untrusted_content or executes_later; rule is the text of
         the permission rule that decided or made it ask ("" when none). `workspace` lets symlinked paths be
         resolved; `hook_ask` is a pre_tool hook's reason for asking ("" when no hook asked)."""
-        if t.name in self.denied:
-            return False, "denied_by_policy", ""
+        refused = self.refusal(t, arguments, workspace)
+        if refused is not None:
+            return False, *refused
         rule: Rule | None = self.rules.match(t, arguments, workspace) if self.rules else None
         text = rule.text if rule is not None else ""
-        if rule is not None and rule.kind == "deny":
-            return False, "denied_by_rule", text
         asks = "" if rule is None or rule.kind != "ask" else f"The rule {text!r} in [permissions] asks for this call."
         asks = "\n".join(x for x in (asks, hook_ask) if x)
         later = self.later_reason(t, arguments, workspace)

@@ -1,30 +1,27 @@
-"""Run one validated tool call: look up, validate, approve, execute with a timeout, cap the output.
-
-Every path ends in a `ToolResult` envelope; model mistakes (unknown tool, bad arguments) and tool
-failures become error results the model can act on. Each call gets a time limit (`@tool(timeout=)`
-or `ToolContext.timeout`); the tool sees that limit as `ctx.timeout` so it can stop itself and say
-why, and a tool that does not is abandoned shortly after. Results longer than the context's
-`output_cap` are cut to a head and a tail with a notice. A write/dangerous call repeated with
-identical arguments in one run returns the first result instead of running twice, unless the tool
-is `repeatable` (failed calls may be retried). A write or dangerous call that timed out is "started,
-outcome unknown" (it may have done its work); `remember_unknown` hands the executor such calls of a
-resumed run (timed out, or cut off by a kill), and one asked for again is never re-run by itself: the
-person is asked (the note says why), and with nobody to ask the run stops with one line naming the
-call (`HermesError`, exit 1). An unknown argument name with exactly one close match among the tool's
-(`startDate` for `start_date`) is renamed, said in the result for the model and in a notice line.
-Identical read calls within a run come from the `ResultCache` (`tools/cache.py`), which any write or
-dangerous call clears. Every result the tool produced carries the tool's `provenance`, and the approver
-sees each one (`Approver.observe`) before the next call is decided, so a dangerous call after untrusted
-content is asked again. With `plan` (a plan-only run, `run --plan`) a validated write or dangerous call is not
-approved or run: it succeeds as a proposal (`approval` "proposed") telling the model it was recorded for review
-(deny_tools still refuse it). `run_grouped` runs one
-turn's calls: consecutive read calls concurrently (a bounded pool), every other call alone and in
-order, results in the order of the calls. Does not parse model output or talk to the LLM, and
-does not sandbox tools: confinement is each tool's job (see `tools/effects/confined.py`). With a checkpoint
-`Recorder` (`checkpoints`), every write or dangerous call runs as one recorded call: what it changes in the
-workspace is kept before it changes it (`tools/effects/checkpoints.py`); the call of a tool that does not
-checkpoint itself (`Traits.checkpoints_itself`: a tool module's, an MCP server's) is bracketed by two workspace
-scans (`tools/effects/snapshot.py`). `join` makes a team's child executor part of its caller's run.
+"""Run one validated tool call: look up, validate, approve, execute with a timeout, cap the output. Every path ends in
+a `ToolResult` envelope; model mistakes (unknown tool, bad arguments) and tool failures become error results the
+model can act on. Each call gets a time limit (`@tool(timeout=)` or `ToolContext.timeout`); the tool sees that
+limit as `ctx.timeout` so it can stop itself and say why, and a tool that does not is abandoned shortly after.
+Results longer than the context's `output_cap` are cut to a head and a tail with a notice. A write/dangerous call
+repeated with identical arguments in one run returns the first result instead of running twice, unless the tool is
+`repeatable` (failed calls may be retried). A write or dangerous call that timed out is "started, outcome unknown"
+(it may have done its work); `remember_unknown` hands the executor such calls of a resumed run (timed out, or cut
+off by a kill), and one asked for again is never re-run by itself: the person is asked (the note says why), and
+with nobody to ask the run stops with one line naming the call (`HermesError`, exit 1). An unknown argument name
+with exactly one close match among the tool's (`startDate` for `start_date`) is renamed, said in the result for the
+model and in a notice line. Identical read calls within a run come from the `ResultCache` (`tools/cache.py`), which
+any write or dangerous call clears. Every result the tool produced carries the tool's `provenance`, and the
+approver sees each one (`Approver.observe`) before the next call is decided, so a dangerous call after untrusted
+content is asked again. With `plan` (a plan-only run, `run --plan`) a validated write or dangerous call meets the
+checks a real run makes before acting (hook, deny list and rules, the tool's `dry_run`), then is not approved or
+run: it succeeds as a proposal (`approval` "proposed") recorded for review. `run_grouped` runs one turn's calls:
+consecutive read calls concurrently (a bounded pool), every other call alone and in order, results in call order.
+Does not parse model output or talk to the LLM, and does not sandbox tools: confinement is each tool's job (see
+`tools/effects/confined.py`). With a checkpoint `Recorder` (`checkpoints`), every write or dangerous call runs as
+one recorded call: what it changes in the workspace is kept before it changes it (`tools/effects/checkpoints.py`);
+the call of a tool that does not checkpoint itself (`Traits.checkpoints_itself`: a tool module's, an MCP server's)
+is bracketed by two workspace scans (`tools/effects/snapshot.py`). `join` makes a team's child executor part of its
+caller's run.
 """
 
 from __future__ import annotations
@@ -157,8 +154,8 @@ class Executor:
                 confined.check_inside(self.context, t.traits.file_effect(args).path)
             except ToolFailure as exc:
                 return ToolResult.failure(exc.kind, str(exc))
-        if self.plan and t.permission != "read" and t.name not in self.approver.denied:
-            return proposed(t.name)
+        if self.plan and t.permission != "read":
+            return self._proposal(t, args)
         key = arguments_digest(t.name, arguments)
         if t.permission != "read" and key in self._unknown and t.name not in self.approver.denied:
             refused = self._unknown_again(t, args)  # asking again is this call's approval
@@ -169,9 +166,8 @@ class Executor:
         else:
             untrusted = bool(self.approver.untrusted_from)
             verdict, why = self.hooks.pre_tool(t, args, untrusted=untrusted) if self.hooks else ("allow", "")
-            if verdict == "block":  # the model reads the hook's reason as the result
-                blocked = ToolResult.failure("permission_denied", f"{t.name} was not run: {why}. Do not retry it.")
-                return dataclasses.replace(blocked, approval="hook")
+            if verdict == "block":
+                return hook_blocked(t.name, why)
             hook_ask = why if verdict == "ask" else ""
             approved, how, rule = self.approver.decision(t, args, self.context.workspace, hook_ask=hook_ask)
         if not approved:
@@ -182,6 +178,26 @@ class Executor:
         if self.hooks is not None:
             result = self.hooks.post_tool(t, args, result, untrusted=bool(self.approver.untrusted_from))
         return result
+
+    def _proposal(self, t: Tool, args: dict[str, Any]) -> ToolResult:
+        """A plan-only run's write or dangerous call, after the checks a real run makes before it acts (a pre_tool
+        hook, the deny list and deny rules, the tool's own dry run): their refusal, else a proposal, not run.
+        Asking is left to `sessions apply`, which runs the call for real."""
+        untrusted = bool(self.approver.untrusted_from)
+        verdict, why = self.hooks.pre_tool(t, args, untrusted=untrusted) if self.hooks else ("allow", "")
+        if verdict == "block":
+            return hook_blocked(t.name, why)
+        refused = self.approver.refusal(t, args, self.context.workspace)
+        if refused is not None:
+            how, rule = refused
+            denied = ToolResult.failure("permission_denied", denial_message(t.name, how, rule))
+            return dataclasses.replace(denied, approval=how, rule=rule)
+        if t.traits.dry_run is not None:
+            try:
+                t.traits.dry_run(args, self.context)
+            except ToolFailure as exc:
+                return ToolResult.failure(exc.kind, str(exc))
+        return proposed(t.name)
 
     def _approved(self, t: Tool, args: dict[str, Any], arguments: dict[str, Any], how: str) -> ToolResult:
         if t.permission == "read":
@@ -274,6 +290,12 @@ def correct_names(t: Tool, arguments: dict[str, Any]) -> tuple[dict[str, Any], d
     if not renamed:
         return arguments, {}
     return {renamed.get(k, k): v for k, v in arguments.items()}, renamed
+
+
+def hook_blocked(name: str, why: str) -> ToolResult:
+    """A call a pre_tool hook blocked: the model reads the hook's reason as the result."""
+    blocked = ToolResult.failure("permission_denied", f"{name} was not run: {why}. Do not retry it.")
+    return dataclasses.replace(blocked, approval="hook")
 
 
 def proposed(name: str) -> ToolResult:

@@ -77,6 +77,9 @@ class Traits:
     # loop guard never refuses it.
     ends_run: bool = False
     file_effect: Callable[[dict[str, Any]], FileEffect] | None = None  # what a call does to a file (plans, verdicts)
+    # The refusals a call would meet when it runs, checked without acting (raises the tool's own `ToolFailure`):
+    # a plan-only run records a proposal only when this passes (`tools/effects/dryrun.py` for file targets).
+    dry_run: Callable[[dict[str, Any], Any], None] | None = None
     reads_path: str | None = None  # the argument naming the workspace file whose text its result is (a fixture)
     lists_path: str | None = None  # the argument naming a workspace folder its result lists
     sandboxed: bool = False  # it runs a command in the command sandbox: its approval shows the sandbox note

@@ -25,6 +25,7 @@ from typing import Any
 
 from hermes_local.outcome import ToolResult
 from hermes_local.tools.effects.confined import Location, display, locate, open_leaf, write_atomically
+from hermes_local.tools.effects.dryrun import check_target
 from hermes_local.tools.registry import Tool, ToolContext, ToolFailure, tool
 from hermes_local.tools.traits import FILE_IN_GOAL, Cue, FileEffect, Toolset, Traits
 
@@ -73,6 +74,25 @@ def _writes_a_file(goal: str) -> bool:
 def _written(arguments: dict[str, Any]) -> FileEffect:
     """`write_file`'s effect: the file at `path` replaced by `content`."""
     return FileEffect(str(arguments.get("path", "")), str(arguments.get("content", "")))
+
+
+def _content_bytes(content: str) -> bytes:
+    """`write_file`'s content as it would be written; refused when not valid text or too long."""
+    try:
+        data = content.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ToolFailure(
+            "invalid_arguments", f"content has an invalid character at {exc.start} (a lone surrogate); send valid text."
+        ) from exc
+    if len(data) > MAX_WRITE_BYTES:
+        raise ToolFailure("invalid_arguments", f"content is {len(data)} bytes; write at most {MAX_WRITE_BYTES}.")
+    return data
+
+
+def _dry_write(arguments: dict[str, Any], ctx: ToolContext) -> None:
+    """What `write_file` would refuse, checked without writing (a plan-only run's proposal check)."""
+    _content_bytes(str(arguments.get("content", "")))
+    check_target(ctx, str(arguments.get("path", "")))
 
 
 def _must_exist(loc: Location) -> os.stat_result:
@@ -251,6 +271,7 @@ def list_dir(ctx: ToolContext, path: str = ".") -> ToolResult:
         cues=(Cue(100, _writes_a_file),),
         call_hint="call write_file with the path and the full content",
         file_effect=_written,
+        dry_run=_dry_write,
         checkpoints_itself=True,  # through effects/confined.py's write path
     ),
 )
@@ -263,14 +284,7 @@ def write_file(path: str, content: str, ctx: ToolContext) -> ToolResult:
     """
     # repeatable: writing the same content again is harmless, and it is needed when another write
     # changed the file in between, so identical calls are not de-duplicated.
-    try:
-        data = content.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise ToolFailure(
-            "invalid_arguments", f"content has an invalid character at {exc.start} (a lone surrogate); send valid text."
-        ) from exc
-    if len(data) > MAX_WRITE_BYTES:
-        raise ToolFailure("invalid_arguments", f"content is {len(data)} bytes; write at most {MAX_WRITE_BYTES}.")
+    data = _content_bytes(content)
     with locate(ctx, path, create_parents=True) as loc:
         name = loc.name
         existed = write_atomically(loc, data)

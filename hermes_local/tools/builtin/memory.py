@@ -12,6 +12,7 @@ import re
 from typing import Any
 
 from hermes_local.tools.effects.confined import append_line, locate
+from hermes_local.tools.effects.dryrun import check_target
 from hermes_local.tools.registry import Tool, ToolContext, ToolFailure, tool
 from hermes_local.tools.traits import Cue, FileEffect, Toolset, Traits
 
@@ -30,6 +31,22 @@ def _appended(arguments: dict[str, Any]) -> FileEffect:
     return FileEffect(MEMO_FILE, memo_line(str(arguments.get("content", ""))), append=True)
 
 
+def _valid_line(content: str) -> str:
+    """The memo line's text (one line); refused when not valid text."""
+    line = " ".join(content.split())
+    try:
+        line.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ToolFailure("invalid_arguments", "content has an invalid character (a lone surrogate).") from exc
+    return line
+
+
+def _dry_append(arguments: dict[str, Any], ctx: ToolContext) -> None:
+    """What `append_to_memo` would refuse, checked without writing (a plan-only run's proposal check)."""
+    _valid_line(str(arguments.get("content", "")))
+    check_target(ctx, MEMO_FILE)
+
+
 @tool(  # its result only echoes the line it appended
     permission="write",
     provenance="trusted",
@@ -38,6 +55,7 @@ def _appended(arguments: dict[str, Any]) -> FileEffect:
         cues=(Cue(80, GOAL_WORDS.search),),
         call_hint="call append_to_memo with the line to note",
         file_effect=_appended,
+        dry_run=_dry_append,
         checkpoints_itself=True,  # through effects/confined.py's write path
     ),
 )
@@ -47,11 +65,7 @@ def append_to_memo(content: str, ctx: ToolContext) -> dict:
     Args:
         content: The text to note down.
     """
-    line = " ".join(content.split())
-    try:
-        line.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise ToolFailure("invalid_arguments", "content has an invalid character (a lone surrogate).") from exc
+    line = _valid_line(content)
     with locate(ctx, MEMO_FILE) as loc:  # the same confinement as write_file: no links out, no FIFOs, no hard links
         append_line(loc, f"- {line}\n")
     return {"file": MEMO_FILE, "appended": line}
