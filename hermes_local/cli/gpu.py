@@ -11,7 +11,7 @@ and then on the CPU alone for the ratio. Holds no fitting or loading logic of it
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -68,13 +68,25 @@ def gpu_report(
 
 
 def measure(
-    path: Path, settings: Settings, n_gpu_layers: int, n_ctx: int, *, drafting: bool, seconds: float = SPEED_SECONDS
+    path: Path,
+    settings: Settings,
+    n_gpu_layers: int,
+    n_ctx: int,
+    *,
+    drafting: bool,
+    seconds: float = SPEED_SECONDS,
+    threads: Sequence[int] = (),
 ) -> dict[str, Any]:
     """Prompt and decode tokens/s after a warm-up call (the first call pays set-up: CUDA, cuBLAS, page faults),
     decoding about `seconds` worth of tokens; `drafting` off: every decoded token is one decode step (prompt lookup
-    and fast-forward would count accepted guesses). Also `doctor`'s plain speed line."""
+    and fast-forward would count accepted guesses). Also `doctor`'s plain speed line.
+
+    With `threads`, the same model (loaded once) is then measured again at each of these fixed thread counts:
+    `threads` maps each count to its prompt and decode tok/s, and `busy_others` is how many cores other processes
+    kept busy meanwhile (`engines/threads.py`): figures taken beside a busy program favour fewer threads."""
     from hermes_local.config import settings_for
     from hermes_local.engines.inprocess.llamacpp import LlamaCppLLM, LlamaParams
+    from hermes_local.engines.threads import ThreadChooser
     from hermes_local.llm import CallOptions
 
     params = settings_for(LlamaParams, settings, n_ctx=min(n_ctx, 2048), n_gpu_layers=n_gpu_layers)
@@ -88,15 +100,34 @@ def measure(
     )
     rough = warm.usage.completion_tokens / max(warm.usage.seconds - (warm.usage.prompt_seconds or 0.0), 1e-9)
     prompt = bos + llm.tokenize(SPEED_PROMPT * 4, special=False)
-    first = llm.complete(prompt, CallOptions(max_tokens=1, temperature=0.0))
-    prompt_tps = first.usage.prompt_tokens_evaluated / max(first.usage.prompt_seconds or first.usage.seconds, 1e-9)
     wanted = int(min(DECODE_TOKENS, max(8, rough * seconds * 0.6)))
-    decoded = llm.complete(prompt, CallOptions(max_tokens=wanted, temperature=0.0))
-    decode_tps = decoded.usage.completion_tokens / max(
-        decoded.usage.seconds - (decoded.usage.prompt_seconds or 0.0), 1e-9
-    )
+    prompt_tps, decode_tps, decoded = _speed(llm, prompt, wanted)
     line = (
         f"prompt {prompt_tps:.0f} tok/s ({len(prompt)} tokens), decode {decode_tps:.1f} tok/s "
-        f"({decoded.usage.completion_tokens} tokens), load {load_s:.1f}s"
+        f"({decoded} tokens), load {load_s:.1f}s"
     )
-    return {"prompt_tps": prompt_tps, "decode_tps": decode_tps, "load_s": load_s, "line": line}
+    result: dict[str, Any] = {"prompt_tps": prompt_tps, "decode_tps": decode_tps, "load_s": load_s, "line": line}
+    if threads:
+        others = ThreadChooser(stale_s=float("inf"))  # the interval is the whole sweep, however long
+        others.choose()
+        table: dict[int, dict[str, float]] = {}
+        for n in threads:
+            llm.use_threads(n)
+            n_prompt, n_decode, _ = _speed(llm, prompt, wanted)
+            table[n] = {"prompt_tps": n_prompt, "decode_tps": n_decode}
+        others.choose()
+        result |= {"threads": table, "busy_others": others.busy_others}
+    return result
+
+
+def _speed(llm: Any, prompt: list[int], wanted: int) -> tuple[float, float, int]:
+    """(prompt tok/s, decode tok/s, tokens decoded) of `prompt` evaluated whole (the KV cache forgotten first),
+    then `wanted` tokens decoded after it."""
+    from hermes_local.llm import CallOptions
+
+    llm.reset_cache()
+    first = llm.complete(prompt, CallOptions(max_tokens=1, temperature=0.0))
+    prompt_tps = first.usage.prompt_tokens_evaluated / max(first.usage.prompt_seconds or first.usage.seconds, 1e-9)
+    decoded = llm.complete(prompt, CallOptions(max_tokens=wanted, temperature=0.0))
+    decode_s = decoded.usage.seconds - (decoded.usage.prompt_seconds or 0.0)
+    return prompt_tps, decoded.usage.completion_tokens / max(decode_s, 1e-9), decoded.usage.completion_tokens

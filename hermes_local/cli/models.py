@@ -36,7 +36,7 @@ def models_list(as_json: JsonOpt = False) -> None:
     """Show every registry model and quant, its size, and whether (and where) it is installed."""
     from hermes_local.config import load_settings
     from hermes_local.models.gguf import human_bytes
-    from hermes_local.models.qualified import qualification
+    from hermes_local.models.qualified import qualification, qualification_lines
     from hermes_local.models.registry import registry_rows, used_label
 
     rows = [r | {"qualification": qualification(r["path"])} for r in registry_rows(used_label(load_settings().model))]
@@ -47,11 +47,8 @@ def models_list(as_json: JsonOpt = False) -> None:
         state = f"installed      {r['path']}" if r["path"] else f"not installed  ({r['hint']})"
         used = "  <- the default model (what `run` loads without --model)" if r["used"] else ""
         typer.echo(f"{'*' if r['default'] else ' '} {r['name']:34} {human_bytes(r['size']):>10}  {state}{used}")
-        if (q := r["qualification"]) is not None:
-            passes = ", ".join(f"{mode} {rate:.0%}" for mode, rate in q.get("passes", {}).items())
-            chosen = ", ".join(f"{k}={v}" for k, v in q.get("defaults", {}).items())
-            line = f"    qualified {q.get('qualified_at', '?')}: pass^{q.get('repeat', 1)} {passes}; {chosen}"
-            typer.echo(terminal_safe(line))  # the file is the user's to edit: never raw to the terminal
+        for line in qualification_lines(r["qualification"]):
+            typer.echo(terminal_safe(f"    {line}"))  # the file is the user's to edit: never raw to the terminal
     typer.echo("(* = default quant; NAME alone picks it, NAME:QUANT another)")
 
 
@@ -69,6 +66,7 @@ def models_info(
     from hermes_local.engines.inprocess.backend import gpu_offload_available
     from hermes_local.models.footprint import estimate_memory, memory_line
     from hermes_local.models.gguf import gguf_info, human_bytes, human_count
+    from hermes_local.models.qualified import qualification, qualification_lines
     from hermes_local.models.registry import installed_path, lookup, resolve
 
     settings = settings_from_flags(locals())
@@ -83,9 +81,10 @@ def models_info(
     info = gguf_info(header)
     offload = gpu_offload_available()  # the real build's fact, as `run` and `doctor` see it
     memory = estimate_memory(header, chosen.n_ctx, chosen.n_gpu_layers if offload else 0)
+    qualified = qualification(path)
     if as_json:
         extra = {"registry": choice.label if choice else None, "downloaded": True, "gpu_offload": offload}
-        typer.echo(json.dumps(info | extra | {"memory": memory}, indent=2))
+        typer.echo(json.dumps(info | extra | {"memory": memory, "qualification": qualified}, indent=2))
         return
     typer.echo(f"file:            {path}")
     if choice:
@@ -106,6 +105,8 @@ def models_info(
     if chosen.auto:
         typer.echo(chosen.line())
     typer.echo(memory_line(header, chosen.n_ctx, chosen.n_gpu_layers, gpu_offload=offload))
+    for line in qualification_lines(qualified):
+        typer.echo(terminal_safe(line))  # qualified.toml is the user's to edit: never raw to the terminal
 
 
 def _not_downloaded_info(choice: Any, as_json: bool) -> None:
@@ -249,8 +250,11 @@ def doctor(
     if chosen.auto:
         show("fit", chosen.line().removeprefix("fit: "))
     from hermes_local.engines.threads import describe_threads
+    from hermes_local.runtime.model import qualified_settings
 
-    show("threads", describe_threads(settings.n_threads).removeprefix("threads "))  # auto: the cores left free now
+    recorded = qualified_settings(settings, path).get("n_threads")  # `models qualify`'s, unless n_threads is set
+    threads = describe_threads(recorded or settings.n_threads, by="models qualify" if recorded else "n_threads")
+    show("threads", threads.removeprefix("threads "))  # auto: the cores left free now
     home = home_dir()
     home_state = "exists" if home.is_dir() else "will be created on first run"
     if home.is_dir() and not os.access(home, os.W_OK):

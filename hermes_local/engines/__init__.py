@@ -115,7 +115,9 @@ def _in_process(
 
             gpu = gpu_offload_available()
             line = memory_line(model.header, params.n_ctx, params.n_gpu_layers, gpu_offload=gpu)
-            on_info(f"{model.note + '; ' if model.note else ''}{line}; {describe_threads(params.n_threads, chooser)}")
+            by = "models qualify" if "n_threads" in model.load else "n_threads"  # load: registry or qualify's
+            threads = describe_threads(params.n_threads, chooser, by=by)
+            on_info(f"{model.note + '; ' if model.note else ''}{line}; {threads}")
         from hermes_local.engines.inprocess.preflight import preflight
 
         preflight(path, params)  # a build new to this machine loads once in a child: a native crash becomes one line

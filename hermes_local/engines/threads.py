@@ -121,10 +121,11 @@ class ThreadChooser:
         return f"threads auto: {self.threads} of {cores} (others keep {self.busy_others:.1f} busy)"
 
 
-def describe_threads(n_threads: int | None, chooser: ThreadChooser | None = None) -> str:
-    """The line for an explicit count (`threads 4 (set)`), or for `auto`: `chooser`'s choice, measured now."""
+def describe_threads(n_threads: int | None, chooser: ThreadChooser | None = None, *, by: str = "n_threads") -> str:
+    """The line for an explicit count (`threads 4 (set by n_threads)`, `by` naming who set it: the setting, or
+    `models qualify`), or for `auto`: `chooser`'s choice, measured now."""
     if n_threads:
-        return f"threads {n_threads} (set by n_threads)"
+        return f"threads {n_threads} (set by {by})"
     chooser = chooser or ThreadChooser()
     chooser.choose()
     return chooser.describe()

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from hermes_local.models.registry import ModelChoice
 
 ENTRY_LOAD_OPTIONS = ("n_ctx", "n_gpu_layers", "main_gpu", "tensor_split", "rpc_servers")
+QUALIFIED_LOAD_OPTIONS = (*ENTRY_LOAD_OPTIONS, "n_threads")  # `models qualify` may also fix the thread count
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,7 @@ class ModelSource:
     def engine_model(self, settings: Settings) -> EngineModel:
         """What the engine loads: the file, the names a server may report for it, and the registry entry's
         `n_ctx`, `n_gpu_layers`, `main_gpu`, `tensor_split` and `rpc_servers` unless the user set them
-        (flag, env or config file)."""
+        (flag, env or config file); `models qualify`'s recorded ones (also `n_threads`) beat the registry's."""
         names: list[str] = [self.spec] if self.spec else []
         load: dict[str, Any] = {}
         if self.choice is not None:
@@ -55,7 +56,7 @@ class ModelSource:
                 if name not in settings.model_fields_set and value is not None:
                     load[name] = value
         for name, value in qualified_settings(settings, self.path).items():  # `models qualify` beats the registry
-            if name in ENTRY_LOAD_OPTIONS:
+            if name in QUALIFIED_LOAD_OPTIONS:
                 load[name] = value
         note = ""
         if self.header is not None:  # "auto" values fitted to free memory; a combination that cannot fit: refused

@@ -1,5 +1,6 @@
-"""`models qualify` on the embedded SmolLM2 (issue 46): the real path, end to end — memory fit, speed, the probes
-in auto and required mode, the record in qualified.toml, `models list` showing it, runs using its defaults."""
+"""`models qualify` on the embedded SmolLM2 (issue 46): the real path, end to end — memory fit, speed (also per
+thread count), the probes in auto and required mode, the record in qualified.toml, `models list` showing it, runs
+using its defaults."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from typer.testing import CliRunner
 
 from hermes_local.cli.app import app
 from hermes_local.config import load_settings
-from hermes_local.models.qualified import qualification, qualified_file
+from hermes_local.engines.threads import usable_cores
+from hermes_local.models.qualified import qualification, qualified_file, thread_candidates
 from hermes_local.runtime.model import qualified_settings
 
 pytestmark = pytest.mark.real_model
@@ -28,10 +30,17 @@ def test_qualify_the_embedded_model_and_runs_use_its_defaults(embedded_model_pat
         "injected_instruction",
     }  # fmt: skip
     assert record["speed"]["decode_tps"] > 0 and record["speed"]["prompt_tps"] > 0
+    counts = thread_candidates(len(usable_cores()))  # each measured on the one loaded model
+    assert set(record["threads"]) == ({str(n) for n in counts} if len(counts) > 1 else set())
+    assert all(tps > 0 for tps in record["threads"].values()) and record["speed"]["busy_others"] >= 0
     defaults = record["defaults"]
     assert defaults["tool_choice"] in ("auto", "required") and defaults["n_gpu_layers"] in (0, -1)
+    assert defaults["n_threads"] == "auto" or defaults["n_threads"] in counts[:-1]
     saved = qualification(embedded_model_path)
-    assert saved is not None and saved["defaults"] == defaults
-    assert qualified_settings(load_settings({}), embedded_model_path) == defaults
+    assert saved is not None and saved["defaults"] == defaults and saved["threads"] == record["threads"]
+    used = {k: v for k, v in defaults.items() if (k, v) != ("n_threads", "auto")}  # auto: left unset
+    assert qualified_settings(load_settings({}), embedded_model_path) == used
     listing = CliRunner().invoke(app, ["models", "list"])
     assert "qualified " in listing.stdout and f"tool_choice={defaults['tool_choice']}" in listing.stdout
+    assert f"n_threads={defaults['n_threads']}" in listing.stdout
+    assert ("    threads: " in listing.stdout) == bool(record["threads"])  # the figures behind the choice

@@ -1,5 +1,5 @@
-"""Wiring: the model is resolved once per run; registry offload/context settings reach llama.cpp unless the
-user set them."""
+"""Wiring: the model is resolved once per run; registry offload/context settings and the thread count `models
+qualify` recorded reach llama.cpp unless the user set them."""
 
 from __future__ import annotations
 
@@ -95,6 +95,38 @@ def test_an_eval_finds_its_model_once_in_the_users_registry(tmp_path: Path, monk
     assert tiny.loads == [("tiny.Q8_0.gguf", False, 1024)]  # the weights, loaded once for both cases
     prompts = tiny.models[0].prompt_texts
     assert len(prompts) == 2 and all("<|start_header_id|>system" in p for p in prompts)  # the entry's format
+
+
+def test_a_run_uses_the_qualified_thread_count_unless_n_threads_is_given(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`models qualify` recorded n_threads = 1 for the file: a run loads with 1 thread and says who set it; the
+    environment, the config file (0 there asks for auto) and a recorded "auto" (left unset) each win over it."""
+    from hermes_local.cli.app import app
+    from hermes_local.models.qualified import save_qualification
+
+    tiny = TinyModel(monkeypatch)
+    gguf = home_dir() / "models" / "tiny.Q8_0.gguf"
+    save_qualification(gguf, {"model": "tiny", "defaults": {"n_threads": 1}})
+
+    def run_threads() -> tuple[int | None, str]:
+        res = CliRunner().invoke(app, ["run", "Say hello.", "--model", "tiny", "--workspace", str(workspace)])
+        assert res.exit_code == 0, res.output
+        return tiny.models[-1].params.n_threads, res.stderr
+
+    threads, said = run_threads()
+    assert threads == 1 and "threads 1 (set by models qualify)" in said
+    monkeypatch.setenv("HERMES_LOCAL_N_THREADS", "2")
+    threads, said = run_threads()
+    assert threads == 2 and "threads 2 (set by n_threads)" in said
+    monkeypatch.delenv("HERMES_LOCAL_N_THREADS")
+    (home_dir() / "config.toml").write_text("n_threads = 0\n", encoding="utf-8")  # auto, over the recorded 1
+    threads, said = run_threads()
+    assert threads == 0 and "threads auto: " in said
+    (home_dir() / "config.toml").unlink()
+    save_qualification(gguf, {"model": "tiny", "defaults": {"n_threads": "auto"}})
+    threads, said = run_threads()
+    assert threads is None and "threads auto: " in said
 
 
 @pytest.mark.real_model

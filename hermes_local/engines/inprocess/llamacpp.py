@@ -180,8 +180,18 @@ class LlamaCppLLM:
             return
         n = self.threads.choose()
         if n != self.n_threads:
-            self._llama_cpp.llama_set_n_threads(self._llama.ctx, n, n)
-            self.n_threads = n
+            self._set_threads(n)
+
+    def use_threads(self, n: int) -> None:
+        """Fix the thread count at `n` from now on (auto re-checking off), without reloading: `models qualify`
+        measures several counts on one loaded model."""
+        with self._lock:
+            self.threads = None
+            self._set_threads(n)
+
+    def _set_threads(self, n: int) -> None:
+        self._llama_cpp.llama_set_n_threads(self._llama.ctx, n, n)
+        self.n_threads = n
 
     def reset_cache(self) -> None:
         """Forget the KV cache (used by benchmarks to emulate a naive loop)."""
