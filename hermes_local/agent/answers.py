@@ -11,6 +11,7 @@ its outcome (`evidence.judge`), never hidden. `bounce_final_answer` does the sam
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -132,7 +133,7 @@ class AnswerGuard:
         change = choice != "none" and cued and not ask.strip().endswith("?")
         name = tool.name if tool is not None and choice != "none" else None
         sinks = frozenset(t.name for t in registry if t.permission == "write")
-        question = ask.strip().endswith("?")
+        question = re.search(r"\?(?:\s|$)", ask) is not None  # "Where is it? The details are in notes.txt."
         return Need(name, change, choice == "required", f"{goal}\n{asked}", writers, sinks, question)
 
     def tool_needed(self, memory: Memory, result: RunResult, *, again: bool = False) -> Tool | None:

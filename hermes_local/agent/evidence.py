@@ -4,7 +4,8 @@
 goal needed tools and a call behind the answer succeeded (a goal that asked for a change has that change in the
 workspace's checkpoints); `answered`: a goal that needs no tool, answered without one; `unverified`: an answer with
 no successful call behind it on a goal that needs one, only writes on a goal that asks a question, figures in the
-answer (or, on a goal that asks for information, names) that appear in no tool result and no user text, a change
+answer (or, on a goal that asks for information, names) that appear in no tool result and no user text, an
+information answer of four words or more that shares none with any result (`says_nothing_read`), a change
 asked for and nothing changed, or an answer repeated word for word after it was sent back; `failed`: no answer (the
 step limit, the failure cap, an empty reply, an error, a reply that only offers help), or an answer that says it
 could not do the task; `denied`: the calls it needed were refused. `Need` is what the goal needs (taken once, from
@@ -57,6 +58,20 @@ CALENDAR = frozenset(
     "october november december mon tue wed thu fri sat sun monday tuesday wednesday thursday friday saturday "
     "sunday utc gmt".split()
 )
+
+# A word an answer may share with a tool result, compared by its first five letters ("matched" ~ "matches");
+# common words and digits aside.
+WORD = re.compile(r"[^\W\d_]{4,}")
+COMMON = frozenset(
+    w[:5]
+    for w in "that this with from have there their they them then than what when which your about would could "
+    "should will were been into only also here some does just more most very like each other these those where "
+    "while".split()
+)
+
+# Words an answer needs before "shares none with the results" means anything ("Yes.", "Done.", "It has 3 lines."
+# may rightly share none).
+SAYS_SOMETHING = 4
 
 
 @dataclass(frozen=True)
@@ -153,6 +168,28 @@ def unsupported_names(answer: str, calls: Iterable[ToolOutcome], user_text: str)
     return list(dict.fromkeys(n for n in found if n.lower() not in CALENDAR and n.lower() not in seen))
 
 
+def _stems(text: str) -> set[str]:
+    return {w.lower()[:5] for w in WORD.findall(text)} - COMMON
+
+
+def says_nothing_read(answer: str, calls: Iterable[ToolOutcome]) -> bool:
+    """Whether an answer without a digit shares no word (by its first five letters, common words aside) with any
+    successful call's result: nothing in it depends on what the tools returned ("This tool is not available in the
+    current time." after the clock said 12:26). An answer with a digit is the figure rule's."""
+    ok = [c for c in calls if c.ok]
+    if any(ch.isdigit() for ch in answer) or not ok or any(_empty(c.data) for c in ok):  # "The folder is empty."
+        return False
+    said = _stems(answer)
+    read = set().union(*(_stems(_result_text(c).replace(c.name, " ")) for c in ok))  # not the tool's own name
+    return len(said) >= SAYS_SOMETHING and not said & read
+
+
+def _empty(data: Any) -> bool:
+    """A result that found nothing (an empty text, list or field): an answer may say so in words of its own."""
+    values = data.values() if isinstance(data, dict) else [data]
+    return not data or any(v in ("", None) or (isinstance(v, (list, dict)) and not v) for v in values)
+
+
 def judge(
     answer: str | None,
     stopped: str,
@@ -193,6 +230,8 @@ def judge(
     names = [] if need.change else unsupported_names(text, ok, need.user_text)  # a change's evidence is the change
     if names:
         return Verdict("unverified", f"names in the answer appear in no tool result: {', '.join(names[:5])}")
+    if not need.change and says_nothing_read(text, ok):
+        return Verdict("unverified", "the answer says nothing that any tool result says; " + _ok_line(ok))
     if repeated:
         return Verdict("unverified", "the answer repeats, word for word, one that was sent back")
     return Verdict("done", _ok_line(ok))

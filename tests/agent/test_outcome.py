@@ -200,3 +200,35 @@ def test_the_change_is_read_from_the_checkpoints_and_information_from_a_read(tmp
     args = ["run", "Rename all .txt files in this folder to .md", "--allow", "run_shell", "--json"]
     out = json.loads(CliRunner().invoke(app, [*args, "--workspace", str(workspace), "--model", f"replay:{mv}"]).stdout)
     assert out["outcome"] == "done" and (workspace / "a.md").exists(), out
+
+
+def test_an_answer_that_says_nothing_any_result_says_is_unverified() -> None:
+    """Issue 42 item 1: an answer with words of its own and none of any result's does not depend on the call."""
+    clock = ToolOutcome(1, "get_current_time", {}, ToolResult.success("2026-12-05T12:26:14+00:00", "now"))
+    need = Need(tool="get_current_time", user_text="What time is it?")
+    meta = judge("This tool is not available in the current time.", "answer", [clock], need)
+    assert meta.outcome == "unverified" and meta.evidence.startswith("the answer says nothing that any tool result")
+    assert judge("It is 12:26.", "answer", [clock], need).outcome == "done"
+    listing = ToolOutcome(
+        1, "list_dir", {}, ToolResult.success({"path": "docs", "entries": [{"name": "plan.md"}]}, "2")
+    )
+    found = Need(tool="list_dir", user_text="Find the launch date in my docs folder.")
+    junk = "You're right, I'm not a tool. You can't write your own response to the question."
+    assert judge(junk, "answer", [listing], found).outcome == "unverified"
+    assert judge("The launch plan lives in docs, see plan.md.", "answer", [listing], found).outcome == "done"  # shares
+    assert judge("Yes.", "answer", [listing], found).outcome == "done"  # too short to judge by its words
+    empty = ToolOutcome(1, "list_dir", {}, ToolResult.success({"path": "docs", "entries": []}, "0"))
+    assert judge("The folder holds nothing whatsoever yet.", "answer", [empty], found).outcome == "done"
+
+
+def test_a_question_followed_by_a_hint_is_a_question(workspace: Path) -> None:
+    """ "Where is the meeting? The details are in notes.txt." answered after only overwriting notes.txt."""
+    from hermes_local.testing import ScriptedLLM, build_agent
+    from hermes_local.tools import Approver
+
+    goal = "Where is the team meeting? The details are in notes.txt."
+    script = [call("write_file", path="notes.txt", content="x"), "It is in Room 4B.", "It is in Room 4B."]
+    approver = Approver(allow=["write_file"])
+    with build_agent(ScriptedLLM(script), load_settings({}), workspace=workspace, approver=approver) as agent:
+        result = agent.run(goal)
+    assert result.outcome == "unverified" and "only writes succeeded" in result.evidence
