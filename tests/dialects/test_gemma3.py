@@ -54,7 +54,6 @@ def _with_result(d: Any) -> list[dict[str, Any]]:
     ]
 
 
-@pytest.mark.xfail(strict=True, raises=UserError, reason="issue 46: the gguf dialect sends a tool turn Gemma 3 refuses")
 def test_the_gemma3_registry_model_renders_a_call_and_its_result(tmp_path: Path) -> None:
     entry = load_registry().models["gemma-3-4b"]
     d = select_dialect(
