@@ -2,8 +2,10 @@
 
 - Gemma 4: `<|tool_call>call:NAME{key:<|"|>text<|"|>,n:1}<tool_call|>` (bare keys, `<|"|>` strings; also
   `call:NAME(key: "text")`);
-  its thought `<|channel>thought...<channel|>` is read by the parser itself. Gemma 3:
-  ```` ```tool_code\\nNAME(key="value")\\n``` ```` (a Python call).
+  its thought `<|channel>thought...<channel|>` is read by the parser itself. Gemma 3 (and Gemma 4 off its
+  format): ```` ```tool_code\\nNAME(key="value")\\n``` ````, one or more Python calls with literal
+  keyword arguments per block; `tool_code(text)` also returns the blocks that hold no such call (the
+  `gemma3` dialect reports them) and marks a ```` ```tool_output ```` the model wrote itself as made up.
 - gpt-oss (harmony): `<|channel|>analysis<|message|>...<|end|>` becomes a `<think>` thought (a call inside
   it is rehearsed, never run), `[<|channel|>commentary] to=functions.NAME [<|channel|>commentary]
   [<|constrain|>]json<|message|>{...}` a call; channel framing and `<|start|>assistant` are dropped.
@@ -22,12 +24,15 @@ import json
 import re
 from typing import Any
 
+from hermes_local.calls.prose import HOLE
+
 Q = '<|"|>'
 _GEMMA_CALL = re.compile(
     r"<\|tool_call>\s*(?:call:)?\s*([A-Za-z_][\w.\-]*)\s*(\{.*?\}|\(.*?\))?\s*(?:<tool_call\|>|(?=<\|tool_call>)|\Z)",
     re.S,
 )
-_TOOL_CODE = re.compile(r"```tool_code\s*\n?\s*([A-Za-z_][\w.]*)\s*\((.*?)\)\s*\n?```", re.S)
+_REOPENED = re.compile(r"```tool_code[^\S\n]*(?=```tool_code)")  # the prefilled opener, written again
+_TOOL_CODE = re.compile(r"```tool_code[^\S\n]*\n?(.*?)\s*(?:```|\Z)", re.S)  # the block's body; unclosed: to the end
 _HARMONY_ANALYSIS = re.compile(r"<\|channel\|>\s*analysis\s*<\|message\|>(.*?)(?:<\|end\|>|(?=<\|start\|>)|\Z)", re.S)
 _HARMONY_CALL = re.compile(
     r"(?:<\|start\|>\s*assistant\s*)?(?:<\|channel\|>\s*commentary\s*)?to=functions\.([A-Za-z_][\w.\-]*)\s*"
@@ -131,24 +136,85 @@ def _gemma(m: re.Match[str]) -> str:
     return f"<tool_call>{json.dumps({'name': m.group(1), 'arguments': value}, ensure_ascii=False)}</tool_call>"
 
 
+def _keywords(call: ast.Call) -> dict[str, Any] | None:
+    """The literal keyword arguments of a call, or None when it has positional, `**` or non-literal ones."""
+    if call.args or any(kw.arg is None for kw in call.keywords):
+        return None
+    return {str(kw.arg): ast.literal_eval(kw.value) for kw in call.keywords}
+
+
+def _dotted(node: ast.expr) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        head = _dotted(node.value)
+        return None if head is None else f"{head}.{node.attr}"
+    return None
+
+
+def _tool_call(name: str, values: dict[str, Any]) -> str:
+    return f"<tool_call>{json.dumps({'name': name, 'arguments': values}, ensure_ascii=False)}</tool_call>"
+
+
 def python_call(name: str, args: str) -> str | None:
     """`name(key=literal, ...)` -> a `<tool_call>` block, or None when it is not such a call."""
     try:
         node = ast.parse(f"f({args})", mode="eval").body
-        if not isinstance(node, ast.Call) or node.args:
-            return None
-        values = {kw.arg: ast.literal_eval(kw.value) for kw in node.keywords if kw.arg}
-        return f"<tool_call>{json.dumps({'name': name, 'arguments': values}, ensure_ascii=False)}</tool_call>"
+        values = _keywords(node) if isinstance(node, ast.Call) else None
     except (SyntaxError, ValueError, TypeError, RecursionError, MemoryError):
         return None
+    return None if values is None else _tool_call(name, values)
+
+
+def python_calls(code: str) -> str | None:
+    """One or more `NAME(key=literal, ...)` statements (one per line, as in a ```` ```tool_code ```` block) ->
+    their `<tool_call>` blocks, or None when the code is anything else (nothing is ever evaluated)."""
+    try:
+        body = ast.parse(code.strip(), mode="exec").body
+        blocks = []
+        for stmt in body:
+            call = stmt.value if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) else None
+            name = _dotted(call.func) if call is not None else None
+            values = _keywords(call) if call is not None and name is not None else None
+            if name is None or values is None:
+                return None
+            blocks.append(_tool_call(name, values))
+    except (SyntaxError, ValueError, TypeError, RecursionError, MemoryError):
+        return None
+    return "".join(blocks) or None
 
 
 def gemma(text: str) -> str:
     if "<|tool_call>" in text:
         text = _GEMMA_CALL.sub(_gemma, text)
-    if "tool_code" in text:
-        text = _TOOL_CODE.sub(lambda m: python_call(m.group(1), m.group(2)) or m.group(0), text)
+    if "```tool_code" in text:
+        text = _TOOL_CODE.sub(lambda m: python_calls(m.group(1)) or m.group(0), text)
     return text
+
+
+def tool_code(text: str) -> tuple[str, list[str]]:
+    """Gemma 3's calls: each ```` ```tool_code ```` block as `<tool_call>` blocks, and the blocks that hold no
+    call (cut out of the text, returned to be reported); an opener written twice (after the prefilled one)
+    counts once, and a ```` ```tool_output ```` the model wrote itself becomes a `<tool_response>`, which the
+    parser drops with all after it as made up."""
+    unreadable: list[str] = []
+
+    def read(m: re.Match[str]) -> str:
+        if not m.group(1).strip():
+            return m.group()  # "```tool_code```" named in prose, as the instruction names it: not a block
+        blocks = python_calls(m.group(1))
+        if blocks is None and m.group(1).lstrip()[:1] in ("{", "["):
+            return m.group()  # JSON in the fence: the parser reads a fenced JSON call (or reports it)
+        if blocks is None:
+            unreadable.append(m.group().strip())
+            return HOLE
+        return blocks
+
+    if "```tool_output" in text:
+        text = text.replace("```tool_output", "<tool_response>", 1)
+    if "```tool_code" in text:
+        text = _TOOL_CODE.sub(read, _REOPENED.sub("", text))
+    return text, unreadable
 
 
 def harmony(text: str) -> str:

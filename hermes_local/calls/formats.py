@@ -2,7 +2,8 @@
 
 A registry entry's `tool_call_format` names the syntax the model writes its calls in: `hermes`
 (`<tool_call>{...}</tool_call>`), `qwen` (the same tags, plus Qwen3-Coder's `<function=...>`),
-`qwen3-coder` (written as `<function=...>`), `gemma` (`<|tool_call>call:NAME{...}`), `harmony` (gpt-oss
+`qwen3-coder` (written as `<function=...>`), `gemma` (Gemma 4's `<|tool_call>call:NAME{...}`), `tool_code`
+(Gemma 3's ```` ```tool_code\nNAME(key=value)\n``` ````), `harmony` (gpt-oss
 `to=functions.NAME`), `deepseek` (`<｜tool▁call▁begin｜>`), `minimax` (`<minimax:tool_call>`),
 `mistral` (`[TOOL_CALLS][...]`), `llama3` (bare JSON with `parameters`), or `none` (the model was not
 trained to call tools: it runs with tool_choice "none"). Each fixed dialect has its own call format;
@@ -17,10 +18,12 @@ from __future__ import annotations
 from typing import Literal
 
 ToolCallFormat = Literal[
-    "hermes", "qwen", "mistral", "llama3", "qwen3-coder", "gemma", "harmony", "deepseek", "minimax", "none"
-]
+    "hermes", "qwen", "mistral", "llama3", "qwen3-coder", "gemma", "tool_code", "harmony", "deepseek", "minimax",
+    "none",
+]  # fmt: skip
 CALL_FORMATS: tuple[str, ...] = (
-    "hermes", "qwen", "mistral", "llama3", "qwen3-coder", "gemma", "harmony", "deepseek", "minimax", "none"
+    "hermes", "qwen", "mistral", "llama3", "qwen3-coder", "gemma", "tool_code", "harmony", "deepseek", "minimax",
+    "none",
 )  # fmt: skip
 
 # chat format (dialect name or alias) -> the call format it writes; gguf: whatever tool_call_format says
@@ -33,6 +36,7 @@ OWN_CALL_FORMAT: dict[str, str] = {
     "llama3": "llama3",
     "qwen3-coder": "qwen3-coder",
     "gemma4": "gemma",
+    "gemma3": "tool_code",
     "harmony": "harmony",
 }
 
@@ -58,6 +62,7 @@ _MARKERS = (
     ("<minimax:tool_call>", "minimax"),
     ("<function=", "qwen3-coder"),
     ("<|tool_call>", "gemma"),
+    ("```tool_code", "tool_code"),
     ("to=functions.", "harmony"),
 )
 

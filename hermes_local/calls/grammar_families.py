@@ -7,6 +7,9 @@
   (gpt-oss harmony `NAME <|constrain|>json<|message|>{...}`, DeepSeek `NAME<｜tool▁sep｜>{...}`).
 - `gemma_call_grammar`: after `<|tool_call>`, `call:NAME{key:value,...}<tool_call|>` with Gemma's values
   (strings between `<|"|>` markers, bare keys).
+- `tool_code_grammar`: after ```` ```tool_code ````, a line `NAME(key=value, ...)` with the tool's keys and
+  Python literal values (double-quoted strings, numbers, True/False/None, lists, dicts), then the closing fence
+  (Gemma 3).
 Built with `grammar.py`'s builder and cache; decodes nothing.
 """
 
@@ -18,6 +21,11 @@ from collections.abc import Sequence
 from hermes_local.calls.grammar import Tool, _build, _Builder
 
 _XML_VALUE = r'( [^<] | "<" [^/] )*'
+_PYTHON = {
+    "pvalue": r'string | number | "True" | "False" | "None" | plist | pdict',
+    "plist": r'"[" ( pvalue ( "," " "? pvalue )* )? "]"',
+    "pdict": r'"{" ( string ":" " "? pvalue ( "," " "? string ":" " "? pvalue )* )? "}"',
+}
 _GEMMA = {
     "gstring": r'"<|\"|>" ( [^<] | "<" [^|] )* "<|\"|>"',
     "gvalue": r"gstring | number | boolean | null | gobject | garray",
@@ -88,3 +96,21 @@ def gemma_call_grammar(tools: Sequence[Tool]) -> str:
         return f'"call:" ( {names} ) gobject "<tool_call|>"'
 
     return _build("gemma", tools, root)
+
+
+def tool_code_grammar(tools: Sequence[Tool]) -> str:
+    """GBNF for what follows ```` ```tool_code ````: `\\nNAME(key=value, ...)\\n``` ```` (keys the tool's own)."""
+
+    def root(b: _Builder) -> str:
+        b.rules.update(_PYTHON)
+        alts = []
+        for t in tools:
+            keys = _keys(t)
+            kwargs = ""
+            if keys:
+                kwarg = b.add(f"{t.name}-kwarg", f'( {" | ".join(json.dumps(k) for k in keys)} ) "=" pvalue')
+                kwargs = f' ( {kwarg} ( ", " {kwarg} )* )?'
+            alts.append(b.add(f"py-{t.name}", f'{json.dumps(t.name + "(")}{kwargs} ")"'))
+        return f'"\\n" ( {" | ".join(alts)} ) "\\n```"'
+
+    return _build("tool_code", tools, root)

@@ -305,6 +305,9 @@ class _Parser:
     def _on_fence(self, m: re.Match[str]) -> int:
         close = self.s.find("```", m.end())
         inner, end = (self.s[m.end() :], len(self.s)) if close < 0 else (self.s[m.end() : close], close + 3)
+        if not inner.strip():  # an empty fence (```tool_code``` named in prose) holds no call
+            self.parts.append(self.s[m.start() : end])
+            return end
         sub = _Parser(inner, self.names, self.in_thought).run(strong=m.group("lang").lower() in _FENCE_CALL_LANGS)
         if not sub.calls and not sub.errors:  # an ordinary code block: keep it as it is
             self.parts.append(self.s[m.start() : end])

@@ -155,8 +155,8 @@ EngineUrlOpt = Annotated[
 DialectOpt = Annotated[
     str | None,
     typer.Option(
-        help="Prompt format: hermes, qwen, qwen3-coder, mistral, mistral-v3, llama3, gemma4, harmony (gpt-oss), "
-        "gguf (the model's own chat template), or auto (picked from the GGUF's template, and said). "
+        help="Prompt format: hermes, qwen, qwen3-coder, mistral, mistral-v3, llama3, gemma4, gemma3, "
+        "harmony (gpt-oss), gguf (the model's own chat template), or auto (picked from the GGUF's template, and said). "
         "Default: models.toml chat_format, else detected from the GGUF."
     ),
 ]

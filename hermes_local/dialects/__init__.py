@@ -1,19 +1,21 @@
 """Dialects: how each model family frames turns, offers tools, writes calls and receives results.
 
 `get_dialect(name)` returns one by name; `detect_dialect(header)` picks one from a GGUF's metadata
-(its chat template's markers, architecture and tokenizer); `select_dialect` applies the precedence
-`--dialect` > models.toml `chat_format` > GGUF metadata > `hermes`. `missing_framing(dialect, llm)`
-lists the framing tokens the model's vocabulary lacks and `require_framing` turns that into the
-one-line refusal `run`, `chat` (and later `serve`) give; `require_same_dialect` refuses resuming a
-session in another dialect. Does not render prompts itself.
+(its chat template's markers, architecture and tokenizer; a Gemma template without tool support of its
+own gets `gemma3`); `select_dialect` applies the precedence `--dialect` > models.toml `chat_format` > GGUF
+metadata > `hermes`. `missing_framing(dialect, llm)` lists the framing tokens the model's vocabulary lacks
+and `require_framing` turns that into the one-line refusal `run`, `chat` (and later `serve`) give;
+`require_same_dialect` refuses resuming a session in another dialect. Does not render prompts itself.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from hermes_local.dialects.base import Dialect, result_content
 from hermes_local.dialects.gemma import Gemma4Dialect
+from hermes_local.dialects.gemma3 import Gemma3Dialect
 from hermes_local.dialects.gguf import GGUFDialect
 from hermes_local.dialects.harmony import HarmonyDialect
 from hermes_local.dialects.hermes import HermesDialect
@@ -44,6 +46,7 @@ _FIXED: dict[str, type[Dialect]] = {
     "llama3": Llama3Dialect,
     "qwen3-coder": Qwen3CoderDialect,
     "gemma4": Gemma4Dialect,
+    "gemma3": Gemma3Dialect,
     "harmony": HarmonyDialect,
 }
 ALIASES = {
@@ -53,6 +56,7 @@ ALIASES = {
     "qwen3coder": "qwen3-coder",
     "gemma": "gemma4",
     "gemma-4": "gemma4",
+    "gemma-3": "gemma3",
     "gpt-oss": "harmony",
 }
 DIALECT_NAMES = (*_FIXED, "gguf")
@@ -120,6 +124,8 @@ def detect_dialect(header: Any | None, llm: LLM | None = None) -> str:
     for marker, name in _TEMPLATE_MARKERS:
         if marker in template:
             return name
+    if "<start_of_turn>" in template and not re.search(r"\btools\b", template):
+        return "gemma3"  # Gemma 2/3 turns with no tool support of their own: the ```tool_code recipe
     if "<|im_start|>" in template:
         return "qwen" if "# Tools" in template else "hermes"
     if "<|start_header_id|>" in template:

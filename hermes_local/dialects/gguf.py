@@ -92,6 +92,7 @@ def compile_template(source: str) -> jinja2.Template:
 def _call_dialect(call_format: str) -> Dialect:
     """The fixed dialect whose call syntax a `gguf` model writes ("none": hermes, never used for calls)."""
     from hermes_local.dialects.gemma import Gemma4Dialect
+    from hermes_local.dialects.gemma3 import Gemma3Dialect
     from hermes_local.dialects.harmony import HarmonyDialect
     from hermes_local.dialects.hermes import HermesDialect
     from hermes_local.dialects.llama3 import Llama3Dialect
@@ -106,6 +107,7 @@ def _call_dialect(call_format: str) -> Dialect:
         "llama3": Llama3Dialect,
         "qwen3-coder": Qwen3CoderDialect,
         "gemma": Gemma4Dialect,
+        "tool_code": Gemma3Dialect,
         "harmony": HarmonyDialect,
         "deepseek": DeepSeekCalls,
         "minimax": MiniMaxCalls,

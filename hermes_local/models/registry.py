@@ -78,7 +78,8 @@ class ModelEntry(BaseModel):
     aliases: list[str] = Field(default_factory=list)
     license: str = "unknown"
     chat_format: Literal[
-        "chatml", "hermes", "qwen", "mistral", "mistral-v3", "llama3", "qwen3-coder", "gemma4", "harmony", "gguf"
+        "chatml", "hermes", "qwen", "mistral", "mistral-v3", "llama3", "qwen3-coder", "gemma4", "gemma3", "harmony",
+        "gguf",
     ] = "chatml"  # fmt: skip
     tool_call_format: ToolCallFormat | None = None  # None: the chat format's own (see calls/formats.py)
     n_ctx: int = Field(4096, ge=256)

@@ -20,6 +20,7 @@ REPLIES = {
     "llama3": '{"name": "get_current_time", "parameters": {}}',
     "mistral": '[TOOL_CALLS][{"name": "get_current_time", "arguments": {}}]',
     "mistral-v3": '[TOOL_CALLS] [{"name": "get_current_time", "arguments": {}}]',
+    "gemma3": "```tool_code\nget_current_time()\n```",
 }
 RESULT_TURN = {
     "hermes": '<|im_start|>tool\n<tool_response>\n{"name": "get_current_time", "content": ',
@@ -27,6 +28,7 @@ RESULT_TURN = {
     "llama3": '<|start_header_id|>ipython<|end_header_id|>\n\n"',
     "mistral": '[TOOL_RESULTS]{"content": "',
     "mistral-v3": '[TOOL_RESULTS] {"content": "',
+    "gemma3": '```<end_of_turn>\n<start_of_turn>user\n```tool_output\n"',
 }
 
 
@@ -53,7 +55,7 @@ def test_a_run_in_each_dialect_calls_a_tool_and_answers(dialect: str, workspace:
     assert '"ok"' not in second and '"summary"' not in second  # results without duplicate fields
 
 
-@pytest.mark.parametrize("dialect", ["hermes", "qwen", "llama3"])
+@pytest.mark.parametrize("dialect", ["hermes", "qwen", "llama3", "gemma3"])
 def test_required_tool_choice_prefills_the_dialects_call_opening(dialect: str, workspace: Path) -> None:
     llm = ScriptedLLM([REPLIES[dialect].removeprefix(get_dialect(dialect).required_prefill), "done"])
     agent_for(dialect, llm, workspace, tool_choice="required", max_steps=1).run("t")

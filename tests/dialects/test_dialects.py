@@ -199,7 +199,7 @@ def test_detection_from_gguf_metadata(template: str, pre: str, want: str) -> Non
 
 
 def test_detection_falls_back_to_the_models_template_then_hermes() -> None:
-    assert detect_dialect(_Header("{{ messages[0].content }}<start_of_turn>")) == "gguf"
+    assert detect_dialect(_Header("{{ messages[0].content }}<|user|>")) == "gguf"
     assert detect_dialect(_Header("", arch="qwen2")) == "qwen"
     assert detect_dialect(None) == "hermes"
 

@@ -83,6 +83,7 @@ def official_with(template: str, messages: list[dict[str, Any]], tools: list[dic
     [
         ("Qwen3-Coder.jinja", "qwen3-coder", "qwen3-coder"),
         ("google-gemma-4-31B-it.jinja", "gemma4", "gemma"),
+        ("google-gemma-3-4b-it.jinja", "gemma3", "tool_code"),
         ("openai-gpt-oss-120b.jinja", "harmony", "harmony"),
         ("deepseek-ai-DeepSeek-V3.1.jinja", "gguf", "deepseek"),
         ("MiniMax-M2.jinja", "gguf", "minimax"),

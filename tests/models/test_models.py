@@ -73,7 +73,7 @@ def test_shipped_registry_has_the_hermes_models() -> None:
         "qwen3-coder-30b-a3b": "qwen3-coder",
         "gpt-oss-20b": "harmony",
         "gemma-4-e4b": "gemma4",
-        "gemma-3-4b": "gguf",
+        "gemma-3-4b": "gemma3",
     }
     for name, entry in models.items():
         if entry.kind == "chat":
