@@ -230,7 +230,7 @@ def judge(
     names = [] if need.change else unsupported_names(text, ok, need.user_text)  # a change's evidence is the change
     if names:
         return Verdict("unverified", f"names in the answer appear in no tool result: {', '.join(names[:5])}")
-    if not need.change and says_nothing_read(text, ok):
+    if not need.change and says_nothing_read(text, [c for c in ok if c.name not in need.writers]):  # what it read
         return Verdict("unverified", "the answer says nothing that any tool result says; " + _ok_line(ok))
     if repeated:
         return Verdict("unverified", "the answer repeats, word for word, one that was sent back")

@@ -219,6 +219,10 @@ def test_an_answer_that_says_nothing_any_result_says_is_unverified() -> None:
     assert judge("Yes.", "answer", [listing], found).outcome == "done"  # too short to judge by its words
     empty = ToolOutcome(1, "list_dir", {}, ToolResult.success({"path": "docs", "entries": []}, "0"))
     assert judge("The folder holds nothing whatsoever yet.", "answer", [empty], found).outcome == "done"
+    wrote = ToolOutcome(1, "write_file", {"path": "src/app.py"}, ToolResult.success({"bytes": 9}, "ok"))
+    made = Need(tool="write_file", user_text="Write the app and its notes", writers=frozenset({"write_file"}))
+    said = judge("Created the application; its notes were not approved.", "answer", [wrote], made)
+    assert said.outcome == "done", said  # a write's receipt is not something read: the rule has nothing to judge by
 
 
 def test_a_question_followed_by_a_hint_is_a_question(workspace: Path) -> None:
