@@ -30,6 +30,7 @@ __all__ = [
     "DIALECT_NAMES",
     "Dialect",
     "detect_dialect",
+    "detect_dialect_and_basis",
     "get_dialect",
     "missing_framing",
     "require_framing",
@@ -109,39 +110,67 @@ _TEMPLATE_MARKERS = (  # checked before the ChatML ones: Qwen3-Coder and DeepSee
     ("tool▁calls▁begin", "gguf"),  # DeepSeek: its own template, its call format
     ("<minimax:tool_call>", "gguf"),  # MiniMax M2
 )
-_VOCAB_PROBES = (("<|im_start|>", "hermes"), ("<|start_header_id|>", "llama3"), ("[AVAILABLE_TOOLS]", "mistral"))
+_VOCAB_PROBES = (
+    ("<|im_start|>", "hermes"),
+    ("<|start_header_id|>", "llama3"),
+    ("[AVAILABLE_TOOLS]", "mistral"),
+    ("<start_of_turn>", "gemma3"),
+    ("<|turn>", "gemma4"),
+    ("<|channel|>", "harmony"),
+)
+# llama.cpp's architecture names (src/llama-arch.cpp) whose family has one format whatever the template says
+_ARCHITECTURES = {
+    "gemma": "gemma3",
+    "gemma2": "gemma3",
+    "gemma3": "gemma3",
+    "gemma3n": "gemma3",
+    "gemma4": "gemma4",
+    "gpt-oss": "harmony",
+}
 
 
 def detect_dialect(header: Any | None, llm: LLM | None = None) -> str:
     """A dialect name from GGUF metadata: template markers first, then tokenizer and architecture, then
     the special tokens of the vocabulary (when `llm` is given)."""
+    return detect_dialect_and_basis(header, llm)[0]
+
+
+def detect_dialect_and_basis(header: Any | None, llm: LLM | None = None) -> tuple[str, str]:
+    """`detect_dialect`'s name and what it was read from, in words (`--dialect auto` says it): "the model's
+    template", "its architecture (gemma3; the GGUF has no chat template)", "its vocabulary (<start_of_turn>)",
+    or that nothing in the GGUF named a format and the default was taken."""
     if header is None:
-        return "hermes"
+        return "hermes", "the default (no GGUF header to read)"
     meta = header.metadata
     template = str(meta.get("tokenizer.chat_template.tool_use") or meta.get("tokenizer.chat_template") or "")
     pre = str(meta.get("tokenizer.ggml.pre") or "")
     arch = str(header.architecture or "")
+    from_template = "the model's template"
     for marker, name in _TEMPLATE_MARKERS:
         if marker in template:
-            return name
+            return name, from_template
     if "<start_of_turn>" in template and not re.search(r"\btools\b", template):
-        return "gemma3"  # Gemma 2/3 turns with no tool support of their own: the ```tool_code recipe
+        return "gemma3", from_template  # Gemma 2/3 turns with no tool support of their own: the ```tool_code recipe
     if "<|im_start|>" in template:
-        return "qwen" if "# Tools" in template else "hermes"
+        return ("qwen" if "# Tools" in template else "hermes"), from_template
     if "<|start_header_id|>" in template:
-        return "llama3"
+        return "llama3", from_template
     if "[INST]" in template or "[AVAILABLE_TOOLS]" in template:
-        return "mistral" if pre == "tekken" else "mistral-v3"
+        return ("mistral" if pre == "tekken" else "mistral-v3"), from_template
     if template:
-        return "gguf"
+        return "gguf", from_template
+    from_arch = f"its architecture ({arch}; the GGUF has no chat template)"
+    if arch in _ARCHITECTURES:
+        return _ARCHITECTURES[arch], from_arch
     if arch.startswith("qwen"):
-        return "qwen"
+        return "qwen", from_arch
     if pre == "llama-bpe" or arch == "llama" and pre.startswith("llama3"):
-        return "llama3"
+        return "llama3", f"its tokenizer ({pre}; the GGUF has no chat template)"
     for token, name in _VOCAB_PROBES:
         if llm is not None and llm.special_token_id(token) is not None:
-            return name if name != "mistral" or pre == "tekken" else "mistral-v3"
-    return "hermes"
+            chosen = name if name != "mistral" or pre == "tekken" else "mistral-v3"
+            return chosen, f"its vocabulary ({token}; the GGUF has no chat template)"
+    return "hermes", "the default: the GGUF names no format it knows (no chat template, architecture or special tokens)"
 
 
 def select_dialect(

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hermes_local.config import Settings, load_settings
-from hermes_local.dialects import DIALECT_NAMES, Dialect, require_framing, select_dialect
+from hermes_local.dialects import DIALECT_NAMES, Dialect, detect_dialect_and_basis, require_framing, select_dialect
 from hermes_local.dialects.gguf import GGUFDialect, template_error
 from hermes_local.engines import EngineModel, load_engine
 from hermes_local.engines.replay import is_replay_spec
@@ -250,7 +250,8 @@ class Model:
         tokenizer = load_tokenizer(settings, source)
         dialect = dialect_for(settings, tokenizer, source)
         if (settings.dialect or "").lower() == "auto" and notice is not None:  # said before any refusal
-            notice(f"--dialect auto picked {dialect.name} ({dialect.call_format} tool calls) from the model's template")
+            basis = detect_dialect_and_basis(source.header, tokenizer)[1] if not source.replay else "the default"
+            notice(f"--dialect auto picked {dialect.name} ({dialect.call_format} tool calls) from {basis}")
         if not source.replay:
             require_framing(dialect, tokenizer)
         check_tool_use(dialect, settings)

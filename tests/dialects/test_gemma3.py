@@ -297,6 +297,24 @@ def test_auto_picks_gemma3_for_gemma_templates_without_tools_and_says_so(
     assert notices == ["--dialect auto picked gemma3 (tool_code tool calls) from the model's template"]
 
 
+def test_auto_says_what_it_read_the_dialect_from(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A GGUF with no chat template: the notice names the vocabulary, not "the model's template"."""
+    from hermes_local.config import load_settings
+    from hermes_local.runtime import model as runtime_model
+    from hermes_local.runtime.model import Model
+
+    path = tmp_path / "no-template.gguf"
+    path.write_bytes(make_gguf(chat_template=None))
+    monkeypatch.setattr(runtime_model, "load_tokenizer", lambda settings, source: ScriptedLLM([]))
+    monkeypatch.setattr(runtime_model, "load_llm", lambda settings, on_info, source: ScriptedLLM([]))
+    notices: list[str] = []
+    Model.deferred().prepare(load_settings({"model": str(path), "dialect": "auto"}), notices.append)
+    assert notices == [
+        "--dialect auto picked hermes (hermes tool calls) from its vocabulary (<|im_start|>; the GGUF has no chat "
+        "template)"
+    ]
+
+
 def test_a_gguf_model_with_tool_code_calls_writes_and_reads_them() -> None:
     """`chat_format = "gguf"` with `tool_call_format = "tool_code"`: the model's own template, Gemma 3's calls."""
     d = GGUFDialect("{% for m in messages %}{{ m.content }}{% endfor %}", call_format="tool_code")
