@@ -10,6 +10,7 @@ bookkeeping.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,7 +24,7 @@ from hermes_local.textsafe import terminal_safe
 # Why a reply was sent back once (`RunResult.guarded`): an answer given without the tool the goal needs, an answer
 # after calls that all failed, an answer whose figures appear in no tool result, a reply that was empty after
 # parsing, or one whose only content was a tool result the model made up itself.
-ANSWER_BOUNCES = ("no_tool", "no_success", "figures")
+ANSWER_BOUNCES = ("no_tool", "no_success", "figures", "files")
 BOUNCE_REASONS = (*ANSWER_BOUNCES, "repeated", "empty", "echoed")  # repeated: an answer sent back, said again
 
 # How a run ended -> the process exit code a script can rely on (README "Exit codes").
@@ -235,7 +236,16 @@ def handoff(entries: list[ToolOutcome], goal: str, todo: str, why: str) -> dict[
     if unreadable:
         failed.append(f"{unreadable} tool call(s) the model wrote could not be read")
     left = " ".join(todo.split()) or f"the rest of the goal: {' '.join(goal.split())[:200]}"
+    done, failed = _counted(done), _counted(failed)
     return {"why": why, "done": done[-HANDOFF_SHOWN:], "failed": failed[-HANDOFF_SHOWN:], "left": left[:300]}
+
+
+def _counted(lines: list[str]) -> list[str]:
+    """Lines said once each, in order of their last time, a repeated one with its count: a step of 26 identical
+    refused calls is one line "... (×26)", not 8 copies hiding the rest."""
+    counts = Counter(lines)
+    last = list(dict.fromkeys(reversed(lines)))[::-1]
+    return [f"{line} (×{counts[line]})" if counts[line] > 1 else line for line in last]
 
 
 def continue_command(session_id: str) -> str:

@@ -72,3 +72,18 @@ def test_the_failure_cap_hands_off_with_the_goal_left(workspace: Path) -> None:
     ]
     assert result.handoff["done"] == [] and result.handoff["left"] == "the rest of the goal: Summarise the report"
     assert [e for e in events if isinstance(e, ToolFinished)][-1].outcome.error_kind == "not_found"
+
+
+def test_a_hand_off_says_a_repeated_failure_once_with_its_count() -> None:
+    """Seen on Gemma 3 270M: one step of 26 identical refused calls filled the hand-off with 8 copies."""
+    from hermes_local.agent.result import handoff
+    from hermes_local.outcome import ToolOutcome, ToolResult
+
+    looped = [
+        ToolOutcome(5, "run_shell", {"command": "cat /dev/null"}, ToolResult.failure("loop", "repeated"))
+        for _ in range(26)
+    ]
+    missing = ToolOutcome(4, "read_file", {"path": "a.md"}, ToolResult.failure("not_found", "no such file"))
+    failed = handoff([missing, *looped], "Read a.md", "", "it gave up")["failed"]
+    assert len(failed) == 2 and failed[0].startswith("step 4: read_file a.md")
+    assert failed[1].startswith("step 5: run_shell cat /dev/null") and failed[1].endswith("(×26)")
