@@ -3,10 +3,11 @@
 `AnswerGuard.tool_needed` is the guard's own test (`guards.tool_needed`: the goal needs a tool and none has
 answered yet); the loop also uses it to start step 1 with the call grammar on. `answer_or_bounce` takes a reply
 without calls: the answer, or one bounce (`check_answer`: no call made or none succeeded on a goal that needs one,
-or figures found in no tool result) with a note naming what is missing (and an empty or made-up-result reply is
-sent back once; the second ends the run with stopped "empty"). What the accepted answer still lacks is said by
-its outcome (`evidence.judge`), never hidden. `bounce_final_answer` does the same for a
-`required`-mode turn of only `final_answer` calls. Split from `loop.py`; does not call the model (the loop does).
+figures found in no tool result, or a file the goal names that no call used) with a note naming what is missing
+(and an empty or made-up-result reply is sent back once; the second ends the run with stopped "empty"). What the
+accepted answer still lacks is said by its outcome (`evidence.judge`), never hidden. `bounce_final_answer` does the
+same for a `required`-mode turn of only `final_answer` calls. Split from `loop.py`; does not call the model (the
+loop does).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from hermes_local.agent.evidence import (
     real_calls,
     same_answer,
     unsupported_figures,
+    unused_files,
 )
 from hermes_local.agent.guards import bounce_note, candidates, tool_needed
 from hermes_local.agent.memory import Memory
@@ -73,7 +75,8 @@ class AnswerGuard:
     def check_answer(self, memory: Memory, result: RunResult, text: str) -> tuple[str | None, Tool | None, str]:
         """Whether an answer goes back once: (reason, the tool to name, the missing evidence), or (None, ...) to
         accept it. Sent back: no call succeeded on a goal that needs one ("no_tool" when none was made,
-        "no_success" after calls that all failed), or figures found in no tool result ("figures"). Only one
+        "no_success" after calls that all failed), figures found in no tool result ("figures"), or a file the goal
+        names that no call used ("files"). Only one
         answer per run goes back; the next is accepted and its outcome says what it lacks (`evidence.judge`)."""
         config = self.config
         if not config.answer_guard or config.tool_choice == "none":
@@ -97,6 +100,9 @@ class AnswerGuard:
         unsupported = unsupported_figures(text, real, self.need.user_text or memory.goal)
         if unsupported:
             return "figures", None, ", ".join(unsupported[:5])
+        unused = unused_files(self.need.user_text or memory.goal, real)
+        if unused:
+            return "files", tool_needed(memory.goal, self.registry()), ", ".join(unused[:3])
         return None, None, ""
 
     def bounce_final_answer(

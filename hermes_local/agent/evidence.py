@@ -4,7 +4,8 @@
 goal needed tools and a call behind the answer succeeded (a goal that asked for a change has that change in the
 workspace's checkpoints); `answered`: a goal that needs no tool, answered without one; `unverified`: an answer with
 no successful call behind it on a goal that needs one, only writes on a goal that asks a question, figures in the
-answer (or, on a goal that asks for information, names) that appear in no tool result and no user text, an
+answer (or, on a goal that asks for information, names) that appear in no tool result and no user text, a file
+the goal names that no call used (`unused_files`), an
 information answer of four words or more that shares none with any result (`says_nothing_read`), a change
 asked for and nothing changed, or an answer repeated word for word after it was sent back; `failed`: no answer (the
 step limit, the failure cap, an empty reply, an error, a reply that only offers help), or an answer that says it
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from hermes_local.outcome import ToolOutcome
+from hermes_local.tools.traits import FILE_IN_GOAL
 
 Outcome = Literal["done", "answered", "unverified", "failed", "denied"]
 OUTCOMES: tuple[Outcome, ...] = ("done", "answered", "unverified", "failed", "denied")
@@ -72,6 +74,7 @@ COMMON = frozenset(
 # Words an answer needs before "shares none with the results" means anything ("Yes.", "Done.", "It has 3 lines."
 # may rightly share none).
 SAYS_SOMETHING = 4
+FILE_NAMED = re.compile(FILE_IN_GOAL)
 
 
 @dataclass(frozen=True)
@@ -168,6 +171,18 @@ def unsupported_names(answer: str, calls: Iterable[ToolOutcome], user_text: str)
     return list(dict.fromkeys(n for n in found if n.lower() not in CALENDAR and n.lower() not in seen))
 
 
+def unused_files(user_text: str, calls: Iterable[ToolOutcome]) -> list[str]:
+    """The files the user's words name ("notes.txt", "data/sales.csv") that no call named in its arguments (one
+    that failed counts: "not found" is evidence too) and no successful result mentions, by file name, in order:
+    an answer about notes.txt after only `cat /dev/null` rests on nothing the tools did."""
+    touched = " ".join(
+        [json.dumps(c.arguments, ensure_ascii=False, default=str) for c in real_calls(calls)]
+        + [_result_text(c) for c in calls if c.ok]
+    ).lower()
+    named = [m.group(0).rstrip(".").rsplit("/", 1)[-1] for m in FILE_NAMED.finditer(user_text)]
+    return list(dict.fromkeys(n for n in named if n.lower() not in touched))
+
+
 def _stems(text: str) -> set[str]:
     return {w.lower()[:5] for w in WORD.findall(text)} - COMMON
 
@@ -224,6 +239,11 @@ def judge(
     only_writes = all(c.name in need.sinks for c in ok)  # on a question, not on a change
     if need.question and need.tool is not None and need.tool not in need.writers and not need.change and only_writes:
         return Verdict("unverified", "the goal needs information and only writes succeeded; " + _ok_line(ok))
+    unused = unused_files(need.user_text, real)
+    if unused:
+        return Verdict(
+            "unverified", f"the goal names {', '.join(unused[:3])} and no tool call used it; " + _ok_line(ok)
+        )
     unsupported = unsupported_figures(text, ok, need.user_text)
     if unsupported:
         return Verdict("unverified", f"figures in the answer appear in no tool result: {', '.join(unsupported[:5])}")

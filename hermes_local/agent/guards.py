@@ -88,7 +88,7 @@ def how_to_call(t: Tool) -> str:
 
 def bounce_note(tool: Tool | None, reason: str = "no_tool", detail: str = "") -> str:
     """The corrective note sent back with a bounced reply: what was wrong and exactly what to do now (`detail`:
-    the evidence that was missing, for "no_success" and "figures")."""
+    the evidence that was missing, for "no_success", "figures" and "files")."""
     what = how_to_call(tool) if tool else "call a fitting tool"
     if reason == "no_success":
         return (
@@ -104,6 +104,11 @@ def bounce_note(tool: Tool | None, reason: str = "no_tool", detail: str = "") ->
         return (
             f"These figures in your answer appear in no tool result: {detail}. Do not make up numbers: answer only "
             "with what the tool results say, or call a tool that gives the figure."
+        )
+    if reason == "files":
+        return (
+            f"You answered, but no tool call used {detail}, which the goal names. Nothing backs that answer. "
+            f"Do not guess: {what} on it, then answer from its result; if it cannot be done, say so."
         )
     if reason == "no_tool":
         return (

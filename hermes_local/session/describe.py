@@ -112,7 +112,12 @@ def describe_event(e: Event) -> str | None:
     if isinstance(e, Guarded):
         if what := {"empty": "an empty reply", "echoed": "a reply of only a made-up tool result"}.get(e.reason):
             return f"   (dropped: {what} was sent back" + (f"; asked for {_one_line(e.tool, 80)})" if e.tool else ")")
-        why = {"no_success": "no call had succeeded", "figures": "figures in no tool result", "repeated": "a repeat"}
+        why = {
+            "no_success": "no call had succeeded",
+            "figures": "figures in no tool result",
+            "files": "a file no call used",
+            "repeated": "a repeat",
+        }
         needs = f"the goal needs a tool such as {_one_line(e.tool, 80)}"
         return f"   (dropped: the answer above was sent back: {why.get(e.reason, needs)})"
     if isinstance(e, BudgetWarning):

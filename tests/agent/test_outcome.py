@@ -12,7 +12,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from hermes_local.agent.evidence import Need, judge, unsupported_figures, unsupported_names
+from hermes_local.agent.evidence import Need, judge, unsupported_figures, unsupported_names, unused_files
 from hermes_local.cli.app import app
 from hermes_local.config import load_settings
 from hermes_local.events import Event, Guarded, Proposal, TurnAdded
@@ -80,8 +80,9 @@ def test_knowledge_is_answered_and_a_goal_with_no_call_is_not(workspace: Path) -
 
 def test_a_goal_asking_for_a_change_needs_a_write_that_worked(workspace: Path) -> None:
     (workspace / "notes.txt").write_text("meeting at 3\n")
-    script = [call("read_file", path="notes.txt"), "Summarised into summary.md."]
+    script = [call("read_file", path="notes.txt"), "Summarised into summary.md.", "Done: summary.md is written."]
     result = run(workspace, script, "Summarise notes.txt into summary.md")
+    assert [g["reason"] for g in result.guarded] == ["files"]  # no call used summary.md: sent back once
     assert result.outcome == "unverified" and "nothing in the workspace changed" in result.evidence
     assert not (workspace / "summary.md").exists()
 
@@ -192,7 +193,8 @@ def test_the_change_is_read_from_the_checkpoints_and_information_from_a_read(tmp
     res = CliRunner().invoke(app, [*args, "--workspace", str(workspace), "--model", f"replay:{replay}"])
     out = json.loads(res.stdout)
     assert res.exit_code == 6 and "nothing in the workspace changed" in out["evidence"], out
-    replay = write_replay(tmp_path / "m.jsonl", [call("append_to_memo", content="ann"), "ann buys most."])
+    memo = [call("append_to_memo", content="ann"), "ann buys most.", "ann buys most of all."]  # one bounce: orders.csv
+    replay = write_replay(tmp_path / "m.jsonl", memo)
     args = ["run", "Which customer buys most, in orders.csv?", "--yes", "--json", "--workspace", str(workspace)]
     out = json.loads(CliRunner().invoke(app, [*args, "--model", f"replay:{replay}"]).stdout)
     assert out["outcome"] == "unverified" and "only writes succeeded" in out["evidence"], out
@@ -236,3 +238,27 @@ def test_a_question_followed_by_a_hint_is_a_question(workspace: Path) -> None:
     with build_agent(ScriptedLLM(script), load_settings({}), workspace=workspace, approver=approver) as agent:
         result = agent.run(goal)
     assert result.outcome == "unverified" and "only writes succeeded" in result.evidence
+
+
+def test_an_answer_about_a_file_no_call_used_is_unverified() -> None:
+    """Seen on a real Gemma 3 270M run: `cat /dev/null` succeeded, then "mendatang mendatang" answered "What does
+    notes.txt say?" and was judged done (exit 0). A file the goal names must be used by some call."""
+    shell = ToolOutcome(1, "run_shell", {"command": "cat /dev/null"}, ToolResult.success("", "run_shell exit 0"))
+    need = Need(tool="read_file", user_text="What does notes.txt say?", question=True)
+    verdict = judge("mendatang mendatang", "answer", [shell], need)
+    assert verdict.outcome == "unverified"
+    assert verdict.evidence.startswith("the goal names notes.txt and no tool call used it")
+    read = ToolOutcome(2, "read_file", {"path": "./Notes.TXT"}, ToolResult.success("hello world", "read"))
+    assert judge("It says hello world.", "answer", [shell, read], need).outcome == "done"
+    gone = ToolOutcome(1, "read_file", {"path": "secret.txt"}, ToolResult.failure("not_found", "no such file"))
+    listing = ToolOutcome(2, "list_dir", {"path": "."}, ToolResult.success(["a.txt"], "1 entry"))
+    assert unused_files("Is there a data/secret.txt here?", [gone, listing]) == []  # a failed try is evidence too
+    assert unused_files("Copy a.txt to b.md", [listing]) == ["b.md"]  # a.txt is in the listing
+
+
+def test_an_answer_about_a_file_no_call_used_goes_back_once(workspace: Path) -> None:
+    (workspace / "notes.txt").write_text("meet Ann at noon\n")
+    script = [call("get_current_time"), "It says nothing.", call("read_file", path="notes.txt"), "Meet Ann at noon."]
+    result = run(workspace, script, "What does notes.txt say?")
+    assert [g["reason"] for g in result.guarded] == ["files"]
+    assert result.outcome == "done" and result.answer == "Meet Ann at noon."

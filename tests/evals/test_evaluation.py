@@ -77,6 +77,7 @@ def test_wrong_replay_fails_the_right_case_at_the_right_step(tmp_path: Path) -> 
             call("query_database", sql="SELECT created_at, SUM(amount) FROM orders GROUP BY created_at"),
             call("write_file", path="summary.md", content="- 2024-05-01: 195.5\n"),
             "Done.",
+            "Done, the totals are written.",
         ],
     )
     # Step 1 of db_revenue_by_region forgets the GROUP BY.
@@ -92,9 +93,9 @@ def test_wrong_replay_fails_the_right_case_at_the_right_step(tmp_path: Path) -> 
     assert failures["db_report_to_file"]["step"] == 2 and "write_file" in failures["db_report_to_file"]["message"]
     assert failures["db_revenue_by_region"]["step"] == 1
     assert data["summary"]["failed"] == 2
-    # the wrong write worked and the model said "Done.": the evidence backs a call, not the task, so the eval's
-    # checks catch what the outcome cannot (a false success, counted)
-    assert data["summary"]["false_successes"] == 1 and data["summary"]["false_successes_by_stopped"] == 1
+    # the wrong write worked and the model said "Done.": no call used report.md, which the goal names, so the
+    # answer went back once and the run ends unverified, not a false success
+    assert data["summary"]["false_successes"] == 0
     line = next(li for li in res.stdout.splitlines() if li.startswith("db_report_to_file"))
     assert "FAIL" in line and "step 2" in line
 
