@@ -8,8 +8,8 @@ untrusted content and never becomes special tokens. `tool_choice`
 (lazy after the call opener for `auto`; pre-filled and constrained from the first token
 for `required` and a named function). The reply is parsed (and repaired) by `calls/parse.py`; calls
 come back as OpenAI `tool_calls` with ids and JSON-string arguments and `finish_reason:
-"tool_calls"`. `stream: true` sends `chat.completion.chunk` deltas: content as it is generated
-(text that may open a `<tool_call>` is held back) and then one tool-call delta per call (`ChunkStream`).
+"tool_calls"`. `stream: true` sends `chat.completion.chunk` deltas: content as it is generated (text that
+may open a call, in the dialect's own opener, is held back) and then one tool-call delta per call (`ChunkStream`).
 Does not run tools, call the model (`chats.py` queues and runs the calls) or know about HTTP routes.
 """
 
@@ -284,9 +284,19 @@ def chat_response(req: ChatRequest, p: Prepared, completion: Completion, model_n
     }
 
 
+def _partial_opener(text: str, call_open: str) -> int:
+    """How many of `text`'s last characters may be the start of `call_open` split across pieces ("<tool", "``",
+    "[TOOL_"): they wait for the next piece, whatever character the opener starts with."""
+    for k in range(min(len(call_open) - 1, len(text)), 0, -1):
+        if text.endswith(call_open[:k]):
+            return k
+    return 0
+
+
 class _ContentGate:
     """Streamed text to send now: leading and trailing whitespace waits, and so does anything from a
-    possible `<tool_call>` on (`watch_calls`); nothing is sent once a call opened or when `closed`."""
+    possible call opener on (`watch_calls`: the dialect's `<tool_call>`, ```` ```tool_code ````, `[TOOL_CALLS]`,
+    even split across pieces); nothing is sent once a call opened or when `closed`."""
 
     def __init__(self, *, watch_calls: bool, closed: bool = False, call_open: str | None = None) -> None:
         self.call_open = call_open or CALL_OPEN
@@ -307,9 +317,8 @@ class _ContentGate:
             if found >= 0:
                 self.closed, end = True, len(self.text[:found].rstrip())
             else:
-                lt = self.text.rfind("<", self.sent, end)
-                if lt >= 0 and self.call_open.startswith(self.text[lt:end]):
-                    end = lt
+                held = _partial_opener(self.text[self.sent : end], self.call_open)
+                end = len(self.text[: end - held].rstrip()) if held else end
         if end <= self.sent:
             return ""
         out, self.sent = self.text[self.sent : end], end

@@ -208,3 +208,16 @@ def test_a_thought_is_reasoning_content_never_content(workspace: Path) -> None:
     reasoning = "".join(getattr(ch.choices[0].delta, "reasoning_content", None) or "" for ch in chunks if ch.choices)
     assert content == "Sunny." and "think" not in content
     assert "wants the weather" in reasoning and "<think>" not in reasoning
+
+
+def test_the_stream_holds_back_any_dialects_call_opener_split_across_pieces() -> None:
+    """Only `<`-openers were held back: Gemma 3's ```tool_code or Mistral's [TOOL_CALLS] split across pieces
+    reached the client as content before the call was parsed."""
+    from hermes_local.service.openai_compat import _ContentGate
+
+    for opener in ("```tool_code", "[TOOL_CALLS]", "<tool_call>", "<|tool_call>"):
+        gate = _ContentGate(watch_calls=True, call_open=opener)
+        pieces = ["Checking", " now.\n", opener[:2], opener[2:5], opener[5:], '\nget_weather(city="Rome")\n```']
+        assert "".join(gate.feed(p) for p in pieces) == "Checking now.", opener
+    gate = _ContentGate(watch_calls=True, call_open="```tool_code")
+    assert "".join(gate.feed(p) for p in ["Use ``", "ls`` here.", " Done"]) == "Use ``ls`` here. Done"
