@@ -36,12 +36,29 @@ def models_list(as_json: JsonOpt = False) -> None:
     """Show every registry model and quant, its size, and whether (and where) it is installed."""
     from hermes_local.config import load_settings
     from hermes_local.models.gguf import human_bytes
-    from hermes_local.models.qualified import qualification, qualification_lines
+    from hermes_local.models.qualified import qualification, qualification_lines, qualified_files
     from hermes_local.models.registry import registry_rows, used_label
 
     rows = [r | {"qualification": qualification(r["path"])} for r in registry_rows(used_label(load_settings().model))]
+    named = {str(Path(r["path"]).resolve()) for r in rows if r["path"]}
+    files = {path: qualification(path) for path in qualified_files() if path not in named}
+    files = {path: record for path, record in files.items() if record is not None}  # a replaced file is not
     if as_json:
-        typer.echo(json.dumps([r | {"path": str(r["path"]) if r["path"] else None} for r in rows], indent=2))
+        listed = [r | {"path": str(r["path"]) if r["path"] else None} for r in rows]
+        files_listed = [
+            {
+                "name": None,
+                "used": False,
+                "default": False,
+                "size": record.get("size"),
+                "path": path,
+                "hint": "",
+                "description": "a file qualified on this machine; no registry entry names it",
+                "qualification": record,
+            }
+            for path, record in files.items()
+        ]
+        typer.echo(json.dumps(listed + files_listed, indent=2))
         return
     for r in rows:
         state = f"installed      {r['path']}" if r["path"] else f"not installed  ({r['hint']})"
@@ -50,6 +67,12 @@ def models_list(as_json: JsonOpt = False) -> None:
         for line in qualification_lines(r["qualification"]):
             typer.echo(terminal_safe(f"    {line}"))  # the file is the user's to edit: never raw to the terminal
     typer.echo("(* = default quant; NAME alone picks it, NAME:QUANT another)")
+    if files:
+        typer.echo("qualified files no registry entry names (run them with --model PATH):")
+    for path, record in files.items():
+        typer.echo(terminal_safe(f"  {path}"))
+        for line in qualification_lines(record):
+            typer.echo(terminal_safe(f"    {line}"))
 
 
 @models_app.command("info")

@@ -33,7 +33,13 @@ def models_qualify(
     from hermes_local.cli.gpu import measure
     from hermes_local.engines.threads import usable_cores
     from hermes_local.evals.qualify import MODES, PROBES, run_probes
-    from hermes_local.models.qualified import recommend, save_qualification, thread_candidates, threads_line
+    from hermes_local.models.qualified import (
+        fitness,
+        recommend,
+        save_qualification,
+        thread_candidates,
+        threads_line,
+    )
     from hermes_local.models.registry import resolve
     from hermes_local.runtime.model import fit_settings
 
@@ -60,6 +66,7 @@ def models_qualify(
         "seconds": round(time.perf_counter() - start, 1),
         "repeat": repeat,
         "defaults": defaults,
+        "verdict": fitness(results["passes"]),
         "passes": results["passes"],
         "speed": {k: round(v, 2) for k, v in speed.items()},
         "threads": threads,
@@ -72,6 +79,7 @@ def models_qualify(
     for mode in MODES:
         shown = ", ".join(f"{k} {v}" for k, v in results["probes"][mode].items())
         typer.echo(f"{mode:9} pass^{repeat} {results['passes'][mode]:.0%}: {shown}")
+    typer.echo(f"verdict: {record['verdict']}")
     typer.echo("defaults: " + ", ".join(f"{k}={v}" for k, v in defaults.items()))
     if threads:
         typer.echo(threads_line(record))

@@ -5,9 +5,10 @@ keyed by its absolute path and checked against its size (a replaced file is not 
 the probe pass rates per mode, the measured speed, decode tok/s per thread count (`threads`), and `defaults` —
 `tool_choice`, `max_tools_in_prompt` (tools offered before routing), `n_ctx` and `n_gpu_layers` (as
 `models/fit.py` fitted them) and `n_threads` (a count, or "auto": the adaptive choice of `engines/threads.py`,
-left unset); `recommend` turns probe results and speeds into defaults. Runs use the defaults for a setting the
-user did not set (flag, environment or config file): `qualified_defaults`. `qualification_lines` and
-`threads_line` are the words `models list`, `models info` and `models qualify` show.
+left unset); `recommend` turns probe results and speeds into defaults, `fitness` into a verdict in words.
+Runs use the defaults for a setting the user did not set (flag, environment or config file):
+`qualified_defaults`. `qualification_lines` and `threads_line` are the words `models list`, `models info` and
+`models qualify` show; `qualified_files` lists every record.
 Reads headers and files only; never loads or runs a model.
 """
 
@@ -54,6 +55,18 @@ def recommend(
     return {"tool_choice": choice, "max_tools_in_prompt": tools, **memory, "n_threads": n_threads}
 
 
+def fitness(passes: Mapping[str, float]) -> str:
+    """What the probe pass rates (0..1 per mode) say the model can do, in words a user acts on."""
+    auto, required = passes.get("auto", 0.0), passes.get("required", 0.0)
+    if max(auto, required) == 0:
+        return "passed no probe: not fit for tool calling here; run it without tools or pick a larger model"
+    if auto >= 2 / 3:
+        return f"fit for auto mode (passes {auto:.0%} of probes)"
+    if required >= 2 / 3:
+        return f"fit for required mode only (auto passes {auto:.0%}, required {required:.0%})"
+    return f"unreliable: passes {max(auto, required):.0%} of probes at best; expect runs that fail"
+
+
 def recommend_threads(decode: Mapping[Any, float], busy_others: float = 0.0) -> int | str:
     """A fixed count only when one below all the cores decodes clearly faster (`CLEARLY_FASTER`) than all of them
     on a machine others left idle while it was measured; otherwise "auto", which keeps re-checking the free cores
@@ -92,7 +105,14 @@ def qualification_lines(record: Mapping[str, Any] | None) -> list[str]:
     passes = ", ".join(f"{mode} {rate:.0%}" for mode, rate in record.get("passes", {}).items())
     chosen = ", ".join(f"{k}={v}" for k, v in record.get("defaults", {}).items())
     summary = f"qualified {record.get('qualified_at', '?')}: pass^{record.get('repeat', 1)} {passes}; {chosen}"
-    return [line for line in (summary, threads_line(record)) if line]
+    verdict = f"verdict: {fitness(record.get('passes', {}))}" if isinstance(record.get("passes"), dict) else ""
+    return [line for line in (summary, verdict, threads_line(record)) if line]
+
+
+def qualified_files() -> dict[str, dict[str, Any]]:
+    """Every qualification on record, by absolute path, whether or not a registry entry names the file
+    (`models list` shows those none names)."""
+    return {k: v for k, v in _load().items() if isinstance(v, dict)}
 
 
 def _load() -> dict[str, Any]:

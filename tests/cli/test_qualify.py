@@ -135,3 +135,17 @@ def test_models_list_info_and_doctor_show_the_recorded_threads(
     assert json.loads(as_json.stdout)["qualification"]["threads"] == {"1": 46.0, "2": 40.0}
     doctor = CliRunner().invoke(app, ["doctor", "--no-speed", "--model", "tiny", "--workspace", str(workspace)])
     assert "threads:          1 (set by models qualify)" in doctor.stdout, doctor.output
+
+
+def test_models_list_shows_a_qualified_file_no_registry_entry_names(tmp_path: Path) -> None:
+    gguf = tmp_path / "gemma-3-270m-q4_k_m.gguf"
+    gguf.write_bytes(make_gguf())
+    record = {"qualified_at": "2026-12-06T02:24:58+00:00", "repeat": 2, "passes": {"auto": 0.0, "required": 0.0}}
+    save_qualification(gguf, record | {"size": gguf.stat().st_size, "defaults": {"tool_choice": "auto"}})
+    listing = CliRunner().invoke(app, ["models", "list"])
+    assert listing.exit_code == 0, listing.output
+    tail = listing.stdout.split("qualified files no registry entry names (run them with --model PATH):\n", 1)[1]
+    assert tail.startswith(f"  {gguf.resolve()}\n    qualified 2026-12-06T02:24:58+00:00: pass^2 auto 0%, required 0%")
+    assert "    verdict: passed no probe: not fit for tool calling" in tail
+    rows = json.loads(CliRunner().invoke(app, ["models", "list", "--json"]).stdout)
+    assert [r["path"] for r in rows if r["name"] is None] == [str(gguf.resolve())]

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from hermes_local.config import load_settings
 from hermes_local.models.qualified import (
+    fitness,
     qualification,
     qualification_lines,
     qualified_defaults,
@@ -67,6 +68,7 @@ def test_the_thread_figures_are_shown_in_numeric_order_with_why_no_fixed_count()
     assert threads_line(record) == "threads: 1 → 45.5 tok/s, 2 → 40.0 tok/s, 10 → 30.0 tok/s (decode)"
     assert qualification_lines(record) == [
         "qualified 2025-01-02T03:04:05+00:00: pass^2 auto 83%, required 67%; tool_choice=auto, n_threads=1",
+        "verdict: fit for auto mode (passes 83% of probes)",
         "threads: 1 → 45.5 tok/s, 2 → 40.0 tok/s, 10 → 30.0 tok/s (decode)",
     ]
     busy = record | {"speed": {"busy_others": 1.2}}
@@ -109,3 +111,14 @@ def test_runs_use_the_recorded_defaults_unless_the_user_set_them(tmp_path: Path)
     load = ModelSource(str(path), path=path).engine_model(plain).load
     assert load == {"n_ctx": 2048, "n_gpu_layers": 0, "n_threads": 1}  # the load options reach the engine
     assert ModelSource(str(path), path=path).engine_model(told).load == {"n_gpu_layers": 0}
+
+
+def test_the_verdict_says_what_the_pass_rates_allow() -> None:
+    """Gemma 3 270M (base) passed no probe in either mode and was still handed tool_choice=auto with no word on
+    what that means; the verdict says it plainly, in `models qualify`, `models list` and `models info`."""
+    assert fitness({"auto": 0.0, "required": 0.0}).startswith("passed no probe: not fit for tool calling")
+    assert fitness({"auto": 5 / 6, "required": 1.0}) == "fit for auto mode (passes 83% of probes)"
+    assert fitness({"auto": 1 / 6, "required": 5 / 6}).startswith("fit for required mode only (auto passes 17%")
+    assert fitness({"auto": 1 / 6, "required": 0.0}).startswith("unreliable: passes 17% of probes at best")
+    lines = qualification_lines({"qualified_at": "t", "repeat": 2, "passes": {"auto": 0.0, "required": 0.0}})
+    assert lines[1].startswith("verdict: passed no probe")
