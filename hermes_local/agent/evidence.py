@@ -119,7 +119,8 @@ def no_success_line(calls: Sequence[ToolOutcome]) -> str:
     if not real:
         return "no tool was called"
     last = next((c for c in reversed(real) if not c.ok), None)
-    error = f"; the last error was: {' '.join(str(last.error or last.summary).split())[:160]}" if last else ""
+    said = " ".join(str(last.error or last.summary).split()) if last else ""
+    error = f"; the last error was: {said if len(said) <= 160 else said[:159].rstrip() + '…'}" if last else ""
     return f"no tool call succeeded: {tally(real)}{error}"
 
 
@@ -172,15 +173,14 @@ def unsupported_names(answer: str, calls: Iterable[ToolOutcome], user_text: str)
 
 
 def unused_files(user_text: str, calls: Iterable[ToolOutcome]) -> list[str]:
-    """The files the user's words name ("notes.txt", "data/sales.csv") that no call named in its arguments (one
-    that failed counts: "not found" is evidence too) and no successful result mentions, by file name, in order:
-    an answer about notes.txt after only `cat /dev/null` rests on nothing the tools did."""
-    touched = " ".join(
-        [json.dumps(c.arguments, ensure_ascii=False, default=str) for c in real_calls(calls)]
-        + [_result_text(c) for c in calls if c.ok]
-    ).lower()
+    """The files the user's words name ("notes.txt", "data/sales.csv") that no call named in its arguments, by
+    file name, in order. A call that failed counts ("not found" is evidence too); a listing that merely shows the
+    name does not (`ls -la` is not counting the lines of todo.txt). Database files are left out: the database
+    tool's calls do not name the file they query."""
+    touched = " ".join(json.dumps(c.arguments, ensure_ascii=False, default=str) for c in real_calls(calls)).lower()
     named = [m.group(0).rstrip(".").rsplit("/", 1)[-1] for m in FILE_NAMED.finditer(user_text)]
-    return list(dict.fromkeys(n for n in named if n.lower() not in touched))
+    files = [n for n in named if not n.lower().endswith((".db", ".sqlite"))]
+    return list(dict.fromkeys(n for n in files if n.lower() not in touched))
 
 
 def _stems(text: str) -> set[str]:

@@ -253,7 +253,8 @@ def test_an_answer_about_a_file_no_call_used_is_unverified() -> None:
     gone = ToolOutcome(1, "read_file", {"path": "secret.txt"}, ToolResult.failure("not_found", "no such file"))
     listing = ToolOutcome(2, "list_dir", {"path": "."}, ToolResult.success(["a.txt"], "1 entry"))
     assert unused_files("Is there a data/secret.txt here?", [gone, listing]) == []  # a failed try is evidence too
-    assert unused_files("Copy a.txt to b.md", [listing]) == ["b.md"]  # a.txt is in the listing
+    assert unused_files("Copy a.txt to b.md", [listing]) == ["a.txt", "b.md"]  # a listing that shows it is no use
+    assert unused_files("How many rows in shop.db?", [listing]) == []  # query_database never names its file
 
 
 def test_an_answer_about_a_file_no_call_used_goes_back_once(workspace: Path) -> None:
