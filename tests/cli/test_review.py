@@ -146,10 +146,10 @@ def test_proposed_text_is_shown_terminal_safe(tmp_path: Path, notes: Path) -> No
     session_id = plan_run(
         tmp_path,
         notes,
-        [call("write_file", path="x.md", content=hostile), call("run_shell", command="echo \x1b[31mred"), "Done."],
+        [call("write_file", path="notes.md", content=hostile), call("run_shell", command="echo \x1b[31mred"), "Done."],
     )
     res = runner.invoke(app, ["sessions", "apply", session_id])  # nobody to ask: both denied, nothing run
-    assert "\x1b" not in res.stdout and "\x07" not in res.stdout and not (notes / "x.md").exists()
+    assert "\x1b" not in res.stdout and "\x07" not in res.stdout and (notes / "notes.md").read_text() == NOTES
 
 
 # -- hand-off ----------------------------------------------------------------------------------------------
