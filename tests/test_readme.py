@@ -458,7 +458,7 @@ def test_the_serving_examples_run_as_written(tmp_path: Path, hermetic_home: Path
         call("write_file", path="summary.md", content="Tea at ten."),
         "Done.",
     ]
-    planned = [call("write_file", path="tidy.md", content="Tidy."), "Planned."]
+    planned = [call("write_file", path="notes.md", content="Tidy."), "Planned."]
     replay = write_replay(tmp_path / "r.jsonl", [*replies, call("write_file", path="later.md", content="x"), *planned])
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HERMES_LOCAL_MODEL": f"replay:{replay}"}
 
@@ -497,7 +497,7 @@ def test_the_serving_examples_run_as_written(tmp_path: Path, hermetic_home: Path
         status(port, later, "cancelled")
         planned = json.loads(sh(runs[5], port))["id"]  # plan-only: the write is a proposal, nothing written
         proposals = status(port, planned, "done")["result"]["proposals"]
-        assert [p["name"] for p in proposals] == ["write_file"] and not (work / "tidy.md").exists()
+        assert [p["name"] for p in proposals] == ["write_file"] and not (work / "notes.md").exists()
         assert json.loads(sh(runs[6], port, run_id))["verdict"] == "bad"  # the user's verdict on the first run
     finally:
         serve.terminate()

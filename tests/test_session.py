@@ -102,9 +102,11 @@ def test_kill_9_mid_step_then_resume_runs_each_effect_once(tmp_path: Path, works
         timeout=120,
         stdin=subprocess.DEVNULL,
     )
-    assert res.returncode == 0, res.stderr
     out = json.loads(res.stdout)
     assert out["stopped"] == "answer" and out["answer"] == "Done after the crash."
+    # out.txt was never written (its call was cut off and not re-run): "Done" is not claimed as done
+    assert res.returncode == 6 and out["outcome"] == "unverified", res.stderr
+    assert out["evidence"].startswith("the goal names out.txt and no tool call used it")
     assert (workspace / "memo.md").read_text() == "- A\n- B\n"
     assert not (workspace / "out.txt").exists()  # the in-flight call was not silently re-run
     events = read_records(sessions_dir() / f"{session.id}.jsonl")
