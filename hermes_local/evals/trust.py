@@ -88,8 +88,16 @@ def denial_lines(calls: list[ToolOutcome], approver: EvalApprover) -> list[str]:
         RECORDED_BAD: "the run it came from was rated bad; its case replays only read calls",
         NEEDS_SANDBOX: f"dangerous, and no sandbox is in force ({approver.sandbox_why})",
     }
-    return [
-        f"step {c.step}: {c.name} denied ({why.get(c.approval, c.approval or 'not approved')})"
-        for c in calls
-        if c.error_kind == "permission_denied"
-    ]
+    return [_denial_line(c, why) for c in calls if c.error_kind == "permission_denied"]
+
+
+APPROVED_HOW = frozenset({"read", "rule", "flag", "policy"})  # an approval that let the call run (approval.py)
+
+
+def _denial_line(c: ToolOutcome, why: dict[str, str]) -> str:
+    """`step N: NAME denied (why)`, or, for a call approved and then refused by the tool itself (a path outside
+    the workspace), `step N: NAME refused by the tool (its reason)` rather than the approval's name."""
+    if c.approval in APPROVED_HOW:
+        reason = " ".join(str(c.error or "").split()).split(";")[0]
+        return f"step {c.step}: {c.name} refused by the tool ({reason[:120]})"
+    return f"step {c.step}: {c.name} denied ({why.get(c.approval, c.approval or 'not approved')})"

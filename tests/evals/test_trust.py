@@ -4,6 +4,7 @@ real files, real `run_shell` commands through the CLI on the scripted model."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -113,3 +114,19 @@ def test_a_good_runs_case_carries_no_approval_and_an_eval_without_sandbox_refuse
     shell = next(c for c in run["calls"] if c["name"] == "run_shell")
     assert shell["result"]["approval"] == "policy" and run["denied"] == []
     assert not marker.exists()  # it ran, in the sandbox: the folder outside the eval's workspace is out of reach
+
+
+def test_a_call_the_tool_itself_refused_is_said_so_not_named_by_its_approval() -> None:
+    """The embedded model read /Users/JohnDoe/Documents/notes.txt: approved as a read, refused by the tool as a
+    path outside the workspace; the eval's report said `read_file denied (read)`."""
+    from hermes_local.evals.trust import EvalApprover, denial_lines
+    from hermes_local.outcome import ToolOutcome, ToolResult
+    from hermes_local.sandbox.policy import SandboxPolicy
+
+    error = "path '/Users/x/notes.txt' is outside the workspace; only paths inside the workspace are allowed."
+    outside = ToolResult.failure("permission_denied", error)
+    refused = ToolOutcome(1, "read_file", {"path": "/Users/x/notes.txt"}, dataclasses.replace(outside, approval="read"))
+    approver = EvalApprover(allow=[], deny=[], sandbox=SandboxPolicy(mode="off"))
+    assert denial_lines([refused], approver) == [
+        "step 1: read_file refused by the tool (path '/Users/x/notes.txt' is outside the workspace)"
+    ]
