@@ -214,10 +214,12 @@ def judge(
     repeated: bool = False,
     why: str = "",
     changed: set[str] | None = None,
+    earlier: Sequence[ToolOutcome] = (),
 ) -> Verdict:
     """The outcome of a finished run and its evidence (see the module docstring); `repeated`: the accepted answer
     is word for word one that was sent back; `why`: why a run without an answer stopped; `changed`: the workspace
-    paths the run's checkpoints recorded as changed (None: not recorded; then a write call that worked counts)."""
+    paths the run's checkpoints recorded as changed (None: not recorded; then a write call that worked counts);
+    `earlier`: the session's calls before this turn (a file an earlier message named may have been used then)."""
     real = real_calls(calls)
     ok = [c for c in real if c.ok]
     if stopped != "answer" or not (answer or "").strip():
@@ -239,7 +241,7 @@ def judge(
     only_writes = all(c.name in need.sinks for c in ok)  # on a question, not on a change
     if need.question and need.tool is not None and need.tool not in need.writers and not need.change and only_writes:
         return Verdict("unverified", "the goal needs information and only writes succeeded; " + _ok_line(ok))
-    unused = unused_files(need.user_text, real)
+    unused = unused_files(need.user_text, [*earlier, *real])
     if unused:
         return Verdict(
             "unverified", f"the goal names {', '.join(unused[:3])} and no tool call used it; " + _ok_line(ok)

@@ -297,7 +297,10 @@ class Agent:
         recorder = self.executor.checkpoints  # what the workspace's checkpoints say changed (a plan changes nothing)
         changed = set(recorder.changed) if recorder is not None and not self.executor.plan else None
         why = result.error or ""
-        verdict = judge(result.answer, result.stopped, calls, need, repeated=repeated, why=why, changed=changed)
+        earlier = memory.ledger  # a follow-up's earlier messages may name files its earlier turns used
+        verdict = judge(
+            result.answer, result.stopped, calls, need, repeated=repeated, why=why, changed=changed, earlier=earlier
+        )
         result.outcome, result.evidence = verdict.outcome, verdict.evidence
 
     def _loop(

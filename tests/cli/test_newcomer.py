@@ -168,6 +168,21 @@ def test_run_continue_follows_a_finished_session_with_a_new_message(tmp_path: Pa
     assert again.exit_code == 2 and "needs the new message" in again.stderr
 
 
+def test_a_follow_up_counts_the_files_its_earlier_turns_used(tmp_path: Path, workspace: Path) -> None:
+    """The goal named notes.txt and turn 1 read it; turn 2 writes summary.md: notes.txt is not "unused"."""
+    (workspace / "notes.txt").write_text("Tea at ten.\n")
+    first = write_replay(tmp_path / "a.jsonl", [call("read_file", path="notes.txt"), "It says: tea at ten."])
+    res = runner.invoke(app, ["run", "Read notes.txt", "--model", f"replay:{first}", "--workspace", str(workspace)])
+    assert res.exit_code == 0, res.stderr
+    sid = list_sessions()[0].id
+    second = write_replay(tmp_path / "b.jsonl", [call("write_file", path="summary.md", content="Tea at ten."), "Done."])
+    args = ["run", "--continue", sid, "Write that to summary.md", "--model", f"replay:{second}", "--json", "--yes"]
+    res = runner.invoke(app, [*args, "--workspace", str(workspace)])
+    out = json.loads(res.stdout)
+    assert res.exit_code == 0 and out["outcome"] == "done", out["evidence"]
+    assert (workspace / "summary.md").read_text() == "Tea at ten."
+
+
 def test_run_continue_refuses_a_session_that_has_not_ended(workspace: Path) -> None:
     from hermes_local.events import RunStart
     from hermes_local.session import SessionLog
