@@ -100,7 +100,7 @@ class AnswerGuard:
         unsupported = unsupported_figures(text, real, self.need.user_text or memory.goal)
         if unsupported:
             return "figures", None, ", ".join(unsupported[:5])
-        unused = unused_files(self.need.user_text or memory.goal, real)
+        unused = unused_files(self.need.user_text or memory.goal, real, change=self.need.change)
         if unused:
             return "files", tool_needed(memory.goal, self.registry()), ", ".join(unused[:3])
         return None, None, ""

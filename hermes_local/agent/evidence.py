@@ -172,12 +172,14 @@ def unsupported_names(answer: str, calls: Iterable[ToolOutcome], user_text: str)
     return list(dict.fromkeys(n for n in found if n.lower() not in CALENDAR and n.lower() not in seen))
 
 
-def unused_files(user_text: str, calls: Iterable[ToolOutcome]) -> list[str]:
+def unused_files(user_text: str, calls: Iterable[ToolOutcome], *, change: bool = False) -> list[str]:
     """The files the user's words name ("notes.txt", "data/sales.csv") that no call named in its arguments, by
-    file name, in order. A call that failed counts ("not found" is evidence too); a listing that merely shows the
-    name does not (`ls -la` is not counting the lines of todo.txt). Database files are left out: the database
-    tool's calls do not name the file they query."""
-    touched = " ".join(json.dumps(c.arguments, ensure_ascii=False, default=str) for c in real_calls(calls)).lower()
+    file name, in order. On a question a call that failed counts ("not found" is evidence too); on a goal that asks
+    for a change only one that worked does (a write cut off by a crash did not write out.txt). A listing that
+    merely shows the name does not count (`ls -la` is not counting the lines of todo.txt). Database files are left
+    out: the database tool's calls do not name the file they query."""
+    used = [c for c in real_calls(calls) if c.ok or not change]
+    touched = " ".join(json.dumps(c.arguments, ensure_ascii=False, default=str) for c in used).lower()
     named = [m.group(0).rstrip(".").rsplit("/", 1)[-1] for m in FILE_NAMED.finditer(user_text)]
     files = [n for n in named if not n.lower().endswith((".db", ".sqlite"))]
     return list(dict.fromkeys(n for n in files if n.lower() not in touched))
@@ -241,7 +243,7 @@ def judge(
     only_writes = all(c.name in need.sinks for c in ok)  # on a question, not on a change
     if need.question and need.tool is not None and need.tool not in need.writers and not need.change and only_writes:
         return Verdict("unverified", "the goal needs information and only writes succeeded; " + _ok_line(ok))
-    unused = unused_files(need.user_text, [*earlier, *real])
+    unused = unused_files(need.user_text, [*earlier, *real], change=need.change)
     if unused:
         return Verdict(
             "unverified", f"the goal names {', '.join(unused[:3])} and no tool call used it; " + _ok_line(ok)

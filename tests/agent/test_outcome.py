@@ -255,6 +255,9 @@ def test_an_answer_about_a_file_no_call_used_is_unverified() -> None:
     assert unused_files("Is there a data/secret.txt here?", [gone, listing]) == []  # a failed try is evidence too
     assert unused_files("Copy a.txt to b.md", [listing]) == ["a.txt", "b.md"]  # a listing that shows it is no use
     assert unused_files("How many rows in shop.db?", [listing]) == []  # query_database never names its file
+    cut = ToolOutcome(2, "slow_write", {"filename": "out.txt"}, ToolResult.failure("tool_error", "interrupted"))
+    assert unused_files("Note A, then write out.txt", [cut]) == []  # as a question's evidence it would count
+    assert unused_files("Note A, then write out.txt", [cut], change=True) == ["out.txt"]  # a change needs it done
 
 
 def test_an_answer_about_a_file_no_call_used_goes_back_once(workspace: Path) -> None:
