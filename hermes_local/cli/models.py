@@ -41,8 +41,11 @@ def models_list(as_json: JsonOpt = False) -> None:
 
     rows = [r | {"qualification": qualification(r["path"])} for r in registry_rows(used_label(load_settings().model))]
     named = {str(Path(r["path"]).resolve()) for r in rows if r["path"]}
-    files = {path: qualification(path) for path in qualified_files() if path not in named}
-    files = {path: record for path, record in files.items() if record is not None}  # a replaced file is not
+    files: dict[str, dict[str, Any]] = {}
+    for path in qualified_files():
+        record = qualification(path)  # None: the file was replaced or removed since
+        if path not in named and record is not None:
+            files[path] = record
     if as_json:
         listed = [r | {"path": str(r["path"]) if r["path"] else None} for r in rows]
         files_listed = [
