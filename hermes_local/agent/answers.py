@@ -76,8 +76,8 @@ class AnswerGuard:
         """Whether an answer goes back once: (reason, the tool to name, the missing evidence), or (None, ...) to
         accept it. Sent back: no call succeeded on a goal that needs one ("no_tool" when none was made,
         "no_success" after calls that all failed), figures found in no tool result ("figures"), or a file the goal
-        names that no call used ("files"). Only one
-        answer per run goes back; the next is accepted and its outcome says what it lacks (`evidence.judge`)."""
+        names that no call used ("files"). Only one answer per run goes back; the next is accepted and its outcome
+        says what it lacks (`evidence.judge`)."""
         config = self.config
         if not config.answer_guard or config.tool_choice == "none":
             return None, None, ""

@@ -5,11 +5,10 @@ goal needed tools and a call behind the answer succeeded (a goal that asked for 
 workspace's checkpoints); `answered`: a goal that needs no tool, answered without one; `unverified`: an answer with
 no successful call behind it on a goal that needs one, only writes on a goal that asks a question, figures in the
 answer (or, on a goal that asks for information, names) that appear in no tool result and no user text, a file
-the goal names that no call used (`unused_files`), an
-information answer of four words or more that shares none with any result (`says_nothing_read`), a change
-asked for and nothing changed, or an answer repeated word for word after it was sent back; `failed`: no answer (the
-step limit, the failure cap, an empty reply, an error, a reply that only offers help), or an answer that says it
-could not do the task; `denied`: the calls it needed were refused. `Need` is what the goal needs (taken once, from
+the goal names that no call used (`unused_files`), an information answer of four words or more that shares none
+with any result (`says_nothing_read`), a change asked for and nothing changed, or an answer repeated word for word
+after it was sent back; `failed`: no answer (the step limit, the failure cap, an empty reply, an error, a reply
+that only offers help), or an answer that says it could not do the task; `denied`: the calls it needed were refused. `Need` is what the goal needs (taken once, from
 the goal and the run's tools, before the model writes anything). `unsupported_figures` and `no_success_line` are
 also the answer guard's reasons for sending an answer back once (`answers.py`). Does not call the model, run tools
 or print anything; `result.py` maps an outcome to its exit code.
