@@ -8,10 +8,11 @@ answer (or, on a goal that asks for information, names) that appear in no tool r
 the goal names that no call used (`unused_files`), an information answer of four words or more that shares none
 with any result (`says_nothing_read`), a change asked for and nothing changed, or an answer repeated word for word
 after it was sent back; `failed`: no answer (the step limit, the failure cap, an empty reply, an error, a reply
-that only offers help), or an answer that says it could not do the task; `denied`: the calls it needed were refused. `Need` is what the goal needs (taken once, from
-the goal and the run's tools, before the model writes anything). `unsupported_figures` and `no_success_line` are
-also the answer guard's reasons for sending an answer back once (`answers.py`). Does not call the model, run tools
-or print anything; `result.py` maps an outcome to its exit code.
+that only offers help), or an answer that says it could not do the task; `denied`: the calls it needed were
+refused. `Need` is what the goal needs (taken once, from the goal and the run's tools, before the model writes
+anything). `unsupported_figures` and `no_success_line` are also the answer guard's reasons for sending an answer
+back once (`answers.py`). Does not call the model, run tools or print anything; `result.py` maps an outcome to its
+exit code.
 """
 
 from __future__ import annotations
