@@ -18,7 +18,7 @@ from typing import Any
 
 from hermes_local.outcome import ToolOutcome, arguments_digest
 from hermes_local.sandbox.policy import SandboxPolicy
-from hermes_local.tools.approval import Approver
+from hermes_local.tools.approval import RUN_WITHOUT_ASKING, Approver
 from hermes_local.tools.registry import Tool
 
 RECORDED_BAD = "recorded_bad"  # the call is one a run rated bad made: a bad run's case replays only reads
@@ -91,13 +91,10 @@ def denial_lines(calls: list[ToolOutcome], approver: EvalApprover) -> list[str]:
     return [_denial_line(c, why) for c in calls if c.error_kind == "permission_denied"]
 
 
-APPROVED_HOW = frozenset({"read", "rule", "flag", "policy"})  # an approval that let the call run (approval.py)
-
-
 def _denial_line(c: ToolOutcome, why: dict[str, str]) -> str:
     """`step N: NAME denied (why)`, or, for a call approved and then refused by the tool itself (a path outside
     the workspace), `step N: NAME refused by the tool (its reason)` rather than the approval's name."""
-    if c.approval in APPROVED_HOW:
+    if c.approval in RUN_WITHOUT_ASKING:
         reason = " ".join(str(c.error or "").split()).split(";")[0]
         return f"step {c.step}: {c.name} refused by the tool ({reason[:120]})"
     return f"step {c.step}: {c.name} denied ({why.get(c.approval, c.approval or 'not approved')})"

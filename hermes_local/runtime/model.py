@@ -171,6 +171,17 @@ def load_tokenizer(settings: Settings, source: ModelSource | None = None) -> LLM
     return load_engine(settings, source.engine_model(settings), vocab_only=True)
 
 
+def gguf_header(source: ModelSource, llm: LLM) -> Any | None:
+    """The GGUF header the dialect is read from: the source's, else that of the file the engine says it serves
+    (`model_path`), else None."""
+    served = getattr(llm, "model_path", None)
+    if source.header is None and served and Path(served).is_file():
+        from hermes_local.models.gguf import read_header
+
+        return read_header(served)
+    return source.header
+
+
 def dialect_for(settings: Settings, llm: LLM, source: ModelSource | None = None, *, check: bool = False) -> Dialect:
     """The prompt format: `--dialect`, else the registry's `chat_format`, else the GGUF's metadata; its call
     syntax from the registry's `tool_call_format` (see `calls/formats.py`).
@@ -184,12 +195,7 @@ def dialect_for(settings: Settings, llm: LLM, source: ModelSource | None = None,
         source = _named_model(settings)
     if source.replay:
         return select_dialect(settings.dialect or "hermes")
-    header = source.header
-    served = getattr(llm, "model_path", None)
-    if header is None and served and Path(served).is_file():
-        from hermes_local.models.gguf import read_header
-
-        header = read_header(served)
+    header = gguf_header(source, llm)
     choice = source.choice
     chat_format = choice.entry.chat_format if choice else None
     call_format = choice.entry.tool_call_format if choice else None
@@ -250,7 +256,11 @@ class Model:
         tokenizer = load_tokenizer(settings, source)
         dialect = dialect_for(settings, tokenizer, source)
         if (settings.dialect or "").lower() == "auto" and notice is not None:  # said before any refusal
-            basis = detect_dialect_and_basis(source.header, tokenizer)[1] if not source.replay else "the default"
+            basis = (
+                "the default"
+                if source.replay
+                else detect_dialect_and_basis(gguf_header(source, tokenizer), tokenizer)[1]
+            )
             notice(f"--dialect auto picked {dialect.name} ({dialect.call_format} tool calls) from {basis}")
         if not source.replay:
             require_framing(dialect, tokenizer)

@@ -259,6 +259,10 @@ class Approver:
         return answer in ("y", "a"), "user", text
 
 
+# The `how` of `Approver.decision` for a call it let run without asking (a user's own answer is "user", yes or no).
+RUN_WITHOUT_ASKING = frozenset({"read", "rule", "flag", "policy"})
+
+
 def denial_message(name: str, how: str, rule: str = "") -> str:
     """The permission_denied text for a call that was not approved, written for the model."""
     if how == "denied_by_rule":
